@@ -1,0 +1,86 @@
+"""The adapter protocol every model family implements, and the errors they raise."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence, runtime_checkable
+
+from engine.result import Encoding, LogitLens, Prediction
+from engine.text import WordText
+
+
+class EngineError(Exception):
+    """An error with a message a user can act on; the CLI and UI show it as one line."""
+
+
+class ModelUnavailable(EngineError):
+    """The model cannot be loaded here (offline, missing file, not allowed path)."""
+
+
+class UnsupportedPrediction(EngineError):
+    """The model lacks the head a prediction needs (e.g. no masked-LM head)."""
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    model_id: str
+    family: str
+    n_layers: int          # transformer blocks / LSTM layers, not counting the embedding layer
+    n_heads: int           # 0 for ELMo
+    dim: int               # hidden size of the returned states
+    has_masked_lm: bool = False
+    has_next_word: bool = False
+    has_previous_word: bool = False
+    has_logit_lens: bool = False
+    device: str = "cpu"
+    dtype: str = "float32"
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """One loaded model. Implementations live in engine/families/{elmo,gpt,bert}.py.
+
+    encode() must give each text the same vectors whatever else shares its batch.
+    Prediction methods raise UnsupportedPrediction when the checkpoint lacks the head.
+    """
+
+    info: ModelInfo
+
+    def encode(self, texts: Sequence[WordText], batch_size: int = 16) -> list[Encoding]: ...
+
+    def predict_masked(self, text: WordText, top_k: int = 10) -> Prediction: ...
+
+    def predict_next(self, text: WordText, top_k: int = 10) -> Prediction: ...
+
+    def predict_previous(self, text: WordText, top_k: int = 10) -> Prediction: ...
+
+    def logit_lens(self, text: WordText, top_k: int = 1) -> LogitLens: ...
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    device: str = "auto"      # auto | cpu | cuda
+    dtype: str = "float32"    # float32 | float16 | bfloat16 (half precision only on CUDA)
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise EngineError("--device cuda was asked for, but no CUDA device is available")
+    if device not in ("cpu", "cuda"):
+        raise EngineError(f"unknown device {device!r}: use auto, cpu or cuda")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str):
+    import torch
+
+    table = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+    if dtype not in table:
+        raise EngineError(f"unknown dtype {dtype!r}: use float32, float16 or bfloat16")
+    if device == "cpu" and dtype != "float32":
+        # half-precision matmuls on CPU are slow and lossy; keep results comparable
+        return torch.float32
+    return table[dtype]

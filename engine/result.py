@@ -1,0 +1,135 @@
+"""Typed results that cross the engine boundary: CPU float32 numpy in frozen dataclasses.
+
+They pickle (for st.cache_data and the LRU cache) and check their own shapes, so no torch
+tensor and no malformed array ever reaches an analysis or a figure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+Pooling = Literal["first", "mean", "last"]
+POOLINGS: tuple[str, ...] = ("first", "mean", "last")
+FAMILIES: tuple[str, ...] = ("elmo", "gpt", "bert")
+
+
+def _require(cond: bool, name: str, why: str) -> None:
+    if not cond:
+        raise ValueError(f"{name}: {why}")
+
+
+@dataclass(frozen=True, eq=False)
+class Encoding:
+    """One analysed text.
+
+    hidden_states: [layers+1, tokens, dim]; index 0 is the embedding layer (ELMo: char CNN).
+    attentions: [layers, heads, tokens, tokens] (rows attend to columns) or None (ELMo).
+    token_to_word: [tokens] word index of each token, -1 for special tokens ([CLS], <s>, ...).
+    """
+
+    model_id: str
+    family: str
+    text: str
+    words: tuple[str, ...]
+    tokens: tuple[str, ...]
+    token_to_word: np.ndarray
+    hidden_states: np.ndarray
+    attentions: np.ndarray | None = None
+    layer_names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _require(self.family in FAMILIES, "family", f"must be one of {FAMILIES}")
+        hs, t2w = self.hidden_states, self.token_to_word
+        _require(isinstance(hs, np.ndarray) and hs.ndim == 3, "hidden_states",
+                 "must be a numpy array [layers+1, tokens, dim]")
+        _require(hs.dtype == np.float32, "hidden_states", "must be float32")
+        _require(hs.shape[1] == len(self.tokens), "hidden_states",
+                 f"has {hs.shape[1]} tokens, tokens has {len(self.tokens)}")
+        _require(t2w.shape == (len(self.tokens),), "token_to_word", "one entry per token")
+        _require(bool(np.all((t2w >= -1) & (t2w < len(self.words)))), "token_to_word",
+                 "entries must be -1 or a word index")
+        covered = set(t2w[t2w >= 0].tolist())
+        _require(covered == set(range(len(self.words))), "token_to_word",
+                 "every word needs at least one token")
+        if self.attentions is not None:
+            a = self.attentions
+            _require(a.ndim == 4 and a.shape[2:] == (len(self.tokens),) * 2, "attentions",
+                     "must be [layers, heads, tokens, tokens]")
+            _require(a.shape[0] == hs.shape[0] - 1, "attentions", "one map per layer")
+            _require(a.dtype == np.float32, "attentions", "must be float32")
+        if self.layer_names:
+            _require(len(self.layer_names) == hs.shape[0], "layer_names", "one name per layer")
+
+    @property
+    def n_layers(self) -> int:
+        """Number of hidden-state layers including the embedding layer."""
+        return self.hidden_states.shape[0]
+
+    @property
+    def special_mask(self) -> np.ndarray:
+        return self.token_to_word < 0
+
+    def word_tokens(self, word: int) -> np.ndarray:
+        return np.nonzero(self.token_to_word == word)[0]
+
+    def word_vectors(self, pool: Pooling = "mean") -> np.ndarray:
+        """[layers+1, words, dim]: each word's subword vectors pooled the same way for every
+        tokeniser (WordPiece, byte-level BPE, SentencePiece, ELMo's whole words)."""
+        _require(pool in POOLINGS, "pool", f"must be one of {POOLINGS}")
+        out = np.empty((self.n_layers, len(self.words), self.hidden_states.shape[2]), np.float32)
+        for w in range(len(self.words)):
+            idx = self.word_tokens(w)
+            if pool == "first":
+                out[:, w] = self.hidden_states[:, idx[0]]
+            elif pool == "last":
+                out[:, w] = self.hidden_states[:, idx[-1]]
+            else:
+                out[:, w] = self.hidden_states[:, idx].mean(axis=1)
+        return out
+
+
+@dataclass(frozen=True)
+class Candidate:
+    token: str
+    prob: float
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Top-k candidates for one position, best first.
+
+    kind: "masked" (BERT), "next" (GPT, ELMo forward LM) or "previous" (ELMo backward LM).
+    """
+
+    model_id: str
+    kind: str
+    context: str
+    candidates: tuple[Candidate, ...]
+
+    def __post_init__(self) -> None:
+        probs = [c.prob for c in self.candidates]
+        _require(all(a >= b for a, b in zip(probs, probs[1:])), "candidates", "best first")
+
+    def as_json(self) -> list[dict]:
+        return [{"token": c.token, "prob": float(c.prob)} for c in self.candidates]
+
+
+@dataclass(frozen=True, eq=False)
+class LogitLens:
+    """Next-token distribution read off every layer (final norm + output head applied).
+
+    top_tokens/top_probs: [layers+1, positions] best token per layer and input position.
+    At the last layer this is the model's own output.
+    """
+
+    model_id: str
+    tokens: tuple[str, ...]
+    top_tokens: tuple[tuple[str, ...], ...]
+    top_probs: np.ndarray
+    layer_names: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        _require(self.top_probs.shape == (len(self.top_tokens), len(self.tokens)), "top_probs",
+                 "must be [layers+1, positions]")

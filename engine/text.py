@@ -1,0 +1,103 @@
+"""Word tokenisation shared by every model, and token -> word alignment.
+
+Every family sees the same list of words for a text, so word *i* means the same word for ELMo,
+GPT and BERT. Transformer tokenisers run on the original text (their input is unchanged by our
+word split); their tokens are mapped back to words through character offsets.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+MASK = "[MASK]"
+
+# A word is [MASK], a run of letters/digits joined by inner apostrophes or hyphens, or one
+# punctuation character. Keeping "don't" and "well-known" whole matches what a reader calls a word.
+_WORD_RE = re.compile(r"\[MASK\]|\w+(?:['’\-]\w+)*|[^\w\s]", re.UNICODE)
+
+MAX_WORDS = 128
+MAX_CHARS = 1000
+
+
+class TextError(ValueError):
+    """Input text that cannot be analysed (empty, too long)."""
+
+
+@dataclass(frozen=True)
+class WordText:
+    """A text and its words; `spans[i]` is the (start, end) character span of `words[i]`."""
+
+    text: str
+    words: tuple[str, ...]
+    spans: tuple[tuple[int, int], ...]
+
+    def __post_init__(self) -> None:
+        if len(self.words) != len(self.spans):
+            raise ValueError("spans: one span per word is required")
+
+    @property
+    def mask_indices(self) -> list[int]:
+        return [i for i, w in enumerate(self.words) if w == MASK]
+
+
+def _check(text: str, n_words: int) -> None:
+    if not text.strip() or n_words == 0:
+        raise TextError("the text is empty")
+    if len(text) > MAX_CHARS:
+        raise TextError(f"the text has {len(text)} characters; the cap is {MAX_CHARS}")
+    if n_words > MAX_WORDS:
+        raise TextError(f"the text has {n_words} words; the cap is {MAX_WORDS}")
+
+
+def split_words(text: str) -> WordText:
+    """Split typed text into words (see _WORD_RE); the text itself is kept unchanged."""
+    matches = list(_WORD_RE.finditer(text))
+    _check(text, len(matches))
+    return WordText(text, tuple(m.group() for m in matches), tuple(m.span() for m in matches))
+
+
+def from_words(words: Sequence[str]) -> WordText:
+    """Pretokenised mode: whitespace tokens taken as given, joined by single spaces."""
+    words = tuple(w for w in words if w)
+    spans, pos = [], 0
+    for w in words:
+        spans.append((pos, pos + len(w)))
+        pos += len(w) + 1
+    text = " ".join(words)
+    _check(text, len(words))
+    return WordText(text, words, tuple(spans))
+
+
+def to_word_text(text: str, pretokenized: bool = False) -> WordText:
+    return from_words(text.split()) if pretokenized else split_words(text)
+
+
+def align_offsets(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]],
+                  text: str) -> np.ndarray:
+    """Map each token's character span to the word it overlaps most; -1 for special tokens.
+
+    Byte-level BPE offsets may include the leading space ("Ġbank" -> " bank"), so overlap is
+    counted on non-space characters only.
+    """
+    starts = np.array([s for s, _ in spans])
+    ends = np.array([e for _, e in spans])
+    out = np.full(len(offsets), -1, dtype=np.int64)
+    for t, (s, e) in enumerate(offsets):
+        if e <= s:
+            continue
+        while s < e and text[s].isspace():
+            s += 1
+        if s >= e:
+            continue
+        overlap = np.minimum(ends, e) - np.maximum(starts, s)
+        best = int(np.argmax(overlap))
+        if overlap[best] > 0:
+            out[t] = best
+        else:
+            # a token between words (e.g. a stray byte of a multi-byte char): take the next word
+            after = np.nonzero(starts >= e)[0]
+            out[t] = int(after[0]) if len(after) else len(spans) - 1
+    return out
