@@ -1,0 +1,36 @@
+"""Shared test fixtures: the ../shared folder (skipped with a reason when absent) and offline mode."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+
+# Nothing in the suite may reach a network: hub lookups fail fast instead of hanging.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} is absent (it holds the reference fixtures)")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def elmo_fixture_dir(shared_dir: Path) -> Path:
+    d = shared_dir / "fixtures" / "elmo-reference"
+    if not d.is_dir():
+        pytest.skip(f"{d} is absent")
+    return d
+
+
+@pytest.fixture
+def model_dir(tmp_path, monkeypatch) -> Path:
+    """A configured model directory (CTXLENS_MODEL_DIRS) for checkpoints built by a test."""
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(tmp_path))
+    return tmp_path
