@@ -1,0 +1,222 @@
+"""Per-layer geometry of contextual word vectors: anisotropy, self-similarity, intra-sentence
+similarity, maximum explainable variance (Ethayarajh 2019) and linear CKA (Kornblith et al. 2019).
+
+Pure numpy on `Encoding.word_vectors`; no torch, so the app and the benchmarks share it.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from engine.families.base import EngineError
+from engine.result import Encoding, Pooling
+
+# Only words with a letter or digit count as words here: punctuation would dominate the
+# repeated-word statistics (every sentence has a "."), which Ethayarajh's word lists do not.
+_WORDLIKE = re.compile(r"\w")
+_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class AdjustedMetrics:
+    """Self-similarity and intra-sentence similarity minus the anisotropy baseline, per layer
+    (Ethayarajh 2019, §3.3: "adjusted for anisotropy")."""
+
+    self_similarity: np.ndarray
+    intra_sentence: np.ndarray
+    anisotropy: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class LayerMetrics:
+    """Ethayarajh (2019) statistics, one float per layer (index 0 = embedding layer).
+
+    self_similarity, intra_sentence: raw (not baseline-subtracted); see `adjusted()`.
+    mev: maximum explainable variance; NaN where no word occurs twice.
+    n_words_repeated: word types (lowercased) with >= 2 occurrences, i.e. those behind
+    self_similarity and mev (the same for every layer, hence an int).
+    """
+
+    anisotropy: np.ndarray
+    self_similarity: np.ndarray
+    intra_sentence: np.ndarray
+    mev: np.ndarray
+    n_words_repeated: int
+    layer_names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        n = self.anisotropy.shape
+        for name in ("self_similarity", "intra_sentence", "mev"):
+            if getattr(self, name).shape != n:
+                raise ValueError(f"{name}: must have one value per layer like anisotropy {n}")
+        if self.layer_names and len(self.layer_names) != n[0]:
+            raise ValueError("layer_names: one name per layer")
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.anisotropy.shape[0])
+
+    def adjusted(self) -> AdjustedMetrics:
+        return AdjustedMetrics(self_similarity=self.self_similarity - self.anisotropy,
+                               intra_sentence=self.intra_sentence - self.anisotropy,
+                               anisotropy=self.anisotropy)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    """Rows (last axis) scaled to unit length, in float64 so means of cosines stay exact."""
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), _EPS)
+
+
+@dataclass(frozen=True)
+class _Occurrences:
+    vectors: np.ndarray           # [layers, occurrences, dim], word-like words only
+    word_ids: np.ndarray          # [occurrences] index into `vocab`
+    sentence_ids: np.ndarray      # [occurrences]
+    vocab: tuple[str, ...]
+
+
+def _collect(encodings: Sequence[Encoding], pool: Pooling) -> _Occurrences:
+    if not encodings:
+        raise EngineError("layer_metrics needs at least one encoding")
+    n_layers = {e.n_layers for e in encodings}
+    if len(n_layers) != 1:
+        raise EngineError(f"encodings mix models with different layer counts {sorted(n_layers)}")
+    vocab: dict[str, int] = {}
+    vecs, wids, sids = [], [], []
+    for s, enc in enumerate(encodings):
+        keep = [i for i, w in enumerate(enc.words) if _WORDLIKE.search(w)]
+        if not keep:
+            continue
+        vecs.append(enc.word_vectors(pool)[:, keep])
+        wids += [vocab.setdefault(enc.words[i].lower(), len(vocab)) for i in keep]
+        sids += [s] * len(keep)
+    if not vecs:
+        raise EngineError("the encodings hold no words (only punctuation)")
+    return _Occurrences(np.concatenate(vecs, axis=1), np.asarray(wids), np.asarray(sids),
+                        tuple(vocab))
+
+
+def _anisotropy(unit: np.ndarray, occ: _Occurrences, n_pairs: int, seed: int) -> np.ndarray:
+    # Ethayarajh 2019 §3.3: baseline = mean cosine between uniformly sampled words from
+    # different contexts; pairs of the same word or the same sentence are rejected.
+    rng = np.random.default_rng(seed)
+    n = len(occ.word_ids)
+    a = rng.integers(0, n, size=n_pairs * 4)
+    b = rng.integers(0, n, size=n_pairs * 4)
+    ok = (occ.word_ids[a] != occ.word_ids[b]) & (occ.sentence_ids[a] != occ.sentence_ids[b])
+    a, b = a[ok][:n_pairs], b[ok][:n_pairs]
+    if len(a) == 0:
+        return np.full(unit.shape[0], np.nan)
+    return np.einsum("lpd,lpd->lp", unit[:, a], unit[:, b]).mean(axis=1)
+
+
+def _self_similarity_and_mev(unit: np.ndarray, raw: np.ndarray,
+                             groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    n_layers = unit.shape[0]
+    if not groups:
+        return np.full(n_layers, np.nan), np.full(n_layers, np.nan)
+    sims = np.empty((len(groups), n_layers))
+    mevs = np.empty((len(groups), n_layers))
+    for g, idx in enumerate(groups):
+        k = len(idx)
+        # Ethayarajh 2019 §3.3 Def. 1: mean pairwise cosine over the k(k-1) ordered pairs,
+        # computed as (|sum of unit vectors|^2 - k) / (k(k-1)).
+        total = unit[:, idx].sum(axis=1)
+        sims[g] = ((total * total).sum(axis=-1) - k) / (k * (k - 1))
+        # Ethayarajh 2019 §3.3 Def. 3: MEV = sigma_1^2 / sum sigma_i^2 of the (uncentred)
+        # occurrence matrix.
+        sv = np.linalg.svd(raw[:, idx].astype(np.float64), compute_uv=False)  # [layers, k]
+        power = (sv ** 2).sum(axis=1)
+        mevs[g] = np.where(power > _EPS, sv[:, 0] ** 2 / np.maximum(power, _EPS), np.nan)
+    with np.errstate(all="ignore"):
+        # all-zero occurrence matrices (MEV undefined) are left out of the mean
+        mev = np.array([np.nanmean(col) if np.isfinite(col).any() else np.nan
+                        for col in mevs.T])
+    return sims.mean(axis=0), mev
+
+
+def _intra_sentence(unit: np.ndarray, sentence_ids: np.ndarray) -> np.ndarray:
+    # Ethayarajh 2019 §3.3 Def. 2: mean cosine between each word and the sentence's mean
+    # vector (the mean of the word vectors), averaged over sentences with >= 2 words.
+    per_sentence = []
+    for s in np.unique(sentence_ids):
+        idx = np.nonzero(sentence_ids == s)[0]
+        if len(idx) < 2:
+            continue
+        centre = _unit(unit[:, idx].mean(axis=1))                   # [layers, dim]
+        per_sentence.append(np.einsum("lwd,ld->lw", unit[:, idx], centre).mean(axis=1))
+    if not per_sentence:
+        return np.full(unit.shape[0], np.nan)
+    return np.mean(per_sentence, axis=0)
+
+
+def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: int = 0,
+                  n_pairs: int = 1000, max_occurrences: int = 200) -> LayerMetrics:
+    """Ethayarajh (2019) statistics per layer over a set of encoded sentences.
+
+    Word identity is the lowercased word; words without a letter or digit are skipped.
+    A word seen more than `max_occurrences` times contributes a seeded random sample of
+    its occurrences (this bounds the SVDs behind MEV for words like "the").
+    """
+    occ = _collect(encodings, pool)
+    unit = _unit(occ.vectors)
+    rng = np.random.default_rng(seed + 1)
+    by_word: dict[int, list[int]] = defaultdict(list)
+    for i, w in enumerate(occ.word_ids.tolist()):
+        by_word[w].append(i)
+    groups = []
+    for idx in by_word.values():
+        if len(idx) >= 2:
+            idx = np.asarray(idx)
+            if len(idx) > max_occurrences:
+                idx = np.sort(rng.choice(idx, size=max_occurrences, replace=False))
+            groups.append(idx)
+    self_sim, mev = _self_similarity_and_mev(unit, occ.vectors, groups)
+    return LayerMetrics(
+        anisotropy=_anisotropy(unit, occ, n_pairs, seed),
+        self_similarity=self_sim,
+        intra_sentence=_intra_sentence(unit, occ.sentence_ids),
+        mev=mev,
+        n_words_repeated=len(groups),
+        layer_names=encodings[0].layer_names,
+    )
+
+
+def _hsic_matrix(centred: list[np.ndarray]) -> np.ndarray:
+    """Unnormalised linear HSIC ||X_i^T X_j||_F^2 for every pair of layers, through whichever of
+    the n x n Gram matrices or the d x d cross-covariances is smaller."""
+    n, d = centred[0].shape
+    n_layers = len(centred)
+    if n <= d:
+        grams = np.stack([x @ x.T for x in centred]).reshape(n_layers, -1)
+        return grams @ grams.T
+    out = np.empty((n_layers, n_layers))
+    for i in range(n_layers):
+        for j in range(i, n_layers):
+            cross = centred[i].T @ centred[j]
+            out[i, j] = out[j, i] = float((cross * cross).sum())
+    return out
+
+
+def linear_cka_matrix(word_vectors: np.ndarray) -> np.ndarray:
+    """Linear CKA between every pair of layers (Kornblith et al. 2019, Eq. 4 with linear kernel):
+    CKA(X, Y) = ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F) on column-centred X, Y.
+
+    word_vectors: [layers, n, dim] (the same n words at every layer). Returns [layers, layers],
+    symmetric, 1 on the diagonal; invariant to orthogonal transforms and isotropic scaling.
+    """
+    x = np.asarray(word_vectors, dtype=np.float64)
+    if x.ndim != 3 or x.shape[1] < 2:
+        raise EngineError("linear CKA needs word vectors [layers, n >= 2, dim]")
+    centred = [layer - layer.mean(axis=0, keepdims=True) for layer in x]
+    hsic = _hsic_matrix(centred)
+    norms = np.sqrt(np.maximum(np.diag(hsic), 0.0))
+    denom = np.outer(norms, norms)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cka = np.where(denom > _EPS, hsic / denom, np.nan)
+    return cka
