@@ -1,0 +1,193 @@
+"""`ctxlens` command line: models, embed, attention, predict.
+
+Every failure a user can cause ends as one line on stderr and a non-zero exit, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from engine.families.base import EngineError
+from engine.result import POOLINGS
+from engine.text import TextError
+
+EXIT_USAGE = 2
+EXIT_INTERNAL = 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ctxlens", description="Contextual word embeddings: "
+                                "ELMo, GPT and BERT, layer by layer.")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("models", help="list the model registry and what is available here")
+
+    def model_args(sp):
+        sp.add_argument("--model", required=True, help="registry id (see `ctxlens models`) or a "
+                        "model directory under CTXLENS_MODEL_DIRS")
+        sp.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+        sp.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+
+    e = sub.add_parser("embed", help="word vectors of every layer for a file of sentences")
+    model_args(e)
+    e.add_argument("--input", required=True, help="text file, one sentence per line")
+    e.add_argument("--output", required=True, help="output .npz")
+    e.add_argument("--pool", default="mean", choices=POOLINGS)
+    e.add_argument("--pretokenized", action="store_true",
+                   help="take whitespace-separated tokens as the words")
+    e.add_argument("--batch-size", type=int, default=16)
+
+    a = sub.add_parser("attention", help="attention maps of every layer and head for one text")
+    model_args(a)
+    a.add_argument("--text", required=True)
+    a.add_argument("--output", required=True, help="output .npz")
+
+    pr = sub.add_parser("predict", help="top-k masked / next / previous word as JSON")
+    model_args(pr)
+    g = pr.add_mutually_exclusive_group(required=True)
+    g.add_argument("--text", help='a text with one [MASK], e.g. "The [MASK] barked ."')
+    g.add_argument("--next", help="a prefix; predicts the next word")
+    g.add_argument("--previous", help="a suffix; predicts the previous word (ELMo backward LM)")
+    pr.add_argument("--top-k", type=int, default=10)
+    return p
+
+
+def _read_sentences(path: str) -> list[str]:
+    f = Path(path)
+    if not f.is_file():
+        raise EngineError(f"input file {path} does not exist")
+    try:
+        lines = f.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise EngineError(f"input file {path} is not UTF-8 text") from e
+    sentences = [ln.strip() for ln in lines if ln.strip()]
+    if not sentences:
+        raise EngineError(f"input file {path} holds no sentences")
+    return sentences
+
+
+def _check_output(path: str) -> Path:
+    out = Path(path)
+    if out.suffix != ".npz":
+        raise EngineError(f"--output must end in .npz (got {path})")
+    if not out.parent.exists():
+        raise EngineError(f"output folder {out.parent} does not exist")
+    return out
+
+
+def cmd_models(args, engine_cls) -> int:
+    from engine.registry import availability, load_registry
+
+    for e in load_registry().values():
+        print(f"{e.id:<16} {e.family:<5} {e.name:<46} {availability(e)}")
+    return 0
+
+
+def cmd_embed(args, engine_cls) -> int:
+    from tqdm import tqdm
+
+    from engine.text import to_word_text
+
+    if args.batch_size < 1:
+        raise EngineError("--batch-size must be at least 1")
+    sentences = _read_sentences(args.input)
+    out = _check_output(args.output)
+    texts = []
+    for i, s in enumerate(sentences):
+        try:
+            texts.append(to_word_text(s, args.pretokenized))
+        except TextError as e:
+            raise TextError(f"sentence {i + 1}: {e}") from e
+    engine = engine_cls(device=args.device, dtype=args.dtype, cache_size=0)
+    engine.adapter(args.model)
+    vectors, sent_idx, word_idx, words = [], [], [], []
+    chunk = max(args.batch_size * 4, 64)
+    with tqdm(total=len(texts), unit="sent", desc=f"embed {args.model}",
+              disable=len(texts) < 50 or None) as bar:
+        for start in range(0, len(texts), chunk):
+            encs = engine.encode_words(args.model, texts[start:start + chunk],
+                                       batch_size=args.batch_size)
+            for j, enc in enumerate(encs):
+                wv = enc.word_vectors(args.pool)            # (L+1, W, D)
+                vectors.append(wv.transpose(1, 0, 2))        # (W, L+1, D)
+                sent_idx += [start + j] * len(enc.words)
+                word_idx += list(range(len(enc.words)))
+                words += list(enc.words)
+            bar.update(len(encs))
+    np.savez(out, vectors=np.concatenate(vectors).astype(np.float32),
+             sentence_index=np.array(sent_idx, np.int64), word_index=np.array(word_idx, np.int64),
+             words=np.array(words), sentences=np.array(sentences), model=np.array(args.model),
+             pooling=np.array(args.pool))
+    print(f"wrote {out}: {len(words)} words from {len(texts)} sentences, "
+          f"{vectors[0].shape[1]} layers x {vectors[0].shape[2]} dims", file=sys.stderr)
+    return 0
+
+
+def cmd_attention(args, engine_cls) -> int:
+    out = _check_output(args.output)
+    engine = engine_cls(device=args.device, dtype=args.dtype)
+    enc = engine.encode(args.model, [args.text])[0]
+    if enc.attentions is None:
+        raise EngineError(f"{args.model} is an ELMo model: it has no attention")
+    np.savez(out, attentions=enc.attentions, tokens=np.array(enc.tokens),
+             token_to_word=enc.token_to_word, words=np.array(enc.words),
+             model=np.array(args.model))
+    print(f"wrote {out}: {enc.attentions.shape[0]} layers x {enc.attentions.shape[1]} heads x "
+          f"{len(enc.tokens)} tokens", file=sys.stderr)
+    return 0
+
+
+def cmd_predict(args, engine_cls) -> int:
+    if args.top_k < 1:
+        raise EngineError("--top-k must be at least 1")
+    engine = engine_cls(device=args.device, dtype=args.dtype)
+    if args.text is not None:
+        pred = engine.predict_masked(args.model, args.text, top_k=args.top_k)
+    elif args.next is not None:
+        pred = engine.predict_next(args.model, args.next, top_k=args.top_k)
+    else:
+        pred = engine.predict_previous(args.model, args.previous, top_k=args.top_k)
+    print(json.dumps(pred.as_json(), ensure_ascii=False))
+    return 0
+
+
+COMMANDS = {"models": cmd_models, "embed": cmd_embed, "attention": cmd_attention,
+            "predict": cmd_predict}
+
+
+def _quiet_libraries() -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        import transformers
+
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _quiet_libraries()
+    from engine.api import Engine
+
+    try:
+        return COMMANDS[args.command](args, Engine)
+    except (EngineError, TextError) as e:
+        print(f"ctxlens: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("ctxlens: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the CLI promises one line, never a traceback
+        print(f"ctxlens: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

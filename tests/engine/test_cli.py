@@ -1,0 +1,163 @@
+"""The `ctxlens` CLI: each command, and each bad input ends in one line and a non-zero exit."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 120):
+    """The CLI as a user runs it: a separate process (so a traceback would be visible)."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def assert_one_line_error(proc, *fragments: str) -> None:
+    assert proc.returncode != 0
+    err = proc.stderr.strip()
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("ctxlens: error:")
+    for f in fragments:
+        assert f in err, err
+
+
+def test_models_lists_every_registry_entry_with_availability(capsys):
+    assert main(["models"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    by_id = {ln.split()[0]: ln for ln in lines}
+    for mid in ("bert-base-uncased", "gpt2", "elmo-original", "elmo-small", "minilm-l6",
+                "smollm2-135m"):
+        assert mid in by_id
+    assert by_id["minilm-l6"].rstrip().endswith("bundled")
+    assert by_id["minilm-l6"].split()[1] == "bert"
+    assert by_id["smollm2-135m"].split()[1] == "gpt"
+    assert by_id["elmo-original"].split()[1] == "elmo"
+
+
+@pytest.mark.parametrize("model", ["bert-base-uncased", "gpt2", "elmo-small"])
+def test_hub_model_offline_fails_fast_with_a_clear_message(tmp_path, model):
+    src = tmp_path / "in.txt"
+    src.write_text("The bank was closed .\n")
+    start = time.monotonic()
+    proc = run_cli("embed", "--model", model, "--input", str(src), "--output",
+                   str(tmp_path / "o.npz"), env={"CTXLENS_CACHE": str(tmp_path / "cache"),
+                                                 "HF_HOME": str(tmp_path / "hf")})
+    assert time.monotonic() - start < 15  # process start + imports; the check itself is ~0 s
+    assert_one_line_error(proc, model, "cannot be reached")
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_offline_check_without_env_flag_returns_within_five_seconds(tmp_path, monkeypatch):
+    """No HF_HUB_OFFLINE: the reachability probe itself must give up quickly."""
+    from engine.fetch import _reachable
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    start = time.monotonic()
+    _reachable("huggingface.co")
+    assert time.monotonic() - start < 5
+
+
+def test_unknown_model_is_one_line(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("A sentence .\n")
+    proc = run_cli("embed", "--model", "no-such-model", "--input", str(src), "--output",
+                   str(tmp_path / "o.npz"))
+    assert_one_line_error(proc, "unknown model")
+
+
+def test_missing_and_empty_input_files(tmp_path):
+    proc = run_cli("embed", "--model", "minilm-l6", "--input", str(tmp_path / "nope.txt"),
+                   "--output", str(tmp_path / "o.npz"))
+    assert_one_line_error(proc, "does not exist")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n")
+    proc = run_cli("embed", "--model", "minilm-l6", "--input", str(empty), "--output",
+                   str(tmp_path / "o.npz"))
+    assert_one_line_error(proc, "no sentences")
+
+
+def test_overlong_sentence_names_its_line(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("fine .\n" + "word " * 300 + "\n")
+    proc = run_cli("embed", "--model", "minilm-l6", "--input", str(src), "--output",
+                   str(tmp_path / "o.npz"))
+    assert_one_line_error(proc, "sentence 2", "cap")
+
+
+def test_path_outside_model_dirs_is_refused(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    proc = run_cli("attention", "--model", str(tmp_path / "m"), "--text", "hi",
+                   "--output", str(tmp_path / "a.npz"), env={"CTXLENS_MODEL_DIRS": ""})
+    assert_one_line_error(proc, "outside the configured model directories")
+
+
+@pytest.mark.slow
+def test_embed_minilm_writes_every_layer_for_every_word(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("I deposited cash at the bank .\n\nWe fished from the river bank .\n")
+    out = tmp_path / "o.npz"
+    assert main(["embed", "--model", "minilm-l6", "--input", str(src), "--output", str(out),
+                 "--pool", "first"]) == 0
+    z = np.load(out)
+    assert z["vectors"].dtype == np.float32
+    assert z["vectors"].shape == (13, 7, 384)  # 7 + 6 words, embeddings + 6 layers
+    assert z["sentence_index"].tolist() == [0] * 7 + [1] * 6
+    assert z["word_index"].tolist() == list(range(7)) + list(range(6))
+    assert z["words"][5] == "bank" and z["words"][11] == "bank"
+    assert str(z["model"]) == "minilm-l6" and str(z["pooling"]) == "first"
+    # contextual: the two "bank" vectors differ above the embedding layer
+    assert not np.allclose(z["vectors"][5, -1], z["vectors"][11, -1])
+
+
+@pytest.mark.slow
+def test_embed_pretokenized_keeps_whitespace_tokens(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("don't stop-me now!\n")
+    out = tmp_path / "o.npz"
+    assert main(["embed", "--model", "minilm-l6", "--input", str(src), "--output", str(out),
+                 "--pretokenized"]) == 0
+    assert np.load(out)["words"].tolist() == ["don't", "stop-me", "now!"]
+
+
+@pytest.mark.slow
+def test_attention_writes_row_stochastic_maps(tmp_path):
+    out = tmp_path / "a.npz"
+    assert main(["attention", "--model", "minilm-l6", "--text", "The cat sat .",
+                 "--output", str(out)]) == 0
+    z = np.load(out)
+    att = z["attentions"]
+    assert att.shape[:2] == (6, 12) and att.shape[2] == att.shape[3] == len(z["tokens"])
+    np.testing.assert_allclose(att.sum(-1), 1.0, atol=1e-4)
+    assert z["tokens"][0] == "[CLS]" and z["token_to_word"][0] == -1
+
+
+@pytest.mark.slow
+def test_predict_without_mlm_head_and_without_mask_are_one_line():
+    proc = run_cli("predict", "--model", "minilm-l6", "--text", "The [MASK] barked .")
+    assert_one_line_error(proc, "no masked-LM head")
+    proc = run_cli("predict", "--model", "minilm-l6", "--text", "The dog barked .")
+    assert_one_line_error(proc, "[MASK]")
+
+
+@pytest.mark.slow
+def test_predict_next_is_json_best_first(capsys):
+    assert main(["predict", "--model", "smollm2-135m", "--next", "The capital of France is",
+                 "--top-k", "5"]) == 0
+    preds = json.loads(capsys.readouterr().out)
+    assert len(preds) == 5 and set(preds[0]) == {"token", "prob"}
+    probs = [p["prob"] for p in preds]
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1.0 + 1e-6
+    assert "Paris" in [p["token"].strip() for p in preds]
