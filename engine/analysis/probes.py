@@ -1,0 +1,196 @@
+"""Layer probes: word-sense nearest-centroid and same/different-sense threshold accuracy,
+a learned ELMo-style scalar mix, and a linear part-of-speech probe.
+
+Pure numpy/scipy/sklearn on word vectors; the benchmarks and the app share it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import expit, softmax
+
+_EPS = 1e-12
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), _EPS)
+
+
+@dataclass(frozen=True)
+class SenseData:
+    """Usage examples of polysemous words: vectors [layers, n, dim] of the target word in each
+    example, its WordNet sense label and its lemma (the group that senses are compared within)."""
+
+    vectors: np.ndarray
+    senses: np.ndarray        # [n] sense id (unique across lemmas)
+    lemmas: np.ndarray        # [n] lemma id
+
+    def __post_init__(self) -> None:
+        n = self.vectors.shape[1]
+        if self.vectors.ndim != 3 or self.senses.shape != (n,) or self.lemmas.shape != (n,):
+            raise ValueError("vectors: must be [layers, n, dim] with one sense and lemma per row")
+
+    def subset(self, rows: np.ndarray) -> "SenseData":
+        return SenseData(self.vectors[:, rows], self.senses[rows], self.lemmas[rows])
+
+
+# -- nearest sense centroid -----------------------------------------------------------------
+
+def nearest_centroid_accuracy(vectors: np.ndarray, senses: np.ndarray,
+                              lemmas: np.ndarray) -> float:
+    """Leave-one-out nearest-sense-centroid accuracy (Peters et al. 2018 §5.3; Coenen et al.
+    2019 §4.1): each example is labelled with the sense of its lemma whose centroid of the
+    *other* examples is nearest by cosine. Examples whose sense has no other example are skipped.
+
+    vectors: [n, dim] for one layer (or a mix).
+    """
+    unit = _unit(vectors)
+    hits, total = 0, 0
+    for lemma in np.unique(lemmas):
+        rows = np.nonzero(lemmas == lemma)[0]
+        labels = senses[rows]
+        names, counts = np.unique(labels, return_counts=True)
+        if len(names) < 2:
+            continue
+        sums = np.stack([unit[rows[labels == s]].sum(axis=0) for s in names])  # [senses, dim]
+        for r, label in zip(rows, labels):
+            k = int(np.nonzero(names == label)[0][0])
+            if counts[k] < 2:
+                continue
+            centroids = sums.copy()
+            centroids[k] -= unit[r]
+            sims = _unit(centroids) @ unit[r]
+            hits += int(np.argmax(sims) == k)
+            total += 1
+    return hits / total if total else float("nan")
+
+
+def most_frequent_sense_accuracy(senses: np.ndarray, lemmas: np.ndarray) -> float:
+    """Baseline for nearest_centroid_accuracy on the same examples: always the lemma's most
+    frequent sense among the *other* examples (leave-one-out, like the probe)."""
+    hits, total = 0, 0
+    for lemma in np.unique(lemmas):
+        labels = senses[lemmas == lemma]
+        names, counts = np.unique(labels, return_counts=True)
+        if len(names) < 2:
+            continue
+        for k, c in enumerate(counts):
+            if c < 2:
+                continue
+            others = counts.copy()
+            others[k] -= 1
+            hits += c * int(np.argmax(others) == k)
+            total += c
+    return hits / total if total else float("nan")
+
+
+# -- same / different sense pairs -------------------------------------------------------------
+
+def sense_pairs(senses: np.ndarray, lemmas: np.ndarray, seed: int = 0,
+                max_per_lemma: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """Balanced example pairs within each lemma: (pairs [m, 2], same_sense [m] bool).
+    Equal numbers of same- and different-sense pairs per lemma, so chance is 50% (as in WiC,
+    Pilehvar & Camacho-Collados 2019)."""
+    rng = np.random.default_rng(seed)
+    pairs, labels = [], []
+    for lemma in np.unique(lemmas):
+        rows = np.nonzero(lemmas == lemma)[0]
+        i, j = np.triu_indices(len(rows), k=1)
+        a, b = rows[i], rows[j]
+        same = senses[a] == senses[b]
+        k = min(int(same.sum()), int((~same).sum()), max_per_lemma // 2)
+        for flag in (True, False):
+            pick = np.nonzero(same == flag)[0]
+            pick = rng.choice(pick, size=k, replace=False)
+            pairs.append(np.stack([a[pick], b[pick]], axis=1))
+            labels.append(np.full(k, flag))
+    if not pairs:
+        return np.zeros((0, 2), int), np.zeros(0, bool)
+    return np.concatenate(pairs), np.concatenate(labels)
+
+
+def pair_cosines(vectors: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    unit = _unit(vectors)
+    return np.einsum("pd,pd->p", unit[pairs[:, 0]], unit[pairs[:, 1]])
+
+
+def fit_threshold(cosines: np.ndarray, same: np.ndarray) -> float:
+    """The cosine threshold (same sense if above) with the best training accuracy."""
+    order = np.sort(cosines)
+    candidates = np.concatenate([[order[0] - 1e-6], (order[1:] + order[:-1]) / 2,
+                                 [order[-1] + 1e-6]])
+    acc = [np.mean((cosines > t) == same) for t in candidates]
+    return float(candidates[int(np.argmax(acc))])
+
+
+def threshold_accuracy(cosines: np.ndarray, same: np.ndarray, threshold: float) -> float:
+    return float(np.mean((cosines > threshold) == same)) if len(same) else float("nan")
+
+
+# -- learned scalar mix ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ScalarMix:
+    """ELMo's task-specific layer weighting (Peters et al. 2018, Eq. 1): gamma * sum_j
+    softmax(s)_j h_j. Each layer is scaled to unit length first (as ELMo's layer-norm option
+    does), so layers with large norms (GPT) do not dominate by scale alone. gamma does not
+    change a cosine, so only the weights are learned here."""
+
+    weights: np.ndarray       # [layers], softmax(s)
+
+    def apply(self, vectors: np.ndarray) -> np.ndarray:
+        """vectors [layers, n, dim] -> [n, dim]."""
+        return np.einsum("l,lnd->nd", self.weights, _unit(vectors))
+
+
+def _mix_loss(params: np.ndarray, unit: np.ndarray, pairs: np.ndarray, same: np.ndarray,
+              l2: float) -> float:
+    n_layers = unit.shape[0]
+    w = softmax(params[:n_layers])
+    theta, log_tau = params[n_layers], params[n_layers + 1]
+    cos = pair_cosines(np.einsum("l,lnd->nd", w, unit), pairs)
+    p = expit(np.exp(log_tau) * (cos - theta))
+    y = same.astype(float)
+    nll = -np.mean(y * np.log(p + _EPS) + (1 - y) * np.log(1 - p + _EPS))
+    return float(nll + l2 * np.sum(params[:n_layers] ** 2))
+
+
+def learn_scalar_mix(vectors: np.ndarray, pairs: np.ndarray, same: np.ndarray,
+                     l2: float = 1e-3) -> ScalarMix:
+    """Learn mix weights on training pairs: logistic loss of sigma(tau (cos - theta)) for
+    "same sense", starting from the uniform mix (the no-task default, 1/L each)."""
+    unit = _unit(vectors)
+    n_layers = unit.shape[0]
+    start = np.concatenate([np.zeros(n_layers), [0.5, np.log(10.0)]])
+    res = minimize(_mix_loss, start, args=(unit, pairs, same, l2), method="L-BFGS-B",
+                   options={"maxiter": 60})
+    return ScalarMix(weights=softmax(res.x[:n_layers]))
+
+
+# -- part-of-speech probe -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ProbeScore:
+    accuracy: float
+    majority_baseline: float
+    n_train: int
+    n_test: int
+
+
+def linear_probe(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
+                 y_test: np.ndarray, c: float = 1.0, max_iter: int = 200) -> ProbeScore:
+    """Accuracy of a multinomial logistic-regression probe (Peters et al. 2018 §5.3, Table 6:
+    a linear classifier on one layer's frozen vectors), with the majority-class baseline."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler().fit(x_train)
+    clf = LogisticRegression(C=c, max_iter=max_iter)
+    clf.fit(scaler.transform(x_train), y_train)
+    accuracy = float(np.mean(clf.predict(scaler.transform(x_test)) == y_test))
+    labels, counts = np.unique(y_train, return_counts=True)
+    majority = float(np.mean(y_test == labels[np.argmax(counts)]))
+    return ProbeScore(accuracy, majority, len(y_train), len(y_test))
