@@ -1,0 +1,133 @@
+"""Sense-labelled usage examples from WordNet 3.0 (the Debian `wordnet-base` files).
+
+A small reader of the WordNet database files (wndb(5WN)): index.<pos> gives a lemma's synsets
+in sense order, data.<pos> holds each synset's gloss, whose quoted parts are usage examples.
+NLTK's WordNetCorpusReader would need the `lexnames` file, which wordnet-base does not ship,
+and NLTK refuses paths outside its data roots, hence this reader (no nltk.download).
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.families.base import EngineError
+from engine.text import split_words
+
+WORDNET_DIR = Path("/usr/share/wordnet")
+POS_FILES = {"n": "noun", "v": "verb"}
+_EXAMPLE_RE = re.compile(r'"([^"]+)"')
+_LEMMA_RE = re.compile(r"^[a-z]+$")
+
+
+@dataclass(frozen=True)
+class SenseExample:
+    """One usage example of `lemma` in sense `sense` (a synset key such as "09213565-n");
+    `word_index` is the position of the lemma's form among `engine.text.split_words(text)`."""
+
+    lemma: str          # e.g. "bank.n"
+    sense: str
+    sense_rank: int     # 1 = WordNet's first (most frequent) sense
+    text: str
+    word_index: int
+
+
+def _require_dir(root: Path) -> None:
+    if not (root / "index.noun").exists():
+        raise EngineError(f"WordNet not found in {root}: install the Debian package "
+                          "wordnet-base (apt-get install wordnet-base) or `make install`")
+
+
+def read_index(root: Path, pos: str) -> dict[str, list[str]]:
+    """lemma -> synset offsets in WordNet sense order (wndb(5WN): index.pos lines)."""
+    out = {}
+    for line in (root / f"index.{POS_FILES[pos]}").read_text(encoding="latin-1").splitlines():
+        if line.startswith(" "):
+            continue  # licence header lines start with two spaces
+        f = line.split()
+        synset_cnt, p_cnt = int(f[2]), int(f[3])
+        offsets = f[4 + p_cnt + 2:]
+        if len(offsets) == synset_cnt:
+            out[f[0]] = offsets
+    return out
+
+
+def read_examples(root: Path, pos: str) -> dict[str, list[str]]:
+    """synset offset -> usage examples (the quoted parts of the gloss after '|')."""
+    out = {}
+    for line in (root / f"data.{POS_FILES[pos]}").read_text(encoding="latin-1").splitlines():
+        if line.startswith(" ") or "|" not in line:
+            continue
+        offset, gloss = line.split(" ", 1)[0], line.split("|", 1)[1]
+        examples = _EXAMPLE_RE.findall(gloss)
+        if examples:
+            out[offset] = [e.strip() for e in examples]
+    return out
+
+
+def read_exceptions(root: Path, pos: str) -> dict[str, set[str]]:
+    """base form -> irregular inflections (noun.exc / verb.exc: 'inflected base' lines)."""
+    out: dict[str, set[str]] = defaultdict(set)
+    path = root / f"{POS_FILES[pos]}.exc"
+    if path.exists():
+        for line in path.read_text(encoding="latin-1").splitlines():
+            f = line.split()
+            if len(f) >= 2:
+                for base in f[1:]:
+                    out[base].add(f[0])
+    return out
+
+
+def inflections(lemma: str, pos: str, irregular: set[str] = frozenset()) -> set[str]:
+    """Regular English inflections of a noun (plural) or verb (-s, -ed, -ing), plus irregulars
+    (the inverse of WordNet's morphy detachment rules)."""
+    forms = {lemma, *irregular}
+    es = lemma + ("es" if re.search(r"(s|x|z|ch|sh)$", lemma) else "s")
+    forms.add(lemma[:-1] + "ies" if re.search(r"[^aeiou]y$", lemma) else es)
+    if pos == "v":
+        stem = lemma[:-1] if lemma.endswith("e") else lemma
+        forms |= {stem + "ed", stem + "ing", lemma + "d" if lemma.endswith("e") else lemma + "ed"}
+        if re.search(r"[^aeiou][aeiou][bdgklmnprt]$", lemma):
+            forms |= {lemma + lemma[-1] + "ed", lemma + lemma[-1] + "ing"}
+        if re.search(r"[^aeiou]y$", lemma):
+            forms.add(lemma[:-1] + "ied")
+    return forms
+
+
+def _find(words: tuple[str, ...], forms: set[str]) -> int:
+    hits = [i for i, w in enumerate(words) if w.lower() in forms]
+    return hits[0] if len(hits) == 1 else -1   # ambiguous repeats are dropped
+
+
+def sense_examples(root: Path = WORDNET_DIR, pos_tags: str = "nv", min_senses: int = 2,
+                   min_examples_per_sense: int = 1) -> list[SenseExample]:
+    """Usage examples of polysemous single-word lemmas whose text contains the lemma.
+
+    Kept: lemmas with >= `min_senses` senses that each have >= `min_examples_per_sense`
+    examples containing a form of the lemma exactly once.
+    """
+    _require_dir(root)
+    out: list[SenseExample] = []
+    for pos in pos_tags:
+        index, examples = read_index(root, pos), read_examples(root, pos)
+        irregular = read_exceptions(root, pos)
+        for lemma, offsets in sorted(index.items()):
+            if len(offsets) < 2 or not _LEMMA_RE.match(lemma):
+                continue
+            forms = inflections(lemma, pos, irregular.get(lemma, set()))
+            found = []
+            for rank, offset in enumerate(offsets, start=1):
+                for text in examples.get(offset, []):
+                    words = split_words(text).words
+                    i = _find(words, forms)
+                    if i >= 0:
+                        found.append(SenseExample(f"{lemma}.{pos}", f"{offset}-{pos}", rank,
+                                                  text, i))
+            counts = defaultdict(int)
+            for ex in found:
+                counts[ex.sense] += 1
+            good = {s for s, c in counts.items() if c >= min_examples_per_sense}
+            if len(good) >= min_senses:
+                out.extend(ex for ex in found if ex.sense in good)
+    return out
