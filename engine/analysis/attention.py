@@ -1,0 +1,98 @@
+"""Attention maps: per-head statistics, hiding special tokens, attention rollout.
+
+Maps are [layers, heads, T, T] with rows attending to columns (rows sum to 1), as in
+engine.result.Encoding.attentions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class HeadStats:
+    """Per head, [layers, heads] each.
+
+    entropy: mean row entropy in bits (Clark et al. 2019, "What does BERT look at?", sec. 3).
+    sink_share: mean attention mass on sink tokens ([CLS]/[SEP]/BOS, or the first token).
+    previous_token: mean attention from token i to token i-1 (Clark et al. 2019, sec. 3:
+        heads attending to the previous token); 1.0 for a shifted identity map.
+    """
+
+    entropy: np.ndarray
+    sink_share: np.ndarray
+    previous_token: np.ndarray
+
+
+def _check(att: np.ndarray) -> None:
+    if att.ndim != 4 or att.shape[2] != att.shape[3]:
+        raise ValueError("attentions: must be [layers, heads, tokens, tokens]")
+
+
+def head_entropy(att: np.ndarray) -> np.ndarray:
+    _check(att)
+    p = np.clip(att.astype(np.float64), 1e-12, 1.0)
+    return -(att * np.log2(p)).sum(axis=-1).mean(axis=-1)
+
+
+def sink_share(att: np.ndarray, sink: np.ndarray) -> np.ndarray:
+    """sink: [T] bool mask of sink columns."""
+    _check(att)
+    return att[..., sink.astype(bool)].sum(axis=-1).mean(axis=-1)
+
+
+def previous_token_score(att: np.ndarray) -> np.ndarray:
+    _check(att)
+    t = att.shape[-1]
+    if t < 2:
+        return np.zeros(att.shape[:2])
+    rows = np.arange(1, t)
+    return att[..., rows, rows - 1].mean(axis=-1)
+
+
+def sink_mask(special: np.ndarray, family: str) -> np.ndarray:
+    """Special tokens; for a GPT-style model also the first token, the usual attention sink
+    (Xiao et al. 2023, "Efficient streaming language models with attention sinks")."""
+    sink = special.astype(bool).copy()
+    if family == "gpt" and len(sink):
+        sink[0] = True
+    return sink
+
+
+def head_stats(att: np.ndarray, special: np.ndarray, family: str) -> HeadStats:
+    return HeadStats(head_entropy(att), sink_share(att, sink_mask(special, family)),
+                     previous_token_score(att))
+
+
+def keep_tokens(att: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Drop rows and columns of hidden tokens and renormalise rows so they sum to 1 again."""
+    keep = keep.astype(bool)
+    sub = att[..., keep, :][..., keep]
+    total = sub.sum(axis=-1, keepdims=True)
+    return (sub / np.where(total > 0, total, 1.0)).astype(np.float32)
+
+
+def average_heads(att: np.ndarray) -> np.ndarray:
+    """[layers, heads, T, T] -> [layers, T, T]."""
+    _check(att)
+    return att.mean(axis=1)
+
+
+def rollout(att: np.ndarray, residual: bool = True) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema 2020, sec. 3): average heads, add the identity for the
+    residual stream (0.5 A + 0.5 I), renormalise rows, multiply layer by layer.
+
+    Returns [layers, T, T]: entry l is the rollout from the input up to layer l+1.
+    """
+    a = average_heads(att).astype(np.float64)
+    t = a.shape[-1]
+    if residual:
+        a = 0.5 * a + 0.5 * np.eye(t)
+        a = a / a.sum(axis=-1, keepdims=True)
+    out = np.empty_like(a)
+    acc = np.eye(t)
+    for layer in range(a.shape[0]):
+        acc = a[layer] @ acc
+        out[layer] = acc
+    return out.astype(np.float32)

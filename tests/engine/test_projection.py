@@ -1,0 +1,60 @@
+"""Projections: few-point messages, layer alignment, PCA fitted jointly over layers."""
+import numpy as np
+import pytest
+
+from engine.analysis.projection import (ProjectionError, align_layers, project, tsne_perplexity,
+                                        umap_neighbors)
+
+
+def _two_clusters(layers=3, n=8, dim=16, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(2, dim)) * 5
+    labels = np.arange(n) % 2
+    return rng.normal(size=(layers, n, dim)) + centres[labels][None], labels
+
+
+def test_one_sentence_is_refused_with_the_add_three_message():
+    with pytest.raises(ProjectionError, match="one sentence is not enough.*at least 3"):
+        project(np.zeros((2, 1, 4), np.float32))
+
+
+def test_unknown_method_is_refused():
+    with pytest.raises(ProjectionError, match="unknown projection"):
+        project(np.zeros((2, 5, 4), np.float32), method="mds")
+
+
+def test_tsne_perplexity_and_umap_neighbours_stay_below_point_count():
+    for n in (3, 4, 7, 20, 200):
+        assert tsne_perplexity(n) < n
+        assert 2 <= umap_neighbors(n) < n
+
+
+@pytest.mark.parametrize("method", ["pca", "tsne", "umap"])
+def test_projection_separates_two_well_separated_clusters(method):
+    x, labels = _two_clusters(n=12)
+    proj = project(x.astype(np.float32), method=method)
+    assert proj.coords.shape == (3, 12, 2)
+    c = proj.coords[1]
+    within = np.mean([np.linalg.norm(c[i] - c[j]) for i in range(12) for j in range(12)
+                      if labels[i] == labels[j] and i != j])
+    between = np.mean([np.linalg.norm(c[i] - c[j]) for i in range(12) for j in range(12)
+                       if labels[i] != labels[j]])
+    assert between > 2 * within
+
+
+def test_alignment_undoes_a_rotation_and_reflection_between_layers():
+    rng = np.random.default_rng(1)
+    base = rng.normal(size=(10, 2))
+    theta = 1.1
+    rot = np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])
+    flipped = (base @ rot) * np.array([1, -1]) * 3.0
+    aligned = align_layers(np.stack([base, flipped]))
+    assert np.allclose(aligned[0], aligned[1], atol=1e-8)
+
+
+def test_pca_uses_one_basis_so_an_unchanged_layer_keeps_its_coordinates():
+    x, _ = _two_clusters(layers=2)
+    x[1] = x[0]
+    proj = project(x.astype(np.float32), method="pca")
+    assert np.allclose(proj.coords[0], proj.coords[1], atol=1e-5)
+    assert 0 < sum(proj.explained) <= 1.0 + 1e-9

@@ -1,0 +1,83 @@
+"""Sense separation, suggested senses and the ELMo scalar mix."""
+import numpy as np
+import pytest
+
+from engine.analysis.senses import (SenseError, learn_mix, nearest_centroid_accuracy,
+                                    scalar_mix, sense_separation, silhouette, suggest_senses)
+
+
+def _clusters(n=12, dim=20, spread=0.1, seed=0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(2, dim))
+    labels = np.array(["a", "b"] * (n // 2))
+    x = centres[(labels == "b").astype(int)] + spread * rng.normal(size=(n, dim))
+    return x, labels
+
+
+def test_nearest_centroid_accuracy_is_one_on_well_separated_clusters():
+    x, labels = _clusters()
+    assert nearest_centroid_accuracy(x, labels) == 1.0
+
+
+def test_nearest_centroid_accuracy_is_near_chance_on_noise():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(200, 50))
+    labels = np.arange(200) % 2
+    assert 0.3 < nearest_centroid_accuracy(x, labels) < 0.7
+
+
+def test_nearest_centroid_is_nan_when_a_sense_has_one_context():
+    x, _ = _clusters(n=4)
+    assert np.isnan(nearest_centroid_accuracy(x, ["a", "a", "a", "b"]))
+
+
+def test_silhouette_is_high_for_separated_and_nan_for_a_single_sense():
+    x, labels = _clusters()
+    assert silhouette(x, labels) > 0.8
+    assert np.isnan(silhouette(x, ["a"] * len(x)))
+
+
+def test_sense_separation_reports_one_value_per_layer():
+    x, labels = _clusters()
+    rng = np.random.default_rng(0)
+    layers = np.stack([rng.normal(size=x.shape), x])
+    sep = sense_separation(layers, labels)
+    assert sep.silhouette.shape == (2,) and sep.nearest_centroid[1] == 1.0
+    assert sep.silhouette[1] > sep.silhouette[0]
+
+
+def test_suggested_senses_recover_the_true_partition():
+    x, labels = _clusters(n=10)
+    found = suggest_senses(x)
+    # the same partition up to renaming
+    assert len(set(zip(found.tolist(), labels.tolist()))) == 2
+    agg = suggest_senses(x, k=2, method="agglomerative")
+    assert len(set(zip(agg.tolist(), labels.tolist()))) == 2
+
+
+def test_suggest_senses_needs_three_contexts():
+    with pytest.raises(SenseError, match="at least 3"):
+        suggest_senses(np.zeros((2, 4)))
+
+
+def test_scalar_mix_is_gamma_times_softmax_weighted_sum():
+    layers = np.stack([np.full((2, 3), 1.0), np.full((2, 3), 4.0)]).astype(np.float32)
+    mixed = scalar_mix(layers, [0.0, np.log(3.0)], gamma=2.0)   # weights 1/4, 3/4
+    assert np.allclose(mixed, 2.0 * (0.25 * 1.0 + 0.75 * 4.0))
+
+
+def test_learned_mix_puts_most_weight_on_the_informative_layer():
+    rng = np.random.default_rng(0)
+    x, labels = _clusters(n=16, dim=20, spread=0.5)
+    noise = lambda: rng.normal(size=x.shape) * np.linalg.norm(x, axis=1).mean() / np.sqrt(20)
+    layers = np.stack([noise(), x, noise()]).astype(np.float32)
+    mix = learn_mix(layers, labels)
+    assert int(np.argmax(mix.weights)) == 1
+    assert mix.weights[1] > 0.5
+    assert np.isclose(mix.weights.sum(), 1.0)
+    assert mix.after.silhouette[0] > mix.before.silhouette[0]
+
+
+def test_learn_mix_needs_two_senses():
+    with pytest.raises(SenseError, match="two senses"):
+        learn_mix(np.zeros((3, 4, 5), np.float32), ["a"] * 4)
