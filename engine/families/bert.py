@@ -1,0 +1,116 @@
+"""BERT family: any Hugging Face encoder or masked LM from a local directory.
+
+Devlin et al. 2019: a bidirectional Transformer encoder; [CLS] before and [SEP] after the text;
+pre-trained as a masked LM, so it predicts a masked word from both sides, never the next word.
+Checkpoints without the MLM head (e.g. sentence-transformers MiniLM) still give every layer.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from engine.families import hf_common as hf
+from engine.families.base import (EngineError, LoadOptions, ModelInfo, ModelUnavailable,
+                                  UnsupportedPrediction)
+from engine.result import Encoding, LogitLens, Prediction
+from engine.text import MASK, WordText
+
+
+def _has_mlm_head(config) -> bool:
+    return any(a.endswith("ForMaskedLM") for a in (config.architectures or []))
+
+
+def with_mask_token(wt: WordText, mask_token: str) -> WordText:
+    """The text with each [MASK] word written as the tokenizer's own mask token.
+
+    The shared word splitter keeps "[MASK]" as one word; models spell the mask differently
+    (RoBERTa: "<mask>"), so the word's span is rewritten and the later spans shifted.
+    """
+    if mask_token == MASK or MASK not in wt.words:
+        return wt
+    parts, spans, pos, shift = [], [], 0, 0
+    for word, (s, e) in zip(wt.words, wt.spans):
+        parts.append(wt.text[pos:s])
+        piece = mask_token if word == MASK else wt.text[s:e]
+        spans.append((s + shift, s + shift + len(piece)))
+        shift += len(piece) - (e - s)
+        parts.append(piece)
+        pos = e
+    parts.append(wt.text[pos:])
+    return WordText("".join(parts), wt.words, tuple(spans))
+
+
+class BertAdapter:
+    def __init__(self, model_id: str, model, tokenizer, has_mlm: bool):
+        self.model, self.tokenizer, self.has_mlm = model, tokenizer, has_mlm
+        self.model_id = model_id
+        cfg = model.config
+        param = next(model.parameters())
+        self.info = ModelInfo(model_id=model_id, family="bert", n_layers=cfg.num_hidden_layers,
+                              n_heads=cfg.num_attention_heads, dim=cfg.hidden_size,
+                              has_masked_lm=has_mlm, device=param.device.type,
+                              dtype=str(param.dtype).removeprefix("torch."))
+        self.max_tokens = hf.max_positions(cfg, tokenizer)
+        self.pad_id = hf.pad_token_id(tokenizer)
+
+    @property
+    def encoder(self):
+        # the encoder without the MLM head: no vocabulary projection is computed for encode()
+        return self.model.base_model if self.has_mlm else self.model
+
+    def _prepare(self, wt: WordText) -> WordText:
+        return with_mask_token(wt, self.tokenizer.mask_token or MASK)
+
+    def encode(self, texts: Sequence[WordText], batch_size: int = 16) -> list[Encoding]:
+        return hf.encode_texts(self.model_id, "bert", self.encoder, self.tokenizer, texts,
+                               batch_size, self.max_tokens, self.pad_id, self._prepare)
+
+    def predict_masked(self, text: WordText, top_k: int = 10) -> Prediction:
+        """Top-k words for the [MASK] position: softmax over the MLM head's logits there."""
+        import torch
+
+        if not self.has_mlm:
+            raise UnsupportedPrediction("this model has no masked-LM head; pick a BERT "
+                                        "checkpoint with one (e.g. bert-base-uncased)")
+        if len(text.mask_indices) != 1:
+            raise EngineError(f"put exactly one {MASK} in the text "
+                              f"(found {len(text.mask_indices)})")
+        t = hf.tokenize(self.tokenizer, self._prepare(text), self.max_tokens)
+        word = text.mask_indices[0]
+        pos = [i for i, (tid, w) in enumerate(zip(t.input_ids, t.token_to_word))
+               if w == word and tid == self.tokenizer.mask_token_id]
+        if len(pos) != 1:
+            raise EngineError(f"the tokenizer did not turn {MASK} into its mask token "
+                              f"{self.tokenizer.mask_token!r}")
+        ids, mask = hf.pad_batch([t], self.pad_id, str(next(self.model.parameters()).device))
+        with torch.inference_mode():
+            logits = self.model(input_ids=ids, attention_mask=mask).logits[0, pos[0]]
+        return Prediction(self.model_id, "masked", text.text,
+                          hf.top_k_candidates(logits, self.tokenizer, top_k))
+
+    def predict_next(self, text: WordText, top_k: int = 10) -> Prediction:
+        raise UnsupportedPrediction("BERT models are bidirectional and cannot predict the next "
+                                    "word; use a GPT model, or put [MASK] where the word goes")
+
+    def predict_previous(self, text: WordText, top_k: int = 10) -> Prediction:
+        raise UnsupportedPrediction("BERT models cannot predict the previous word; use ELMo's "
+                                    "backward LM, or put [MASK] where the word goes")
+
+    def logit_lens(self, text: WordText, top_k: int = 1) -> LogitLens:
+        raise UnsupportedPrediction("the logit lens reads next-token predictions off each "
+                                    "layer; it needs a GPT (causal LM) model")
+
+
+def load(model_id: str, path: Path, options: LoadOptions, gguf_file: str = "",
+         progress: bool = True) -> BertAdapter:
+    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
+
+    if gguf_file:
+        raise EngineError("GGUF files hold causal LMs; load BERT from a safetensors directory")
+    try:
+        config = AutoConfig.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError) as err:
+        raise ModelUnavailable(f"{path} holds no readable config.json: {err}") from err
+    has_mlm = _has_mlm_head(config)
+    model = hf.load_hf_model(AutoModelForMaskedLM if has_mlm else AutoModel, path, options)
+    return BertAdapter(model_id, model, hf.load_tokenizer(path), has_mlm)

@@ -1,0 +1,220 @@
+"""GPT family: any Hugging Face causal LM (GPT-2, Llama, SmolLM2, ...), safetensors or GGUF.
+
+Radford et al. 2018/2019: a decoder-only Transformer with masked self-attention, so token t only
+sees tokens <= t; it predicts the next token. Each model keeps its own tokenizer convention:
+GPT-2 adds no BOS token (the first word then has no context at all), tokenizers whose
+post-processor adds a BOS put it first (it maps to no word).
+
+GGUF checkpoints (quantised llama.cpp files) are dequantised once by transformers and cached as
+safetensors, because dequantising takes ~30 s and loading the cached copy takes a second.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+from functools import partial
+from pathlib import Path
+from typing import Callable, Sequence
+
+from engine.families import hf_common as hf
+from engine.families.base import (EngineError, LoadOptions, ModelInfo, ModelUnavailable,
+                                  UnsupportedPrediction)
+from engine.result import Encoding, LogitLens, Prediction
+from engine.text import WordText
+
+# Where architectures keep the norm applied after the last block (relative to base_model).
+FINAL_NORM_NAMES = ("ln_f", "norm", "final_layer_norm", "final_layernorm",
+                    "decoder.final_layer_norm")
+
+
+def final_norm(model):
+    """The final norm of a causal LM (GPT-2 `transformer.ln_f`, Llama `model.norm`), or None."""
+    for name in FINAL_NORM_NAMES:
+        try:
+            return model.base_model.get_submodule(name)
+        except AttributeError:
+            continue
+    return None
+
+
+class GPTAdapter:
+    def __init__(self, model_id: str, model, tokenizer, gguf_cache_hit: bool | None = None):
+        self.model, self.tokenizer, self.model_id = model, tokenizer, model_id
+        # None: not a GGUF model; True: loaded from the converted cache; False: converted now
+        self.gguf_cache_hit = gguf_cache_hit
+        self.norm = final_norm(model)
+        self.head = model.get_output_embeddings()
+        cfg = model.config
+        param = next(model.parameters())
+        self.info = ModelInfo(model_id=model_id, family="gpt", n_layers=cfg.num_hidden_layers,
+                              n_heads=cfg.num_attention_heads, dim=cfg.hidden_size,
+                              has_next_word=True,
+                              has_logit_lens=self.norm is not None and self.head is not None,
+                              device=param.device.type,
+                              dtype=str(param.dtype).removeprefix("torch."))
+        self.max_tokens = hf.max_positions(cfg, tokenizer)
+        self.pad_id = hf.pad_token_id(tokenizer)
+
+    @property
+    def device(self) -> str:
+        return str(next(self.model.parameters()).device)
+
+    def encode(self, texts: Sequence[WordText], batch_size: int = 16) -> list[Encoding]:
+        # base_model: the decoder stack without the vocabulary projection
+        return hf.encode_texts(self.model_id, "gpt", self.model.base_model, self.tokenizer,
+                               texts, batch_size, self.max_tokens, self.pad_id)
+
+    def _input(self, text: WordText):
+        # trailing spaces would become a lone space token the model rarely saw before a word
+        wt = WordText(text.text.rstrip(), text.words, text.spans)
+        t = hf.tokenize(self.tokenizer, wt, self.max_tokens)
+        return t, hf.pad_batch([t], self.pad_id, self.device)
+
+    def predict_next(self, text: WordText, top_k: int = 10) -> Prediction:
+        """Top-k next tokens after the whole text (softmax over the last position's logits)."""
+        import torch
+
+        _, (ids, mask) = self._input(text)
+        with torch.inference_mode():
+            logits = self.model(input_ids=ids, attention_mask=mask).logits[0, -1]
+        return Prediction(self.model_id, "next", text.text,
+                          hf.top_k_candidates(logits, self.tokenizer, top_k))
+
+    def logit_lens(self, text: WordText, top_k: int = 1) -> LogitLens:
+        """The best next token and its probability read off every layer at every position.
+
+        nostalgebraist 2020, "interpreting GPT: the logit lens": apply the final norm and the
+        output head to each layer's hidden state. transformers already returns the LAST hidden
+        state after the final norm (it ties hidden_states[-1] to last_hidden_state), so the norm
+        is applied there only if that state is still the raw block output. Only the top token
+        is kept per cell (top_k is accepted for the protocol).
+        """
+        import numpy as np
+        import torch
+
+        if not self.info.has_logit_lens:
+            raise UnsupportedPrediction("cannot find this architecture's final norm or output "
+                                        "head, so its logit lens is not available")
+        t, (ids, mask) = self._input(text)
+        with torch.inference_mode():
+            out = self.model.base_model(input_ids=ids, attention_mask=mask,
+                                        output_hidden_states=True, return_dict=True)
+            states = out.hidden_states
+            last_is_normed = torch.equal(states[-1], out.last_hidden_state)
+            top_ids, top_probs = [], []
+            for i, h in enumerate(states):
+                x = h if (i == len(states) - 1 and last_is_normed) else self.norm(h)
+                probs = torch.softmax(self.head(x)[0].float(), dim=-1)   # (T, V)
+                p, idx = probs.max(dim=-1)
+                top_ids.append(idx.tolist())
+                top_probs.append(p.cpu().numpy())
+        top_tokens = tuple(hf.readable_tokens(self.tokenizer, row) for row in top_ids)
+        return LogitLens(self.model_id, t.tokens, top_tokens,
+                         np.stack(top_probs).astype(np.float32),
+                         layer_names=hf.layer_names(len(states) - 1))
+
+    def predict_masked(self, text: WordText, top_k: int = 10) -> Prediction:
+        raise UnsupportedPrediction("GPT models read left to right and predict the next word, "
+                                    "not a masked one; use a BERT model with a masked-LM head")
+
+    def predict_previous(self, text: WordText, top_k: int = 10) -> Prediction:
+        raise UnsupportedPrediction("GPT models read left to right and cannot predict the "
+                                    "previous word; use ELMo's backward LM")
+
+
+# -- GGUF: dequantise once, cache as safetensors ------------------------------------------
+def converted_dir(model_id: str, gguf_path: Path) -> Path:
+    """Cache folder of a converted GGUF, keyed by the file's size and mtime (a changed file
+    converts again)."""
+    from engine.registry import cache_dir
+
+    st = gguf_path.stat()
+    safe_id = re.sub(r"[^\w.-]+", "_", model_id).strip("_") or "model"
+    return (cache_dir() / "converted" / safe_id
+            / f"{gguf_path.stem}-{st.st_size}-{st.st_mtime_ns}")
+
+
+def ensure_converted(model_id: str, gguf_path: Path, convert: Callable[[Path], None],
+                     progress: bool = True) -> tuple[Path, bool]:
+    """The converted model folder and whether it came from the cache.
+
+    `convert(folder)` writes the model there. It writes into a temporary folder beside the
+    final one, renamed into place only when complete, so an interrupted conversion never
+    leaves a half-written cache behind; older conversions of the same model are removed.
+    """
+    final = converted_dir(model_id, gguf_path)
+    if (final / "config.json").exists():
+        return final, True
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
+    try:
+        if progress:
+            print(f"ctxlens: converting GGUF {gguf_path.name} once, ~30 s (cached in {final})",
+                  file=sys.stderr, flush=True)
+        convert(tmp)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not (final / "config.json").exists():  # not a lost race with another process
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for old in final.parent.iterdir():
+        if old != final and old.is_dir() and not old.name.startswith(".tmp-"):
+            shutil.rmtree(old, ignore_errors=True)
+    return final, False
+
+
+def convert_gguf(src_dir: Path, gguf_file: str, dest: Path) -> None:
+    """Dequantise a GGUF checkpoint with transformers and save it as safetensors + tokenizer."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(src_dir), gguf_file=gguf_file)
+        model = AutoModelForCausalLM.from_pretrained(str(src_dir), gguf_file=gguf_file,
+                                                     dtype=torch.float32)
+    except (OSError, ValueError, KeyError, RuntimeError) as err:
+        raise ModelUnavailable(f"cannot read the GGUF file {src_dir / gguf_file}: {err}") from err
+    if not all(p.dtype.is_floating_point for p in model.parameters()):
+        raise ModelUnavailable(f"{gguf_file} was not fully dequantised; convert it to "
+                               "safetensors with transformers first")
+    # The weights are plain float tensors now; only the GGUF marker forbids save_pretrained.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(str(dest))
+    tok.save_pretrained(str(dest))
+
+
+def _single_gguf(path: Path) -> str:
+    files = sorted(p.name for p in path.glob("*.gguf"))
+    if len(files) != 1:
+        raise ModelUnavailable(f"{path} has no config.json and {len(files)} .gguf files; "
+                               "keep exactly one GGUF file in the folder")
+    return files[0]
+
+
+def load(model_id: str, path: Path, options: LoadOptions, gguf_file: str = "",
+         progress: bool = True) -> GPTAdapter:
+    from transformers import AutoModelForCausalLM
+
+    if not gguf_file and not (path / "config.json").exists():
+        gguf_file = _single_gguf(path)
+    cache_hit = None
+    if gguf_file:
+        gguf_path = path / gguf_file
+        if not gguf_path.is_file():
+            raise ModelUnavailable(f"{gguf_path} does not exist; run `make install`")
+        path, cache_hit = ensure_converted(model_id, gguf_path,
+                                           partial(convert_gguf, gguf_path.parent,
+                                                   gguf_path.name), progress)
+    model = hf.load_hf_model(AutoModelForCausalLM, path, options)
+    if model.get_output_embeddings() is None:
+        raise EngineError(f"{path} is not a causal LM with an output head")
+    return GPTAdapter(model_id, model, hf.load_tokenizer(path), cache_hit)

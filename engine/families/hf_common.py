@@ -1,0 +1,184 @@
+"""What the BERT and GPT adapters share: Hugging Face loading, token -> word alignment, batching.
+
+Each text is tokenised on its ORIGINAL characters (WordText.text) with a fast tokenizer, and
+its tokens are mapped back to the shared words through character offsets (engine.text), so
+word *i* is the same word for every family. Texts are batched with right padding and an
+attention mask; each text's rows are then sliced out, so a text's vectors do not depend on what
+else shares its batch (position ids count from 0 for every text under right padding).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from engine.families.base import (EngineError, LoadOptions, ModelUnavailable, resolve_device,
+                                  resolve_dtype)
+from engine.result import Encoding
+from engine.text import WordText
+
+
+@dataclass(frozen=True)
+class TokenizedText:
+    """One text as the model sees it: ids, readable tokens and the word of each token."""
+
+    text: WordText
+    input_ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    token_to_word: np.ndarray   # [tokens], -1 for special tokens (CLS, SEP, BOS)
+
+
+@dataclass(frozen=True)
+class LayerOutputs:
+    """One text's transformer outputs, CPU float32, padding removed."""
+
+    hidden_states: np.ndarray        # [layers+1, tokens, dim]
+    attentions: np.ndarray           # [layers, heads, tokens, tokens]
+
+
+def layer_names(n_layers: int) -> tuple[str, ...]:
+    return ("embeddings",) + tuple(f"layer {i}" for i in range(1, n_layers + 1))
+
+
+def load_tokenizer(path: Path):
+    from transformers import AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True,
+                                            trust_remote_code=False)
+    except (OSError, ValueError) as err:
+        raise ModelUnavailable(f"cannot load a tokenizer from {path}: {err}") from err
+    if not tok.is_fast:
+        # offsets (token -> character span) exist only in the Rust `tokenizers` backend
+        raise ModelUnavailable(f"{path} has no fast tokenizer (tokenizer.json); ctxlens needs "
+                               "one to map tokens to words")
+    return tok
+
+
+def load_hf_model(auto_cls, path: Path, options: LoadOptions):
+    """A model in eval mode on the requested device and dtype, with eager attention.
+
+    Eager attention because SDPA/flash kernels never materialise the attention weights, so
+    `output_attentions=True` returns nothing under them.
+    """
+    device = resolve_device(options.device)
+    dtype = resolve_dtype(options.dtype, device)
+    try:
+        model = auto_cls.from_pretrained(str(path), attn_implementation="eager", dtype=dtype,
+                                         local_files_only=True, trust_remote_code=False)
+    except (OSError, ValueError) as err:
+        raise ModelUnavailable(f"cannot load the model in {path}: {err}") from err
+    return model.to(device).eval()
+
+
+def readable_tokens(tokenizer, ids: Sequence[int]) -> tuple[str, ...]:
+    """Token strings a reader can read.
+
+    WordPiece tokens are kept as they are ("play", "##ing" shows the word continues); byte-level
+    BPE and SentencePiece tokens go through the tokenizer's own decoder ("Ġbank" -> " bank").
+    """
+    raw = tokenizer.convert_ids_to_tokens(list(ids))
+    if type(tokenizer.backend_tokenizer.model).__name__ == "WordPiece":
+        return tuple(raw)
+    special = set(tokenizer.all_special_tokens)
+    return tuple(t if t in special else tokenizer.convert_tokens_to_string([t]) for t in raw)
+
+
+def tokenize(tokenizer, wt: WordText, max_tokens: int) -> TokenizedText:
+    """Tokenise the original text with the model's own special tokens, aligned to the words."""
+    from engine.text import align_offsets
+
+    enc = tokenizer(wt.text, return_offsets_mapping=True, add_special_tokens=True)
+    ids = tuple(enc["input_ids"])
+    if len(ids) > max_tokens:
+        raise EngineError(f"the text has {len(ids)} tokens for this model; its cap is "
+                          f"{max_tokens}: shorten the text")
+    t2w = align_offsets(enc["offset_mapping"], wt.spans, wt.text)
+    missing = sorted(set(range(len(wt.words))) - set(t2w[t2w >= 0].tolist()))
+    if missing:
+        raise EngineError(f"the tokenizer drops the word {wt.words[missing[0]]!r}; remove it "
+                          "from the text")
+    return TokenizedText(wt, ids, readable_tokens(tokenizer, ids), t2w)
+
+
+def pad_batch(batch: Sequence[TokenizedText], pad_id: int, device: str):
+    """Right-padded input_ids and attention_mask tensors for a batch."""
+    import torch
+
+    width = max(len(t.input_ids) for t in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    for i, t in enumerate(batch):
+        ids[i, :len(t.input_ids)] = torch.tensor(t.input_ids)
+        mask[i, :len(t.input_ids)] = 1
+    return ids.to(device), mask.to(device)
+
+
+def run_layers(base_model, batch: Sequence[TokenizedText], pad_id: int) -> list[LayerOutputs]:
+    """Hidden states and attention maps of every layer, for each text of one batch."""
+    import torch
+
+    device = next(base_model.parameters()).device
+    ids, mask = pad_batch(batch, pad_id, str(device))
+    with torch.inference_mode():
+        out = base_model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
+                         output_attentions=True, return_dict=True)
+    if not out.attentions or any(a is None for a in out.attentions):
+        raise EngineError("the model returned no attention weights; it must be loaded with "
+                          "attn_implementation='eager'")
+    hs = torch.stack(out.hidden_states, dim=1).float().cpu().numpy()   # (B, L+1, T, D)
+    att = torch.stack(out.attentions, dim=1).float().cpu().numpy()     # (B, L, H, T, T)
+    results = []
+    for i, t in enumerate(batch):
+        n = len(t.input_ids)
+        results.append(LayerOutputs(np.ascontiguousarray(hs[i, :, :n]),
+                                    np.ascontiguousarray(att[i, :, :, :n, :n])))
+    return results
+
+
+def encode_texts(model_id: str, family: str, base_model, tokenizer, texts: Sequence[WordText],
+                 batch_size: int, max_tokens: int, pad_id: int,
+                 prepare=lambda wt: wt) -> list[Encoding]:
+    """Encodings for texts, batch by batch; `prepare` may rewrite a text before tokenising."""
+    tokenized = [tokenize(tokenizer, prepare(wt), max_tokens) for wt in texts]
+    n_layers = base_model.config.num_hidden_layers
+    out: list[Encoding] = []
+    for start in range(0, len(tokenized), max(1, batch_size)):
+        batch = tokenized[start:start + batch_size]
+        for orig, t, lo in zip(texts[start:start + batch_size], batch,
+                               run_layers(base_model, batch, pad_id)):
+            out.append(Encoding(model_id=model_id, family=family, text=orig.text,
+                                words=orig.words, tokens=t.tokens, token_to_word=t.token_to_word,
+                                hidden_states=lo.hidden_states, attentions=lo.attentions,
+                                layer_names=layer_names(n_layers)))
+    return out
+
+
+def max_positions(config, tokenizer) -> int:
+    """The longest input the model takes (position embeddings, else the tokenizer's cap)."""
+    n = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    cap = tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else None
+    return int(min(x for x in (n, cap, 4096) if x))
+
+
+def pad_token_id(tokenizer) -> int:
+    # any id works: padded positions are masked out and sliced off
+    for tid in (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id):
+        if tid is not None:
+            return int(tid)
+    return 0
+
+
+def top_k_candidates(logits, tokenizer, top_k: int):
+    """Softmax over the vocabulary, best first, as (readable token, probability) pairs."""
+    import torch
+
+    from engine.result import Candidate
+
+    probs = torch.softmax(logits.float(), dim=-1)
+    k = max(1, min(top_k, probs.shape[-1]))
+    values, indices = torch.topk(probs, k)
+    tokens = readable_tokens(tokenizer, indices.tolist())
+    return tuple(Candidate(tok, float(p)) for tok, p in zip(tokens, values.tolist()))
