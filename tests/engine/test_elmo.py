@@ -1,0 +1,290 @@
+"""ELMo family: reference numerics, character ids, stateless batching, LSTM implementations,
+checkpoint round trips, LM predictions and the scalar mix."""
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from engine.families import elmo
+from engine.families.base import LoadOptions, ModelUnavailable, UnsupportedPrediction
+from engine.families.elmo_chars import batch_char_ids, sentence_char_ids, word_char_ids
+from engine.families.elmo_modules import ElmoBiLm
+from engine.families.elmo_weights import load_allennlp, save_allennlp, tf_arrays
+from engine.text import from_words, split_words
+from tests.engine.elmo_tiny import TINY_OPTIONS, TINY_VOCAB, write_tiny_elmo
+
+torch.set_num_threads(1)
+CPU = LoadOptions(device="cpu")
+
+
+@pytest.fixture
+def tiny_dir(tmp_path):
+    return write_tiny_elmo(tmp_path / "tiny-elmo", seed=3)
+
+
+@pytest.fixture
+def tiny(tiny_dir):
+    return elmo.load("tiny", tiny_dir, CPU, progress=False)
+
+
+# -- reference numerics ------------------------------------------------------------------
+
+def _fixture_batches(d):
+    sentences = json.loads((d / "sentences.json").read_text())
+    expected = []
+    for k in range(3):
+        with h5py.File(d / f"lm_embeddings_{k}.hdf5", "r") as f:
+            # forward and backward halves side by side = the usual [forward; backward]
+            expected.append([np.concatenate(list(f[str(i)][...]), axis=-1) for i in range(10)])
+    for i in range(10):
+        yield [sentences[k][i].split() for k in range(3)], [expected[k][i] for k in range(3)]
+
+
+@pytest.mark.parametrize("impl", ["fast", "reference"])
+def test_top_layer_matches_bilm_tf_with_states_carried_across_batches(elmo_fixture_dir, impl):
+    bilm = load_allennlp(elmo_fixture_dir, progress=False, impl=impl)
+    state, worst = None, 0.0
+    with torch.no_grad():
+        for words, expected in _fixture_batches(elmo_fixture_dir):
+            out = bilm(torch.from_numpy(batch_char_ids(words)), state=state)
+            state = out.state  # stateful protocol: final states seed the next batch, per row
+            for b, (w, e) in enumerate(zip(words, expected)):
+                actual = out.layers[2, b, 1:1 + len(w)].numpy()   # <S>, </S> removed
+                assert actual.shape == e.shape
+                # atol 1e-6 with numpy's default rtol (1e-7): the fixture is float32 output of
+                # TensorFlow, whose own rounding reaches ~1.1e-6 on values of magnitude ~3
+                np.testing.assert_allclose(actual, e, atol=1e-6, rtol=1e-7)
+                worst = max(worst, float(np.abs(actual - e).max()))
+    print(f"max abs diff to bilm-tf ({impl}): {worst:.3g}")
+
+
+def test_fixture_numbers_depend_on_the_carried_state(elmo_fixture_dir):
+    bilm = load_allennlp(elmo_fixture_dir, progress=False)
+    batches = list(_fixture_batches(elmo_fixture_dir))
+    words, expected = batches[1]
+    with torch.no_grad():  # batch 1 from zero states instead of batch 0's final states
+        out = bilm(torch.from_numpy(batch_char_ids(words)))
+    actual = out.layers[2, 0, 1:1 + len(words[0])].numpy()
+    assert np.abs(actual - expected[0]).max() > 1e-3
+
+
+def test_fixture_layout_is_written_back_unchanged(elmo_fixture_dir, tmp_path):
+    bilm = load_allennlp(elmo_fixture_dir, progress=False)
+    save_allennlp(bilm, tmp_path / "copy")
+    with h5py.File(elmo_fixture_dir / "lm_weights.hdf5", "r") as ref, \
+            h5py.File(tmp_path / "copy" / "weights.hdf5", "r") as ours:
+        names = []
+        ref.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+        assert sorted(names) == sorted(n for n, _ in tf_arrays(bilm))
+        for n in names:
+            assert ref[n].shape == ours[n].shape, n
+            np.testing.assert_array_equal(ref[n][...], ours[n][...], err_msg=n)
+
+
+# -- character ids -----------------------------------------------------------------------
+
+def test_sentence_boundaries_are_single_marker_characters_shifted_by_one():
+    ids = sentence_char_ids(["a"])
+    # <S>: begin-of-word 258, <S> 256, end-of-word 259, then padding 260; all +1
+    assert ids[0, :4].tolist() == [259, 257, 260, 261]
+    assert ids[-1, :4].tolist() == [259, 258, 260, 261]
+    assert ids[1, :4].tolist() == [259, ord("a") + 1, 260, 261]
+    assert set(ids[:, 4:].ravel().tolist()) == {261}
+
+
+def test_words_are_utf8_bytes_between_word_markers():
+    ids = word_char_ids("né")
+    assert ids[:5].tolist() == [259, ord("n") + 1, 0xC3 + 1, 0xA9 + 1, 260]
+
+
+def test_long_words_are_truncated_so_both_markers_fit():
+    ids = word_char_ids("x" * 80, max_chars=50)
+    assert ids.shape == (50,)
+    assert ids[0] == 259 and ids[49] == 260
+    assert (ids[1:49] == ord("x") + 1).all()
+
+
+def test_batch_padding_rows_are_all_zero():
+    ids = batch_char_ids([["a", "b", "c"], ["d"]])
+    assert ids.shape == (2, 5, 50)
+    assert (ids[1, 3:] == 0).all() and (ids[1, :3] > 0).all()
+
+
+# -- stateless, batch independent encoding -------------------------------------------------
+
+def test_same_sentence_twice_gives_identical_vectors(tiny):
+    text = split_words("The bank of the river is steep .")
+    first = tiny.encode([text])[0].hidden_states
+    again = tiny.encode([split_words("Money is a bank thing"), text])[1].hidden_states
+    second = tiny.encode([text])[0].hidden_states
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_allclose(first, again, atol=1e-6, rtol=0)
+
+
+def test_vectors_do_not_depend_on_batch_mates(tiny):
+    text = split_words("the river bank .")
+    alone = tiny.encode([text])[0].hidden_states
+    mates = [split_words("a much longer sentence about money , banks , rivers and more ."),
+             split_words("short"), text, split_words("the bank of the river is a bank .")]
+    together = tiny.encode(mates, batch_size=4)[2].hidden_states
+    np.testing.assert_allclose(together, alone, atol=1e-6, rtol=0)
+
+
+def test_backward_lm_starts_at_each_sentence_own_end(tiny):
+    # the backward half at the last word sees only </S>: it must not change when a longer
+    # batch mate pads this sentence
+    text = split_words("bank of")
+    bilm = tiny.bilm
+    P = bilm.options.proj_dim
+    padded = tiny.layers([text.words, ["a"] * 12])[0]
+    alone = tiny.layers([text.words])[0]
+    np.testing.assert_allclose(padded[1:, -1, P:], alone[1:, -1, P:], atol=1e-6, rtol=0)
+
+
+def test_encoding_has_words_as_tokens_and_three_named_layers(tiny):
+    enc = tiny.encode([split_words("Rivers flow .")])[0]
+    assert enc.family == "elmo" and enc.tokens == ("Rivers", "flow", ".")
+    assert enc.token_to_word.tolist() == [0, 1, 2] and enc.attentions is None
+    assert enc.hidden_states.shape == (3, 3, 2 * TINY_OPTIONS["lstm"]["projection_dim"])
+    assert enc.layer_names == ("char CNN", "biLSTM 1", "biLSTM 2")
+    assert (tiny.info.n_layers, tiny.info.n_heads, tiny.info.dim) == (2, 0, 12)
+
+
+def test_layer0_is_context_free_and_duplicated(tiny):
+    a = tiny.encode([split_words("the bank of the river")])[0].hidden_states
+    b = tiny.encode([split_words("money in the bank")])[0].hidden_states
+    np.testing.assert_array_equal(a[0, 1], b[0, 3])          # "bank" in both sentences
+    np.testing.assert_array_equal(a[0, :, :6], a[0, :, 6:])  # [x; x]
+    assert np.abs(a[2, 1] - b[2, 3]).max() > 1e-4             # upper layers see context
+
+
+# -- the two LSTM implementations, training ------------------------------------------------
+
+def test_fast_and_reference_lstm_give_the_same_outputs_and_states():
+    bilm = ElmoBiLm.from_options(TINY_OPTIONS, seed=5, init_scale=0.5)
+    sentences = [["w"] * n for n in (7, 1, 12, 3, 12, 5)]
+    ids = torch.from_numpy(batch_char_ids(sentences))
+    with torch.no_grad():
+        fast = bilm(ids, impl="fast")
+        ref = bilm(ids, impl="reference")
+        fast2 = bilm(ids, state=fast.state, impl="fast")
+        ref2 = bilm(ids, state=ref.state, impl="reference")
+    for a, b in [(fast.layers, ref.layers), (fast2.layers, ref2.layers),
+                 (fast2.state[0], ref2.state[0]), (fast2.state[1], ref2.state[1])]:
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5, rtol=0)
+    assert (fast.layers[:, 1, 3:] == 0).all()  # nothing beyond a sentence's end
+
+
+def test_lm_outputs_are_trainable_from_random_init():
+    bilm = ElmoBiLm.from_options(TINY_OPTIONS, seed=1)
+    ids = torch.from_numpy(batch_char_ids([["a", "b"], ["c", "d", "e"]]))
+    fwd, bwd, mask = bilm.lm_outputs(ids)
+    assert fwd.shape == bwd.shape == (2, 5, 6) and mask.sum().item() == 9
+    (fwd.pow(2).sum() + bwd.pow(2).sum()).backward()
+    no_grad = [n for n, p in bilm.named_parameters() if p.grad is None or not p.grad.any()]
+    assert no_grad == []
+    assert not bilm.char_cnn.char_embedding.weight.grad[0].any()  # padding row stays zero
+
+
+# -- checkpoints ---------------------------------------------------------------------------
+
+def test_export_then_load_round_trips_exactly(tiny_dir, tmp_path):
+    first = load_allennlp(tiny_dir, progress=False)
+    again = load_allennlp(save_allennlp(first, tmp_path / "again"), progress=False)
+    for (name, a), (_, b) in zip(first.state_dict().items(), again.state_dict().items()):
+        assert torch.equal(a, b), name
+    with h5py.File(tiny_dir / "weights.hdf5") as f1, \
+            h5py.File(tmp_path / "again" / "weights.hdf5") as f2:
+        for name, _ in tf_arrays(first):
+            np.testing.assert_array_equal(f1[name][...], f2[name][...], err_msg=name)
+
+
+def test_directory_with_a_single_differently_named_hdf5_loads(tiny_dir):
+    (tiny_dir / "weights.hdf5").rename(tiny_dir / "model.hdf5")
+    assert elmo.load("renamed", tiny_dir, CPU, progress=False).info.dim == 12
+
+
+def test_directory_with_ambiguous_weight_files_is_refused(tiny_dir):
+    (tiny_dir / "weights.hdf5").rename(tiny_dir / "a.hdf5")
+    (tiny_dir / "b.hdf5").write_bytes((tiny_dir / "a.hdf5").read_bytes())
+    with pytest.raises(ModelUnavailable, match="exactly one"):
+        elmo.load("ambiguous", tiny_dir, CPU, progress=False)
+
+
+def test_engine_encodes_a_configured_model_directory(model_dir):
+    from engine.api import Engine
+
+    path = write_tiny_elmo(model_dir / "my-elmo", seed=2)
+    encs = Engine(device="cpu").encode(str(path), ["The bank of the river .", "Money !"])
+    assert [e.family for e in encs] == ["elmo", "elmo"]
+    assert encs[0].hidden_states.shape == (3, 6, 12) and encs[1].words == ("Money", "!")
+
+
+# -- LM predictions --------------------------------------------------------------------------
+
+def _manual_probs(adapter, h):
+    w, b, _ = adapter.softmax
+    return torch.softmax(w.double() @ torch.from_numpy(h).double() + b.double(), 0).numpy()
+
+
+@pytest.mark.parametrize("kind", ["next", "previous"])
+def test_lm_predictions_rank_vocab_words_from_the_right_direction(tiny, kind):
+    text = split_words("the bank of the river")
+    pred = getattr(tiny, f"predict_{kind}")(text, top_k=5)
+    probs = [c.prob for c in pred.candidates]
+    assert pred.kind == kind and len(probs) == 5
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-9
+    assert all(c.token in TINY_VOCAB for c in pred.candidates)
+    top = tiny.layers([text.words])[0][-1]
+    h = top[-1, :6] if kind == "next" else top[0, 6:]   # forward at last, backward at first
+    expected = _manual_probs(tiny, h)
+    assert pred.candidates[0].token == TINY_VOCAB[int(expected.argmax())]
+    assert pred.candidates[0].prob == pytest.approx(float(expected.max()), abs=1e-9)
+
+
+def test_predictions_need_the_softmax_companion(tmp_path):
+    path = write_tiny_elmo(tmp_path / "no-softmax", seed=0, with_softmax=False)
+    adapter = elmo.load("bare", path, CPU, progress=False)
+    assert not adapter.info.has_next_word
+    text = from_words(["the", "bank"])
+    for call in (adapter.predict_next, adapter.predict_previous):
+        with pytest.raises(UnsupportedPrediction, match="no LM softmax"):
+            call(text)
+
+
+def test_masked_prediction_and_logit_lens_are_unsupported(tiny):
+    with pytest.raises(UnsupportedPrediction, match="masked"):
+        tiny.predict_masked(split_words("the [MASK] of"))
+    with pytest.raises(UnsupportedPrediction, match="logit lens"):
+        tiny.logit_lens(split_words("the bank"))
+
+
+# -- scalar mix ------------------------------------------------------------------------------
+
+def test_uniform_scalar_mix_is_the_mean_of_the_layers():
+    layers = np.random.default_rng(0).normal(size=(3, 4, 5)).astype(np.float32)
+    np.testing.assert_allclose(elmo.scalar_mix(layers), layers.mean(axis=0), atol=1e-6)
+    mix = elmo.ScalarMix(3)
+    np.testing.assert_allclose(mix(torch.from_numpy(layers)).detach().numpy(),
+                               layers.mean(axis=0), atol=1e-6)
+
+
+def test_scalar_mix_weights_are_a_softmax_times_gamma():
+    layers = np.stack([np.full((2, 2), v, np.float32) for v in (1.0, 10.0, 100.0)])
+    s = np.log([1.0, 2.0, 3.0])  # softmax -> 1/6, 2/6, 3/6
+    expected = 2.0 * (1 / 6 * 1 + 2 / 6 * 10 + 3 / 6 * 100)
+    np.testing.assert_allclose(elmo.scalar_mix(layers, s, gamma=2.0), expected, rtol=1e-6)
+    mix = elmo.ScalarMix(3, s=s.tolist(), gamma=2.0)
+    out = mix(list(torch.from_numpy(layers)))
+    np.testing.assert_allclose(out.detach().numpy(), expected, rtol=1e-6)
+    out.sum().backward()
+    assert mix.s.grad is not None and mix.s.grad.abs().sum() > 0
+
+
+def test_scalar_mix_rejects_a_wrong_number_of_weights():
+    with pytest.raises(ValueError, match="one weight per layer"):
+        elmo.scalar_mix(np.zeros((3, 2, 2)), s=[0.0, 1.0])
