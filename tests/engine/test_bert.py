@@ -1,0 +1,182 @@
+"""BERT family adapter on tiny random checkpoints built here (WordPiece tokenizer, 2 layers)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from engine.api import Engine
+from engine.families.base import ModelUnavailable, UnsupportedPrediction
+from engine.families.bert import with_mask_token
+from engine.text import split_words
+
+SENTENCES = [
+    "The bank raised its interest rates.",
+    "She sat on the river bank and watched the water.",
+    "They were playing near the riverbank all day.",
+]
+# Pieces that are not whole words, so some words split: "riverbank" -> river ##bank.
+SUFFIXES = ["##bank", "##ing", "##s", "##ed"]
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+DIM, LAYERS, HEADS = 32, 2, 4
+
+
+def wordpiece_tokenizer():
+    """A BERT-style fast tokenizer whose vocabulary is the words of SENTENCES plus SUFFIXES."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    words = sorted({w.lower() for s in SENTENCES for w in re.findall(r"\w+|[^\w\s]", s)}
+                   - {"riverbank", "playing"}) + ["play"]
+    vocab = {t: i for i, t in enumerate(SPECIALS + words + SUFFIXES)}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]),
+                                                 ("[SEP]", vocab["[SEP]"])])
+    tok.decoder = decoders.WordPiece()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+
+
+def save_bert(path: Path, masked_lm: bool = True) -> Path:
+    from transformers import BertConfig, BertForMaskedLM, BertModel
+
+    torch.manual_seed(0)
+    tok = wordpiece_tokenizer()
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=DIM, num_hidden_layers=LAYERS,
+                     num_attention_heads=HEADS, intermediate_size=64,
+                     max_position_embeddings=64)
+    model = (BertForMaskedLM if masked_lm else BertModel)(cfg).eval()
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture
+def bert_mlm(model_dir: Path) -> str:
+    return str(save_bert(model_dir / "bert-mlm"))
+
+
+@pytest.fixture
+def bert_plain(model_dir: Path) -> str:
+    return str(save_bert(model_dir / "bert-plain", masked_lm=False))
+
+
+def test_encoding_shapes_follow_the_config(bert_mlm):
+    enc, = Engine(device="cpu").encode(bert_mlm, [SENTENCES[0]])
+    n_tokens = len(enc.tokens)
+    assert enc.hidden_states.shape == (LAYERS + 1, n_tokens, DIM)
+    assert enc.attentions.shape == (LAYERS, HEADS, n_tokens, n_tokens)
+    assert enc.hidden_states.dtype == np.float32 and enc.attentions.dtype == np.float32
+    assert enc.layer_names == ("embeddings", "layer 1", "layer 2")
+    assert enc.family == "bert"
+
+
+def test_cls_and_sep_map_to_no_word_and_each_word_decodes_back(bert_mlm):
+    text = SENTENCES[2]
+    enc, = Engine(device="cpu").encode(bert_mlm, [text])
+    assert enc.tokens[0] == "[CLS]" and enc.tokens[-1] == "[SEP]"
+    assert enc.token_to_word[0] == -1 and enc.token_to_word[-1] == -1
+    for w, word in enumerate(enc.words):
+        pieces = [enc.tokens[i] for i in enc.word_tokens(w)]
+        assert "".join(p.removeprefix("##") for p in pieces) == word.lower()
+    assert [enc.tokens[i] for i in enc.word_tokens(enc.words.index("riverbank"))] == \
+        ["river", "##bank"]
+
+
+def test_pooling_first_mean_last_differ_for_a_multi_token_word(bert_mlm):
+    enc, = Engine(device="cpu").encode(bert_mlm, [SENTENCES[2]])
+    w = enc.words.index("playing")
+    first, last = enc.word_tokens(w)[[0, -1]]
+    assert last == first + 1                      # play ##ing
+    pooled = {p: enc.word_vectors(p)[:, w] for p in ("first", "mean", "last")}
+    np.testing.assert_allclose(pooled["first"], enc.hidden_states[:, first])
+    np.testing.assert_allclose(pooled["last"], enc.hidden_states[:, last])
+    np.testing.assert_allclose(pooled["mean"], (pooled["first"] + pooled["last"]) / 2,
+                               rtol=1e-5, atol=1e-6)
+    assert not np.allclose(pooled["first"][1:], pooled["last"][1:])
+
+
+def test_attention_rows_sum_to_one(bert_mlm):
+    enc, = Engine(device="cpu").encode(bert_mlm, [SENTENCES[1]])
+    np.testing.assert_allclose(enc.attentions.sum(-1), 1.0, atol=1e-5)
+    assert (enc.attentions >= 0).all()
+
+
+def test_vectors_do_not_depend_on_the_rest_of_the_batch(bert_mlm, model_dir):
+    short = "The bank raised rates."
+    alone, = Engine(device="cpu").encode(bert_mlm, [short])
+    batched = Engine(device="cpu").encode(bert_mlm, SENTENCES[1:] + [short], batch_size=8)[-1]
+    assert len(batched.tokens) == len(alone.tokens)
+    np.testing.assert_allclose(batched.hidden_states, alone.hidden_states, atol=1e-5)
+    np.testing.assert_allclose(batched.attentions, alone.attentions, atol=1e-5)
+
+
+def test_saved_checkpoint_gives_the_same_states_as_the_model_in_memory(model_dir):
+    from transformers import AutoModel, AutoTokenizer
+
+    path = save_bert(model_dir / "bert-mlm")
+    enc, = Engine(device="cpu").encode(str(path), [SENTENCES[0]])
+    model = AutoModel.from_pretrained(path).eval()
+    ids = AutoTokenizer.from_pretrained(path)(SENTENCES[0], return_tensors="pt")
+    with torch.no_grad():
+        states = model(**ids, output_hidden_states=True).hidden_states
+    np.testing.assert_allclose(enc.hidden_states, torch.stack(states)[:, 0].numpy(), atol=1e-5)
+
+
+def test_masked_prediction_is_best_first_and_matches_the_mlm_head(model_dir):
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    path = save_bert(model_dir / "bert-mlm")
+    text = "She sat on the river [MASK] and watched the water."
+    pred = Engine(device="cpu").predict_masked(str(path), text, top_k=5)
+    probs = [c.prob for c in pred.candidates]
+    assert pred.kind == "masked" and len(probs) == 5
+    assert probs == sorted(probs, reverse=True) and sum(probs) <= 1 + 1e-6
+
+    tok = AutoTokenizer.from_pretrained(path)
+    ids = tok(text, return_tensors="pt")
+    pos = ids.input_ids[0].tolist().index(tok.mask_token_id)
+    with torch.no_grad():
+        logits = AutoModelForMaskedLM.from_pretrained(path)(**ids).logits[0, pos]
+    p = torch.softmax(logits, -1)
+    assert pred.candidates[0].token == tok.convert_ids_to_tokens(int(p.argmax()))
+    assert pred.candidates[0].prob == pytest.approx(float(p.max()), rel=1e-5)
+
+
+def test_model_without_mlm_head_refuses_masked_prediction(bert_plain):
+    engine = Engine(device="cpu")
+    assert not engine.adapter(bert_plain).info.has_masked_lm
+    with pytest.raises(UnsupportedPrediction, match="no masked-LM head"):
+        engine.predict_masked(bert_plain, "The [MASK] raised its rates.")
+    enc, = engine.encode(bert_plain, [SENTENCES[0]])     # still gives every layer
+    assert enc.hidden_states.shape[0] == LAYERS + 1
+
+
+def test_bert_refuses_next_word_and_logit_lens(bert_mlm):
+    engine = Engine(device="cpu")
+    with pytest.raises(UnsupportedPrediction):
+        engine.predict_next(bert_mlm, "The bank")
+    with pytest.raises(UnsupportedPrediction):
+        engine.logit_lens(bert_mlm, "The bank")
+
+
+def test_path_outside_the_model_dirs_is_refused(model_dir, tmp_path_factory):
+    elsewhere = save_bert(tmp_path_factory.mktemp("elsewhere") / "bert")
+    assert model_dir not in elsewhere.parents
+    with pytest.raises(ModelUnavailable, match="outside the configured model directories"):
+        Engine(device="cpu").encode(str(elsewhere), [SENTENCES[0]])
+
+
+def test_mask_word_is_respelled_with_the_tokenizers_mask_token():
+    wt = split_words("A [MASK] sat on the [MASK].")
+    out = with_mask_token(wt, "<mask>")
+    assert out.text == "A <mask> sat on the <mask>."
+    assert out.words == wt.words
+    assert [out.text[s:e] for s, e in out.spans] == ["A", "<mask>", "sat", "on", "the",
+                                                      "<mask>", "."]
