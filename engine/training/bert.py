@@ -1,0 +1,203 @@
+"""Train a small BERT masked LM (BertForMaskedLM from a config) on the Brown corpus.
+
+    python -m engine.training.bert --budget-minutes 20 --max-words 1100000
+
+Lower-cased WordPiece vocabulary trained on the training split with `tokenizers`. Documents are
+one token stream cut into blocks of --seq-len - 2 WordPieces, each wrapped as [CLS] ... [SEP]
+(RoBERTa's FULL-SENTENCES packing within documents; no next-sentence prediction). Masking is our
+own `mask_tokens` (not DataCollatorForLanguageModeling) so that a batch is a pure function of the
+seed and the step, which makes resumed runs identical: 15% of the tokens are chosen, of which
+80% become [MASK], 10% a random token and 10% stay unchanged (Devlin et al. 2019, section 3.1).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import BertWordPieceTokenizer
+from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
+
+from engine.training import corpus
+from engine.training.bigram import KneserNeyBigram
+from engine.training.blocks import BlockStream, count_words, cut_blocks
+from engine.training.export import fp16_check, write_safetensors_model
+from engine.training.loop import RunConfig, count_parameters, plot_curves, seed_everything, train
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+PAD, UNK, CLS, SEP, MASK_ID = range(5)
+IGNORE = -100
+
+
+def train_tokenizer(train_txt: Path, vocab_size: int, max_len: int) -> PreTrainedTokenizerFast:
+    wp = BertWordPieceTokenizer(lowercase=True)
+    wp.train([str(train_txt)], vocab_size=vocab_size, min_frequency=2, special_tokens=SPECIALS,
+             show_progress=False)
+    return PreTrainedTokenizerFast(tokenizer_object=wp._tokenizer, pad_token="[PAD]",
+                                   unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
+                                   mask_token="[MASK]", model_max_length=max_len)
+
+
+def mask_tokens(ids: torch.Tensor, seed: int, vocab_size: int,
+                prob: float = 0.15) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, labels) with BERT's 80/10/10 corruption; labels are IGNORE where not chosen."""
+    g = torch.Generator().manual_seed(seed)
+    special = ids < len(SPECIALS)
+    chosen = (torch.rand(ids.shape, generator=g) < prob) & ~special
+    labels = torch.where(chosen, ids, torch.full_like(ids, IGNORE))
+    r = torch.rand(ids.shape, generator=g)
+    random_ids = torch.randint(len(SPECIALS), vocab_size, ids.shape, generator=g)
+    inputs = torch.where(chosen & (r < 0.8), torch.full_like(ids, MASK_ID), ids)
+    inputs = torch.where(chosen & (r >= 0.8) & (r < 0.9), random_ids, inputs)
+    return inputs, labels
+
+
+def wrap(blocks: torch.Tensor) -> torch.Tensor:
+    n = len(blocks)
+    return torch.cat([torch.full((n, 1), CLS), blocks, torch.full((n, 1), SEP)], dim=1)
+
+
+def build_model(vocab_size: int, args) -> BertForMaskedLM:
+    cfg = BertConfig(vocab_size=vocab_size, hidden_size=args.dim, num_hidden_layers=args.layers,
+                     num_attention_heads=args.heads, intermediate_size=4 * args.dim,
+                     max_position_embeddings=args.seq_len, type_vocab_size=2,
+                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=PAD)
+    return BertForMaskedLM(cfg)
+
+
+def mlm_eval(model, blocks: torch.Tensor, vocab_size: int, seed: int, batch_size: int = 32) -> dict:
+    """Masked-token loss and accuracy on held-out blocks with a fixed masking."""
+    total, correct, n = 0.0, 0, 0
+    for i in range(0, len(blocks), batch_size):
+        inputs, labels = mask_tokens(blocks[i:i + batch_size], seed + i, vocab_size)
+        logits = model(input_ids=inputs).logits
+        sel = labels != IGNORE
+        total += float(torch.nn.functional.cross_entropy(logits[sel], labels[sel], reduction="sum"))
+        correct += int((logits[sel].argmax(-1) == labels[sel]).sum())
+        n += int(sel.sum())
+    return {"loss": total / n, "accuracy": correct / n}
+
+
+def pseudo_perplexity(model, sentences: list[list[int]], batch_size: int = 64) -> dict:
+    """Pseudo-log-likelihood (Salazar et al. 2020, section 2.3): mask each token in turn and
+    score it given all the others. Returns total NLL, tokens and argmax hits."""
+    total, n, correct = 0.0, 0, 0
+    for ids in sentences:
+        seq = torch.tensor([CLS, *ids, SEP])
+        pos = torch.arange(1, len(seq) - 1)
+        for j in range(0, len(pos), batch_size):
+            p = pos[j:j + batch_size]
+            x = seq.repeat(len(p), 1)
+            x[torch.arange(len(p)), p] = MASK_ID
+            logp = model(input_ids=x).logits[torch.arange(len(p)), p].log_softmax(-1)
+            target = seq[p]
+            total -= float(logp[torch.arange(len(p)), target].sum())
+            correct += int((logp.argmax(-1) == target).sum())
+            n += len(p)
+    return {"nll": total, "tokens": n, "correct": correct}
+
+
+def bigram_pseudo(kn: KneserNeyBigram, sentences: list[list[int]]) -> dict:
+    total, n, correct = 0.0, 0, 0
+    for ids in sentences:
+        seq = [CLS, *ids, SEP]
+        t, k, c = kn.masked_nll(seq, range(1, len(seq) - 1), excluded=range(len(SPECIALS)))
+        total, n, correct = total + t, n + k, correct + c
+    return {"nll": total, "tokens": n, "correct": correct}
+
+
+def run(args) -> dict:
+    seed_everything(args.seed)
+    train_docs, held_docs = corpus.load_texts("train", args.corpus), corpus.load_texts("heldout", args.corpus)
+    tok = train_tokenizer(args.corpus / "brown_train.txt", args.vocab_size, args.seq_len)
+    V = len(tok)
+
+    def ids(text: str) -> list[int]:
+        return tok(text, add_special_tokens=False)["input_ids"]
+
+    train_ids = [i for d in train_docs for i in ids(" ".join(d))]
+    held_ids = [i for d in held_docs for i in ids(" ".join(d))]
+    train_words = count_words([s for d in train_docs for s in d])
+    blocks = wrap(cut_blocks(train_ids, args.seq_len - 2))
+    held_blocks = wrap(cut_blocks(held_ids, args.seq_len - 2))
+    stream = BlockStream(blocks, (args.seq_len - 2) * train_words / len(train_ids), args.seed)
+    model = build_model(V, args)
+
+    def batch_at(step: int):
+        b, words = stream.batch(step, args.batch_size)
+        return mask_tokens(b, args.seed * 100_003 + step, V), words
+
+    def loss_fn(m, batch):
+        inputs, labels = batch
+        return m(input_ids=inputs, labels=labels).loss
+
+    cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words, budget_minutes=args.budget_minutes,
+                    lr=args.lr, warmup_steps=args.warmup, eval_every=args.eval_every, seed=args.seed,
+                    threads=args.threads, words_per_step=stream.words_per_block * args.batch_size)
+    quick = held_blocks[: args.eval_blocks]
+    state = train(model, loss_fn, batch_at, lambda m: mlm_eval(m, quick, V, args.seed), cfg)
+    model.eval()
+    rng = np.random.default_rng(args.seed)
+    held_sents = [s for d in held_docs for s in d]
+    picked = [held_sents[i] for i in sorted(rng.choice(len(held_sents), args.pppl_sentences, replace=False))]
+    pppl_ids = [ids(s)[: args.seq_len - 2] for s in picked]
+    pppl_words = count_words(picked)
+    with torch.no_grad():
+        mlm = mlm_eval(model, held_blocks, V, args.seed)
+        pl = pseudo_perplexity(model, pppl_ids)
+    kn = KneserNeyBigram.fit(([CLS, *ids(s), SEP] for d in train_docs for s in d), V)
+    kb = bigram_pseudo(kn, pppl_ids)
+    report = {
+        "params": count_parameters(model, ("embeddings",)),
+        "tokens_seen": state.step * args.batch_size * (args.seq_len - 2), "words_seen": state.words,
+        "steps": state.step, "wall_s": round(state.wall_s, 1), "epochs": state.words / train_words,
+        "train_words": train_words, "train_tokens": len(train_ids), "heldout_tokens": len(held_ids),
+        "heldout_mlm_loss": mlm["loss"], "heldout_mlm_accuracy": mlm["accuracy"],
+        "pppl_sentences": len(picked), "pppl_tokens": pl["tokens"], "pppl_words": pppl_words,
+        "pseudo_ppl_token": math.exp(pl["nll"] / pl["tokens"]),
+        "pseudo_ppl_word": math.exp(pl["nll"] / pppl_words),
+        "pseudo_accuracy": pl["correct"] / pl["tokens"],
+        "bigram_pseudo_ppl_token": math.exp(kb["nll"] / kb["tokens"]),
+        "bigram_pseudo_ppl_word": math.exp(kb["nll"] / pppl_words),
+        "bigram_pseudo_accuracy": kb["correct"] / kb["tokens"],
+        "config": {k: str(v) for k, v in vars(args).items()},
+    }
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    with torch.no_grad():
+        report["fp16"] = fp16_check(model, lambda m: mlm_eval(m, held_blocks, V, args.seed)["loss"])
+    tok.save_pretrained(out)
+    write_safetensors_model(model, out, fp16=True)
+    plot_curves(state.history, out / "learning_curve.png", "BERT MLM (Brown): masked-token loss")
+    (out / "training_report.json").write_text(json.dumps({**report, "history": state.history}, indent=1))
+    return report
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description="Train the bundled BERT masked LM on the Brown corpus")
+    ap.add_argument("--budget-minutes", type=float, default=20)
+    ap.add_argument("--max-words", type=int, default=1_100_000)
+    ap.add_argument("--corpus", type=Path, default=corpus.DATA / "corpus")
+    ap.add_argument("--run-dir", type=Path, default=corpus.ROOT / "training_runs" / "bert-brown-mlm")
+    ap.add_argument("--out", type=Path, default=corpus.ROOT / "assets" / "models" / "bert-brown-mlm")
+    ap.add_argument("--vocab-size", type=int, default=8192)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--dim", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--eval-every", type=int, default=25)
+    ap.add_argument("--eval-blocks", type=int, default=64)
+    ap.add_argument("--pppl-sentences", type=int, default=150)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=13)
+    return ap
+
+
+if __name__ == "__main__":
+    print(json.dumps({k: v for k, v in run(parser().parse_args()).items() if k != "config"}, indent=1))

@@ -1,0 +1,137 @@
+"""Train a small GPT-2 (GPT2LMHeadModel from a config) on the Brown corpus.
+
+    python -m engine.training.gpt --budget-minutes 20 --max-words 1100000
+
+Byte-level BPE (Radford et al. 2019, section 2.2) trained on the training split with
+`tokenizers`, wrapped as a transformers fast tokenizer. Documents are joined into one stream
+separated by <|endoftext|> and cut into blocks of --seq-len tokens.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import torch
+from tokenizers import ByteLevelBPETokenizer
+from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
+
+from engine.training import corpus
+from engine.training.bigram import KneserNeyBigram
+from engine.training.blocks import BlockStream, count_words, cut_blocks
+from engine.training.export import fp16_check, write_safetensors_model
+from engine.training.loop import RunConfig, count_parameters, plot_curves, seed_everything, train
+
+EOT = "<|endoftext|>"
+ROOT = corpus.ROOT
+
+
+def train_tokenizer(train_txt: Path, vocab_size: int, model_max_length: int = 128) -> GPT2TokenizerFast:
+    bpe = ByteLevelBPETokenizer()
+    bpe.train([str(train_txt)], vocab_size=vocab_size, min_frequency=2, special_tokens=[EOT],
+              show_progress=False)
+    return GPT2TokenizerFast(tokenizer_object=bpe._tokenizer, bos_token=EOT, eos_token=EOT,
+                             unk_token=EOT, model_max_length=model_max_length)
+
+
+def doc_stream(tok, docs: list[list[str]]) -> list[int]:
+    ids: list[int] = []
+    for sents in docs:
+        ids.extend(tok(" ".join(sents))["input_ids"])
+        ids.append(tok.eos_token_id)
+    return ids
+
+
+def build_model(vocab_size: int, args) -> GPT2LMHeadModel:
+    cfg = GPT2Config(vocab_size=vocab_size, n_positions=args.seq_len, n_embd=args.dim,
+                     n_layer=args.layers, n_head=args.heads, bos_token_id=vocab_size - 1,
+                     eos_token_id=vocab_size - 1, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    return GPT2LMHeadModel(cfg)
+
+
+def heldout_loss(model, blocks: torch.Tensor, batch_size: int = 32) -> tuple[float, int]:
+    """Total NLL (nats) over held-out blocks, and the number of predicted tokens."""
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(blocks), batch_size):
+            b = blocks[i:i + batch_size]
+            out = model(input_ids=b, labels=b)
+            k = b.numel() - len(b)
+            total += float(out.loss) * k
+            n += k
+    return total, n
+
+
+def run(args) -> dict:
+    seed_everything(args.seed)
+    train_docs, held_docs = corpus.load_texts("train", args.corpus), corpus.load_texts("heldout", args.corpus)
+    tok = train_tokenizer(args.corpus / "brown_train.txt", args.vocab_size, args.seq_len)
+    train_ids, held_ids = doc_stream(tok, train_docs), doc_stream(tok, held_docs)
+    train_words = count_words([s for d in train_docs for s in d])
+    held_words = count_words([s for d in held_docs for s in d])
+    blocks, held_blocks = cut_blocks(train_ids, args.seq_len), cut_blocks(held_ids, args.seq_len)
+    stream = BlockStream(blocks, args.seq_len * train_words / len(train_ids), args.seed)
+    model = build_model(len(tok), args)
+    cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words, budget_minutes=args.budget_minutes,
+                    lr=args.lr, warmup_steps=args.warmup, eval_every=args.eval_every, seed=args.seed,
+                    threads=args.threads, words_per_step=stream.words_per_block * args.batch_size)
+    quick = held_blocks[: args.eval_blocks]
+    state = train(model, lambda m, b: m(input_ids=b, labels=b).loss,
+                  lambda step: stream.batch(step, args.batch_size),
+                  lambda m: {"loss": _mean(heldout_loss(m, quick))}, cfg)
+    model.eval()
+    nll, n_tok = heldout_loss(model, held_blocks)
+    kn = KneserNeyBigram.fit([train_ids], len(tok))
+    kn_nll, kn_n = kn.nll(held_blocks.tolist())
+    # Words covered by the evaluated blocks: the held-out word count scaled by the share of
+    # held-out tokens the blocks hold (the tail shorter than a block is dropped).
+    words_eval = held_words * held_blocks.numel() / len(held_ids)
+    report = {
+        "params": count_parameters(model, ("wte", "wpe")),
+        "tokens_seen": state.step * args.batch_size * args.seq_len, "words_seen": state.words,
+        "steps": state.step, "wall_s": round(state.wall_s, 1), "epochs": state.words / train_words,
+        "train_words": train_words, "train_tokens": len(train_ids),
+        "heldout_words": held_words, "heldout_tokens": len(held_ids), "eval_tokens": n_tok,
+        "heldout_ppl_token": math.exp(nll / n_tok), "heldout_ppl_word": math.exp(nll / words_eval),
+        "bigram_ppl_token": math.exp(kn_nll / kn_n), "bigram_ppl_word": math.exp(kn_nll / words_eval),
+        "config": {k: str(v) for k, v in vars(args).items()},
+    }
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    report["fp16"] = fp16_check(model, lambda m: math.exp(_mean(heldout_loss(m, held_blocks))))
+    tok.save_pretrained(out)
+    write_safetensors_model(model, out, fp16=True)
+    plot_curves(state.history, out / "learning_curve.png", "GPT (Brown): next-token loss")
+    (out / "training_report.json").write_text(json.dumps({**report, "history": state.history}, indent=1))
+    return report
+
+
+def _mean(pair: tuple[float, int]) -> float:
+    return pair[0] / max(pair[1], 1)
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description="Train the bundled GPT on the Brown corpus")
+    ap.add_argument("--budget-minutes", type=float, default=20)
+    ap.add_argument("--max-words", type=int, default=1_100_000)
+    ap.add_argument("--corpus", type=Path, default=corpus.DATA / "corpus")
+    ap.add_argument("--run-dir", type=Path, default=ROOT / "training_runs" / "gpt-brown")
+    ap.add_argument("--out", type=Path, default=ROOT / "assets" / "models" / "gpt-brown")
+    ap.add_argument("--vocab-size", type=int, default=8192)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--dim", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--eval-every", type=int, default=25)
+    ap.add_argument("--eval-blocks", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=13)
+    return ap
+
+
+if __name__ == "__main__":
+    print(json.dumps({k: v for k, v in run(parser().parse_args()).items() if k != "config"}, indent=1))

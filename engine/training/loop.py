@@ -1,0 +1,173 @@
+"""The training loop shared by the three trainers: seeds, wall-clock budget, resumable
+checkpoints, periodic held-out evaluation and a learning-curve PNG.
+
+A trainer supplies `batch_at(step) -> (batch, n_words)` that is a pure function of the seed and
+the step (so a resumed run sees exactly the batches it would have seen), `loss_fn(model, batch)`
+and `evaluate(model) -> {"loss": ...}`. The budget is counted in corpus words so the three
+models can be given the same amount of text whatever their tokenisation.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    run_dir: Path             # checkpoints and logs (ignored by git: training_runs/)
+    max_words: int            # stop after this many corpus words of training text
+    budget_minutes: float     # ... or after this much wall-clock time, whichever comes first
+    lr: float = 1e-3
+    warmup_steps: int = 50
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    eval_every: int = 50      # steps between held-out evaluations and checkpoints
+    seed: int = 13
+    threads: int = 1
+    words_per_step: float = 1.0   # for the cosine schedule's length
+
+
+@dataclass
+class TrainState:
+    step: int = 0
+    words: int = 0
+    wall_s: float = 0.0
+    history: list[dict] = field(default_factory=list)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def lr_lambda(cfg: RunConfig) -> Callable[[int], float]:
+    """Linear warm-up, then cosine decay to 10% at the planned number of steps."""
+    total = max(cfg.warmup_steps + 1, int(cfg.max_words / max(cfg.words_per_step, 1.0)))
+
+    def f(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        t = min(1.0, (step - cfg.warmup_steps) / (total - cfg.warmup_steps))
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t))
+    return f
+
+
+def make_optimizer(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
+    # No weight decay on biases, norms and embeddings' 1-d parameters (common practice, GPT-2/BERT).
+    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr)
+
+
+def _save(path: Path, model, opt, sched, state: TrainState) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                "state": asdict(state), "rng": torch.get_rng_state()}, tmp)
+    tmp.replace(path)
+
+
+def _load(path: Path, model, opt, sched) -> TrainState:
+    ck = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(ck["model"])
+    opt.load_state_dict(ck["opt"])
+    sched.load_state_dict(ck["sched"])
+    torch.set_rng_state(ck["rng"])
+    return TrainState(**ck["state"])
+
+
+def train(model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor],
+          batch_at: Callable[[int], tuple[Any, int]], evaluate: Callable[[Any], dict],
+          cfg: RunConfig, resume: bool = True, progress: bool = True) -> TrainState:
+    torch.set_num_threads(cfg.threads)
+    cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    opt = make_optimizer(model, cfg)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg))
+    ckpt = cfg.run_dir / "checkpoint.pt"
+    state = _load(ckpt, model, opt, sched) if resume and ckpt.exists() else TrainState()
+    seed_everything(cfg.seed + state.step)
+    start = time.monotonic() - state.wall_s
+    bar = tqdm(total=cfg.max_words, initial=state.words, unit="word", disable=not progress,
+               desc=cfg.run_dir.name)
+    recent: list[float] = []
+    while state.words < cfg.max_words and time.monotonic() - start < cfg.budget_minutes * 60:
+        model.train()
+        batch, n_words = batch_at(state.step)
+        loss = loss_fn(model, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        sched.step()
+        state.step += 1
+        state.words += n_words
+        recent.append(float(loss.detach()))
+        bar.update(n_words)
+        bar.set_postfix(loss=f"{np.mean(recent[-20:]):.3f}")
+        if state.step % cfg.eval_every == 0:
+            _checkpoint(model, opt, sched, state, evaluate, recent, start, ckpt)
+            recent = []
+    bar.close()
+    if not state.history or state.history[-1]["step"] != state.step:
+        _checkpoint(model, opt, sched, state, evaluate, recent, start, ckpt)
+    state.wall_s = time.monotonic() - start
+    (cfg.run_dir / "history.json").write_text(json.dumps(asdict(state), indent=1))
+    return state
+
+
+def _checkpoint(model, opt, sched, state: TrainState, evaluate, recent, start, ckpt) -> None:
+    model.eval()
+    with torch.no_grad():
+        ev = evaluate(model)
+    state.wall_s = time.monotonic() - start
+    state.history.append({"step": state.step, "words": state.words, "wall_s": round(state.wall_s, 1),
+                          "train_loss": float(np.mean(recent)) if recent else None,
+                          **{f"heldout_{k}": float(v) for k, v in ev.items()}})
+    tqdm.write(json.dumps(state.history[-1]))
+    _save(ckpt, model, opt, sched, state)
+
+
+def plot_curves(history: list[dict], path: Path, title: str, keys: tuple[str, ...] = ()) -> None:
+    """Train and held-out loss against words seen (matplotlib, headless)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = keys or ("train_loss", "heldout_loss")
+    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
+    for k in keys:
+        pts = [(h["words"], h[k]) for h in history if h.get(k) is not None]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", ms=3, label=k.replace("_", " "))
+    ax.set_xlabel("training words seen")
+    ax.set_ylabel("loss (nats per token)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def count_parameters(model: torch.nn.Module, embedding_names: tuple[str, ...]) -> dict:
+    """Total and non-embedding parameters (embedding = any parameter whose name contains one of
+    `embedding_names`; a tied output matrix is counted once)."""
+    seen, total, emb = set(), 0, 0
+    for name, p in model.named_parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        total += p.numel()
+        if any(e in name for e in embedding_names):
+            emb += p.numel()
+    return {"total": total, "embedding": emb, "non_embedding": total - emb}
