@@ -78,12 +78,20 @@ def readable_tokens(tokenizer, ids: Sequence[int]) -> tuple[str, ...]:
 
     WordPiece tokens are kept as they are ("play", "##ing" shows the word continues); byte-level
     BPE and SentencePiece tokens go through the tokenizer's own decoder ("Ġbank" -> " bank").
+    SentencePiece decoders strip the space of a text's first token, which alone is every
+    token here, so a word-initial "▁" is put back as a space ("▁bank" -> " bank").
     """
     raw = tokenizer.convert_ids_to_tokens(list(ids))
     if type(tokenizer.backend_tokenizer.model).__name__ == "WordPiece":
         return tuple(raw)
     special = set(tokenizer.all_special_tokens)
-    return tuple(t if t in special else tokenizer.convert_tokens_to_string([t]) for t in raw)
+    out = []
+    for t in raw:
+        s = t if t in special else tokenizer.convert_tokens_to_string([t])
+        if t.startswith("\u2581") and not s.startswith(" "):
+            s = " " + s
+        out.append(s)
+    return tuple(out)
 
 
 def tokenize(tokenizer, wt: WordText, max_tokens: int) -> TokenizedText:
@@ -98,9 +106,18 @@ def tokenize(tokenizer, wt: WordText, max_tokens: int) -> TokenizedText:
     t2w = align_offsets(enc["offset_mapping"], wt.spans, wt.text)
     missing = sorted(set(range(len(wt.words))) - set(t2w[t2w >= 0].tolist()))
     if missing:
-        raise EngineError(f"the tokenizer drops the word {wt.words[missing[0]]!r}; remove it "
-                          "from the text")
+        raise EngineError(_no_token_message(wt, missing[0], enc["offset_mapping"]))
     return TokenizedText(wt, ids, readable_tokens(tokenizer, ids), t2w)
+
+
+def _no_token_message(wt: WordText, word: int, offsets) -> str:
+    """Why a word got no token of its own: a token spans it and a neighbour, or it was dropped."""
+    s, e = wt.spans[word]
+    for ts, te in offsets:
+        if ts < e and s < te:
+            return (f"this model's tokenizer joins {wt.words[word]!r} with its neighbour into "
+                    f"the one token {wt.text[ts:te]!r}; put a space between them")
+    return f"this model's tokenizer drops the word {wt.words[word]!r}; remove it from the text"
 
 
 def pad_batch(batch: Sequence[TokenizedText], pad_id: int, device: str):

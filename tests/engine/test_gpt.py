@@ -1,0 +1,268 @@
+"""GPT family adapter on tiny random GPT-2 and Llama checkpoints built here, and the GGUF cache."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from engine.api import Engine
+from engine.families import gpt
+from engine.families.base import LoadOptions, UnsupportedPrediction
+from engine.families.hf_common import readable_tokens
+
+CORPUS = [
+    "The bank raised its interest rates.",
+    "She sat on the river bank and watched the water.",
+    "They were playing near the riverbank all day!",
+    "Money, money: the bank keeps it safe?",
+] * 4
+TEXT = "She sat on the river bank and watched the water."
+SHORT = "The bank raised rates."
+DIM, LAYERS, HEADS = 32, 2, 4
+ARCHS = ("gpt2", "llama")
+
+
+def byte_level_tokenizer():
+    """GPT-2 style: byte-level BPE, no BOS added, spaces carried as 'Ġ'."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(
+        vocab_size=320, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=["<|endoftext|>"]))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>",
+                                   eos_token="<|endoftext|>")
+
+
+def sentencepiece_tokenizer():
+    """Llama style: BPE over '▁'-marked words, with a BOS token put first."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(),
+                                                 pre_tokenizers.Punctuation()])
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(
+        vocab_size=120, special_tokens=["<unk>", "<s>", "</s>"]))
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A",
+                                                       special_tokens=[("<s>", 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>",
+                                   eos_token="</s>")
+
+
+def save_causal_lm(path: Path, arch: str) -> Path:
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    if arch == "gpt2":
+        tok = byte_level_tokenizer()
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=DIM, n_layer=LAYERS,
+                                           n_head=HEADS, n_positions=64))
+        norm = model.transformer.ln_f
+    else:
+        tok = sentencepiece_tokenizer()
+        model = LlamaForCausalLM(LlamaConfig(
+            vocab_size=len(tok), hidden_size=DIM, intermediate_size=64, num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS, num_key_value_heads=2, max_position_embeddings=64,
+            tie_word_embeddings=False))
+        norm = model.model.norm
+    with torch.no_grad():  # a non-trivial final norm, so applying it twice would show
+        norm.weight.uniform_(0.5, 2.0)
+        if getattr(norm, "bias", None) is not None:
+            norm.bias.uniform_(-0.5, 0.5)
+    model.eval().save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(params=ARCHS)
+def causal_lm(request, model_dir: Path) -> str:
+    return str(save_causal_lm(model_dir / request.param, request.param))
+
+
+def reference(path: str, text: str):
+    """The checkpoint run directly through transformers: tokenizer, model, ids, outputs."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval()
+    ids = tok(text, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**ids, output_hidden_states=True)
+    return tok, model, ids, out
+
+
+def test_encoding_shapes_follow_the_config(causal_lm):
+    enc, = Engine(device="cpu").encode(causal_lm, [TEXT])
+    n = len(enc.tokens)
+    assert enc.family == "gpt"
+    assert enc.hidden_states.shape == (LAYERS + 1, n, DIM)
+    assert enc.attentions.shape == (LAYERS, HEADS, n, n)
+    assert enc.layer_names == ("embeddings", "layer 1", "layer 2")
+
+
+def test_each_model_keeps_its_own_bos_convention(model_dir):
+    engine = Engine(device="cpu")
+    gpt2, = engine.encode(str(save_causal_lm(model_dir / "g", "gpt2")), [TEXT])
+    llama, = engine.encode(str(save_causal_lm(model_dir / "l", "llama")), [TEXT])
+    assert (gpt2.token_to_word >= 0).all() and gpt2.token_to_word[0] == 0
+    assert llama.tokens[0] == "<s>" and llama.token_to_word[0] == -1
+    assert (llama.token_to_word[1:] >= 0).all()
+
+
+def test_each_word_decodes_back_from_readable_tokens(causal_lm):
+    enc, = Engine(device="cpu").encode(causal_lm, ["They were playing near the riverbanks!"])
+    assert not any(("Ġ" in t or "\u2581" in t) for t in enc.tokens)
+    assert any(t.startswith(" ") for t in enc.tokens)
+    multi = 0
+    for w, word in enumerate(enc.words):
+        pieces = [enc.tokens[i] for i in enc.word_tokens(w)]
+        assert "".join(pieces).strip() == word
+        multi += len(pieces) > 1
+    assert multi > 0       # the tiny vocabulary splits at least one word
+
+
+def test_a_token_spanning_two_words_is_reported(model_dir):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    from engine.families.base import EngineError
+
+    path = save_causal_lm(model_dir / "joined", "llama")
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()     # no split at punctuation: "▁water."
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=120,
+                                                        special_tokens=["<unk>", "<s>", "</s>"]))
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>").save_pretrained(path)
+    with pytest.raises(EngineError, match="joins '.' with its neighbour into the one token"):
+        Engine(device="cpu").encode(str(path), [TEXT])
+
+
+def test_attention_is_causal_and_rows_sum_to_one(causal_lm):
+    enc, = Engine(device="cpu").encode(causal_lm, [TEXT])
+    np.testing.assert_allclose(enc.attentions.sum(-1), 1.0, atol=1e-5)
+    upper = np.triu(np.ones(enc.attentions.shape[-2:], dtype=bool), k=1)
+    assert np.abs(enc.attentions[..., upper]).max() == 0.0
+
+
+def test_vectors_do_not_depend_on_the_rest_of_the_batch(causal_lm):
+    alone, = Engine(device="cpu").encode(causal_lm, [SHORT])
+    batched = Engine(device="cpu").encode(causal_lm, [CORPUS[1], CORPUS[2], SHORT],
+                                          batch_size=8)[-1]
+    assert len(batched.tokens) == len(alone.tokens)
+    np.testing.assert_allclose(batched.hidden_states, alone.hidden_states, atol=1e-5)
+    np.testing.assert_allclose(batched.attentions, alone.attentions, atol=1e-5)
+
+
+def test_states_match_the_saved_model_and_the_last_one_has_the_final_norm(causal_lm):
+    enc, = Engine(device="cpu").encode(causal_lm, [TEXT])
+    tok, model, ids, out = reference(causal_lm, TEXT)
+    blocks = model.base_model.h if hasattr(model.base_model, "h") else model.base_model.layers
+    captured = []
+    hook = blocks[-1].register_forward_hook(
+        lambda mod, args, output: captured.append(output[0] if isinstance(output, tuple)
+                                                  else output))
+    with torch.no_grad():
+        model(**ids)
+        normed = gpt.final_norm(model)(captured[0])[0]
+    hook.remove()
+    np.testing.assert_allclose(enc.hidden_states, torch.stack(out.hidden_states)[:, 0].numpy(),
+                               atol=1e-5)
+    np.testing.assert_allclose(enc.hidden_states[-1], normed.numpy(), atol=1e-5)
+
+
+def test_logit_lens_last_layer_is_the_models_own_output(causal_lm):
+    lens = Engine(device="cpu").logit_lens(causal_lm, TEXT)
+    tok, model, ids, out = reference(causal_lm, TEXT)
+    probs = torch.softmax(out.logits[0], -1)
+    assert lens.top_probs.shape == (LAYERS + 1, ids.input_ids.shape[1])
+    assert lens.top_tokens[-1] == readable_tokens(tok, probs.argmax(-1).tolist())
+    np.testing.assert_allclose(lens.top_probs[-1], probs.max(-1).values.numpy(), rtol=1e-4)
+    # an inner layer goes through the final norm, then the head
+    with torch.no_grad():
+        inner = torch.softmax(model.get_output_embeddings()(
+            gpt.final_norm(model)(out.hidden_states[1]))[0], -1)
+    np.testing.assert_allclose(lens.top_probs[1], inner.max(-1).values.numpy(), rtol=1e-4)
+    assert lens.layer_names[-1] == f"layer {LAYERS}"
+
+
+def test_next_word_prediction_is_the_softmax_at_the_last_position(causal_lm):
+    pred = Engine(device="cpu").predict_next(causal_lm, "She sat on the river ", top_k=4)
+    tok, _, _, out = reference(causal_lm, "She sat on the river")
+    probs = torch.softmax(out.logits[0, -1], -1)
+    got = [c.prob for c in pred.candidates]
+    assert pred.kind == "next" and got == sorted(got, reverse=True) and sum(got) <= 1 + 1e-6
+    assert pred.candidates[0].token == readable_tokens(tok, [int(probs.argmax())])[0]
+    assert got[0] == pytest.approx(float(probs.max()), rel=1e-5)
+
+
+def test_gpt_refuses_masked_and_previous_word_prediction(causal_lm):
+    engine = Engine(device="cpu")
+    with pytest.raises(UnsupportedPrediction, match="BERT"):
+        engine.predict_masked(causal_lm, "The [MASK] raised rates.")
+    with pytest.raises(UnsupportedPrediction, match="ELMo"):
+        engine.predict_previous(causal_lm, "raised rates.")
+
+
+# -- GGUF cache ---------------------------------------------------------------------------
+@pytest.fixture
+def fake_gguf(model_dir: Path, monkeypatch) -> Path:
+    monkeypatch.setenv("CTXLENS_CACHE", str(model_dir / "cache"))
+    f = model_dir / "tiny.gguf"
+    f.write_bytes(b"GGUF" + bytes(60))
+    return f
+
+
+def counting_converter(calls: list):
+    def convert(dest: Path) -> None:
+        calls.append(dest)
+        save_causal_lm(dest, "gpt2")
+    return convert
+
+
+def test_gguf_conversion_is_cached_and_reused(fake_gguf):
+    calls: list = []
+    first, hit1 = gpt.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    second, hit2 = gpt.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    assert (hit1, hit2) == (False, True) and len(calls) == 1 and first == second
+    assert (first / "model.safetensors").exists() and (first / "tokenizer.json").exists()
+    assert not [p for p in first.parent.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_changed_gguf_file_converts_again_and_drops_the_old_copy(fake_gguf):
+    calls: list = []
+    old, _ = gpt.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    st = fake_gguf.stat()
+    os.utime(fake_gguf, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    new, hit = gpt.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    assert not hit and new != old and len(calls) == 2
+    assert new.exists() and not old.exists()
+
+
+def test_failed_conversion_leaves_no_partial_cache(fake_gguf):
+    def broken(dest: Path) -> None:
+        (dest / "config.json").write_text("{}")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        gpt.ensure_converted("tiny", fake_gguf, broken, False)
+    assert list(gpt.converted_dir("tiny", fake_gguf).parent.iterdir()) == []
+    calls: list = []
+    _, hit = gpt.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    assert not hit and len(calls) == 1
+
+
+def test_loading_a_gguf_model_reads_the_converted_cache(fake_gguf):
+    gpt.ensure_converted("tiny", fake_gguf, counting_converter([]), False)
+    adapter = gpt.load("tiny", fake_gguf.parent, LoadOptions(device="cpu"),
+                       gguf_file=fake_gguf.name, progress=False)
+    assert adapter.gguf_cache_hit is True
+    assert adapter.info.n_layers == LAYERS and adapter.info.has_logit_lens
