@@ -1,0 +1,175 @@
+"""The app's only door to the engine: one cached Engine, cached results.
+
+st.cache_resource holds the Engine (its adapters and encoding LRU); st.cache_data holds derived
+numpy results keyed by plain arguments, so moving a slider re-renders without re-running a
+model or a projection.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from engine.analysis import attention as att_analysis
+from engine.analysis import geometry, projection, senses
+from engine.api import Engine
+from engine.registry import availability
+from engine.registry import default_model as registry_default
+from engine.result import Encoding
+
+# Tests replace this with a fake engine before the first call.
+ENGINE_FACTORY = Engine
+# The bundled models are the defaults where a family has one (ELMo: the registry default).
+PREFERRED = {"gpt": "smollm2-135m", "bert": "minilm-l6"}
+
+
+@st.cache_resource(show_spinner=False)
+def get_engine():
+    return ENGINE_FACTORY()
+
+
+def available_models(family: str) -> list[str]:
+    reg = get_engine().registry
+    ids = [e.id for e in reg.values() if e.family == family
+           and availability(e) in ("bundled", "installed")]
+    first = default_model(family)
+    return sorted(ids, key=lambda i: (i != first, i))
+
+
+def default_model(family: str) -> str | None:
+    reg = get_engine().registry
+    preferred = PREFERRED.get(family)
+    if preferred in reg and availability(reg[preferred]) in ("bundled", "installed"):
+        return preferred
+    try:
+        return registry_default(family, reg)
+    except Exception:  # no model of this family here: the sidebar offers "(none)"
+        return None
+
+
+def family(model_id: str) -> str:
+    return get_engine().family(model_id)
+
+
+def model_info(model_id: str):
+    with st.spinner(f"Loading {model_id} …"):
+        return get_engine().adapter(model_id, progress=False).info
+
+
+def encodings(model_id: str, sentences: tuple[str, ...]) -> list[Encoding]:
+    """Encodings from the engine's LRU cache (no Streamlit element here: cached callers)."""
+    return get_engine().encode(model_id, list(sentences))
+
+
+def prepare(model_ids: list[str], sentences: tuple[str, ...]) -> None:
+    """Load and run each model once with visible progress, so later cached calls are instant."""
+    eng = get_engine()
+    todo = [m for m in model_ids if m not in getattr(eng, "_adapters", {})]
+    if not todo:
+        for m in model_ids:
+            eng.encode(m, list(sentences))
+        return
+    with st.status(f"Loading {', '.join(todo)} …", expanded=False) as status:
+        for m in model_ids:
+            status.update(label=f"Loading and running {m} …")
+            eng.encode(m, list(sentences))
+        status.update(label="Models ready", state="complete")
+
+
+@dataclass(frozen=True, eq=False)
+class TargetVectors:
+    """The target word's vectors: [layers, n, dim] for the sentences listed in `rows`."""
+
+    model_id: str
+    vectors: np.ndarray
+    rows: tuple[int, ...]
+    missing: tuple[int, ...]
+    layer_names: tuple[str, ...]
+
+
+def find_word(words: tuple[str, ...], target: str) -> int | None:
+    t = target.lower()
+    for i, w in enumerate(words):
+        if w.lower() == t:
+            return i
+    return None
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def target_vectors(model_id: str, sentences: tuple[str, ...], target: str,
+                   pool: str) -> TargetVectors:
+    encs = encodings(model_id, sentences)
+    rows, missing, vecs = [], [], []
+    for i, enc in enumerate(encs):
+        w = find_word(enc.words, target)
+        if w is None:
+            missing.append(i)
+            continue
+        rows.append(i)
+        vecs.append(enc.word_vectors(pool)[:, w])
+    names = encs[0].layer_names or tuple(f"layer {i}" for i in range(encs[0].n_layers))
+    arr = np.stack(vecs, axis=1) if vecs else np.zeros((len(names), 0, 1), np.float32)
+    return TargetVectors(model_id, arr, tuple(rows), tuple(missing), names)
+
+
+@st.cache_data(show_spinner="Projecting …", max_entries=64)
+def project(model_id: str, sentences: tuple[str, ...], target: str, pool: str, method: str,
+            seed: int = 0) -> projection.Projection:
+    tv = target_vectors(model_id, sentences, target, pool)
+    return projection.project(tv.vectors, method=method, seed=seed)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def separation(model_id: str, sentences: tuple[str, ...], target: str, pool: str,
+               labels: tuple[str, ...]) -> senses.SenseSeparation:
+    tv = target_vectors(model_id, sentences, target, pool)
+    return senses.sense_separation(tv.vectors, [labels[r] for r in tv.rows])
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cosine_matrix(model_id: str, sentences: tuple[str, ...], target: str, pool: str,
+                  layer: int) -> np.ndarray:
+    v = target_vectors(model_id, sentences, target, pool).vectors[layer].astype(np.float64)
+    v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    return v @ v.T
+
+
+@st.cache_data(show_spinner="Computing layer metrics …", max_entries=32)
+def layer_geometry(model_id: str, sentences: tuple[str, ...], pool: str):
+    encs = encodings(model_id, sentences)
+    metrics = geometry.layer_metrics(encs, pool=pool, seed=0)
+    words = np.concatenate([e.word_vectors(pool) for e in encs], axis=1)
+    return metrics, geometry.linear_cka_matrix(words)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def head_stats(model_id: str, sentence: str) -> att_analysis.HeadStats | None:
+    enc = encodings(model_id, (sentence,))[0]
+    if enc.attentions is None:
+        return None
+    return att_analysis.head_stats(enc.attentions, enc.special_mask, enc.family)
+
+
+def predict(kind: str, model_id: str, text: str, top_k: int = 10):
+    eng = get_engine()
+    with st.spinner(f"Asking {model_id} …"):
+        fn = {"masked": eng.predict_masked, "next": eng.predict_next,
+              "previous": eng.predict_previous}[kind]
+        return fn(model_id, text, top_k=top_k)
+
+
+def logit_lens(model_id: str, text: str):
+    with st.spinner(f"Reading {model_id}'s layers …"):
+        return get_engine().logit_lens(model_id, text)
+
+
+def masked_lm_alternatives(current: str | None) -> list[str]:
+    """Available BERT-family models that the registry describes as having a masked-LM head."""
+    reg = get_engine().registry
+    out = []
+    for mid in available_models("bert"):
+        desc = reg[mid].description.lower()
+        if mid != current and ("mlm" in mid or ("masked-lm head" in desc and "no masked" not in desc)):
+            out.append(mid)
+    return out

@@ -1,0 +1,133 @@
+"""Exports: static images (PNG/SVG/PDF via kaleido), standalone HTML, CSV, NPZ, Embedding
+Projector TSV and a JSON manifest of the settings. Pure functions returning bytes, plus one
+Streamlit helper (`figure_downloads`) that offers them under a figure.
+
+Static images are rendered lazily: the download buttons get a callable that Streamlit runs only
+when the user clicks, because kaleido drives a headless Chromium and costs ~0.3-5 s per image.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import threading
+import warnings
+import zipfile
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+IMAGE_FORMATS = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}
+_KALEIDO_LOCK = threading.Lock()
+_server_started = False
+
+
+def _browser_path() -> None:
+    # kaleido 1.x drives a system Chrome/Chromium through choreographer, which honours
+    # BROWSER_PATH; Debian's package installs /usr/bin/chromium.
+    if "BROWSER_PATH" not in os.environ:
+        found = shutil.which("chromium") or shutil.which("chromium-browser")
+        if found:
+            os.environ["BROWSER_PATH"] = found
+
+
+def _start_server() -> None:
+    """One persistent headless browser: the first image takes seconds, later ones ~0.3 s."""
+    global _server_started
+    if not _server_started:
+        import kaleido
+
+        _browser_path()
+        kaleido.start_sync_server(silence_warnings=True)
+        _server_started = True
+
+
+def figure_image(fig: go.Figure, fmt: str, width: int = 1000, height: int = 700,
+                 scale: float = 2.0) -> bytes:
+    if fmt not in IMAGE_FORMATS:
+        raise ValueError(f"fmt: use one of {', '.join(IMAGE_FORMATS)}")
+    with _KALEIDO_LOCK, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _start_server()
+        # a light template so exported figures read well on paper whatever the app theme
+        out = go.Figure(fig).update_layout(template="plotly_white")
+        return out.to_image(format=fmt, width=width, height=height,
+                            scale=scale if fmt == "png" else 1)
+
+
+def figure_html(fig: go.Figure) -> bytes:
+    """Standalone HTML: plotly.js is embedded, so the file opens offline."""
+    return fig.to_html(include_plotlyjs=True, full_html=True).encode()
+
+
+def table_csv(table: pd.DataFrame) -> bytes:
+    return table.to_csv(index=False).encode()
+
+
+def embeddings_npz(vectors: dict[str, np.ndarray], metadata: pd.DataFrame) -> bytes:
+    """vectors: name -> [layers, n, dim] (or [n, dim]); metadata columns saved as string arrays."""
+    buf = io.BytesIO()
+    arrays = {k: np.asarray(v, np.float32) for k, v in vectors.items()}
+    arrays.update({f"meta_{c}": metadata[c].astype(str).to_numpy() for c in metadata.columns})
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
+
+def projector_zip(vectors: np.ndarray, metadata: pd.DataFrame) -> bytes:
+    """TensorFlow Embedding Projector files: vectors.tsv (no header) and metadata.tsv (header
+    row, required by the projector when there is more than one column)."""
+    if vectors.ndim != 2 or len(vectors) != len(metadata):
+        raise ValueError("vectors: must be [n, dim] with one metadata row per vector")
+    vec = "\n".join("\t".join(f"{x:.6g}" for x in row) for row in vectors) + "\n"
+    meta = metadata.astype(str).apply(lambda col: col.str.replace(r"[\t\n]", " ", regex=True))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("vectors.tsv", vec)
+        z.writestr("metadata.tsv", meta.to_csv(sep="\t", index=False))
+    return buf.getvalue()
+
+
+def manifest_json(settings: dict) -> bytes:
+    return json.dumps(settings, indent=2, sort_keys=True, default=str).encode()
+
+
+def figure_downloads(fig: go.Figure, name: str, table: pd.DataFrame | None = None,
+                     settings: dict | None = None) -> None:
+    """Download buttons under a figure: PNG, SVG, PDF (rendered on click), HTML, CSV, JSON."""
+    import streamlit as st
+
+    with st.expander(f"Export {name}"):
+        cols = st.columns(6)
+        for col, fmt in zip(cols, IMAGE_FORMATS):
+            col.download_button(fmt.upper(), lambda f=fmt: figure_image(fig, f),
+                                file_name=f"{name}.{fmt}", mime=IMAGE_FORMATS[fmt],
+                                key=f"dl-{name}-{fmt}", on_click="ignore")
+        cols[3].download_button("HTML", lambda: figure_html(fig), file_name=f"{name}.html",
+                                mime="text/html", key=f"dl-{name}-html", on_click="ignore")
+        if table is not None:
+            cols[4].download_button("CSV", table_csv(table), file_name=f"{name}.csv",
+                                    mime="text/csv", key=f"dl-{name}-csv", on_click="ignore")
+        if settings is not None:
+            cols[5].download_button("JSON", manifest_json(settings), file_name=f"{name}.json",
+                                    mime="application/json", key=f"dl-{name}-json",
+                                    on_click="ignore")
+
+
+def embedding_downloads(vectors: dict[str, np.ndarray], projector: np.ndarray,
+                        metadata: pd.DataFrame, name: str) -> None:
+    import streamlit as st
+
+    c1, c2 = st.columns(2)
+    c1.download_button("Embeddings (NPZ)", lambda: embeddings_npz(vectors, metadata),
+                       file_name=f"{name}.npz", mime="application/octet-stream",
+                       key=f"dl-{name}-npz", on_click="ignore")
+    c2.download_button("Embedding Projector (TSV, zip)", lambda: projector_zip(projector, metadata),
+                       file_name=f"{name}-projector.zip", mime="application/zip",
+                       key=f"dl-{name}-tsv", on_click="ignore")
+
+
+def layer_table(values: dict[str, Sequence[float]], layer_names: Sequence[str]) -> pd.DataFrame:
+    return pd.DataFrame({"layer": list(layer_names), **{k: list(v) for k, v in values.items()}})

@@ -1,0 +1,171 @@
+"""Plotly figure builders: plain data in, figure out (no Streamlit, no engine calls).
+
+Colours come from plotly's qualitative palette and the Streamlit theme sets the background, so
+figures stay legible in light and dark mode.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+PALETTE = qualitative.Plotly + qualitative.D3
+SEQUENTIAL = "Viridis"
+
+
+def _colour_map(labels: Sequence[str]) -> dict[str, str]:
+    return {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(sorted(set(labels)))}
+
+
+def _wrap(text: str, width: int = 60) -> str:
+    words, lines, cur = text.split(), [], ""
+    for w in words:
+        if len(cur) + len(w) > width:
+            lines.append(cur)
+            cur = ""
+        cur = f"{cur} {w}".strip()
+    return "<br>".join(lines + [cur])
+
+
+def projection_scatter(panels: Sequence[tuple[str, np.ndarray]], labels: Sequence[str],
+                       hover: Sequence[str], title: str = "") -> go.Figure:
+    """panels: (subtitle, coords [n, 2]) side by side, sharing the axes; points coloured by label."""
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[t for t, _ in panels],
+                        shared_xaxes=True, shared_yaxes=True, horizontal_spacing=0.04)
+    colours = _colour_map(labels)
+    labels_arr = np.asarray(labels)
+    for col, (_, coords) in enumerate(panels, start=1):
+        for lab, colour in colours.items():
+            idx = np.nonzero(labels_arr == lab)[0]
+            fig.add_trace(go.Scatter(
+                x=coords[idx, 0], y=coords[idx, 1], mode="markers", name=lab,
+                legendgroup=lab, showlegend=col == 1,
+                marker=dict(size=12, color=colour, line=dict(width=1, color="white")),
+                text=[_wrap(hover[i]) for i in idx],
+                hovertemplate="%{text}<extra>" + lab + "</extra>"), row=1, col=col)
+    fig.update_layout(title=title, height=430, legend_title_text="sense",
+                      margin=dict(l=10, r=10, t=60, b=10))
+    return fig
+
+
+def similarity_heatmap(matrix: np.ndarray, labels: Sequence[str], title: str = "") -> go.Figure:
+    fig = go.Figure(go.Heatmap(z=matrix, x=list(labels), y=list(labels), colorscale=SEQUENTIAL,
+                               zmin=float(min(0.0, np.nanmin(matrix))), zmax=1.0,
+                               colorbar=dict(title="cosine"),
+                               hovertemplate="%{y}<br>%{x}<br>cosine %{z:.3f}<extra></extra>"))
+    fig.update_layout(title=title, height=420, yaxis_autorange="reversed",
+                      margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def per_layer_lines(series: Mapping[str, np.ndarray], title: str, yaxis: str,
+                    relative: bool = False) -> go.Figure:
+    """One line per model over layers (x = layer, or relative depth 0..1 when depths differ)."""
+    fig = go.Figure()
+    for name, values in series.items():
+        n = len(values)
+        x = np.linspace(0, 1, n) if relative and n > 1 else np.arange(n)
+        fig.add_trace(go.Scatter(x=x, y=values, mode="lines+markers", name=name,
+                                 hovertemplate=f"{name}<br>layer %{{customdata}}<br>"
+                                               f"{yaxis} %{{y:.3f}}<extra></extra>",
+                                 customdata=np.arange(n)))
+    fig.update_layout(title=title, height=360, yaxis_title=yaxis,
+                      xaxis_title="relative depth (0 = embeddings, 1 = top)" if relative
+                      else "layer", margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def matrix_heatmap(matrix: np.ndarray, x: Sequence[str], y: Sequence[str], title: str,
+                   zlabel: str, zmin: float | None = None, zmax: float | None = None,
+                   text: Sequence[Sequence[str]] | None = None) -> go.Figure:
+    fig = go.Figure(go.Heatmap(
+        z=matrix, x=list(x), y=list(y), colorscale=SEQUENTIAL, zmin=zmin, zmax=zmax,
+        colorbar=dict(title=zlabel), text=text, texttemplate="%{text}" if text is not None
+        else None, hovertemplate="%{y} · %{x}<br>" + zlabel + " %{z:.3f}<extra></extra>"))
+    fig.update_layout(title=title, height=max(320, 22 * len(y) + 120),
+                      yaxis_autorange="reversed", margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def mix_weights(weights: np.ndarray, gamma: float, layer_names: Sequence[str]) -> go.Figure:
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.8, 0.2],
+                        subplot_titles=["softmax(s): weight per layer", "γ (scale)"])
+    fig.add_trace(go.Bar(x=list(layer_names), y=weights, name="softmax(s)",
+                         text=[f"{w:.2f}" for w in weights], textposition="outside"), 1, 1)
+    fig.add_trace(go.Bar(x=["γ"], y=[gamma], name="γ", text=[f"{gamma:.2f}"],
+                         textposition="outside"), 1, 2)
+    fig.update_yaxes(range=[0, 1.15], row=1, col=1)
+    fig.update_yaxes(range=[0, max(1.2, gamma * 1.2)], row=1, col=2)
+    fig.update_layout(height=320, showlegend=False, margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def head_view(tokens: Sequence[str], att: np.ndarray, focus: int | None = None,
+              title: str = "") -> go.Figure:
+    """BertViz-style: tokens in two columns, a line per (row -> column) pair, weight as opacity.
+    focus: show only the lines from this token (and to it)."""
+    t = len(tokens)
+    y = -np.arange(t, dtype=float)
+    fig = go.Figure()
+    for i in range(t):
+        for j in range(t):
+            w = float(att[i, j])
+            if w < 0.01 or (focus is not None and focus not in (i, j)):
+                continue
+            hot = focus is None or i == focus
+            fig.add_trace(go.Scatter(
+                x=[0, 1], y=[y[i], y[j]], mode="lines", showlegend=False,
+                line=dict(width=1 + 5 * w, color="rgba(31,119,180,%.3f)" % min(1.0, 0.1 + w)
+                          if hot else "rgba(214,39,40,%.3f)" % min(1.0, 0.1 + w)),
+                hovertemplate=f"{tokens[i]} → {tokens[j]}: {w:.3f}<extra></extra>"))
+    for x, anchor in ((0, "right"), (1, "left")):
+        fig.add_trace(go.Scatter(x=[x] * t, y=y, mode="markers+text", text=list(tokens),
+                                 textposition=f"middle {anchor}", showlegend=False,
+                                 marker=dict(size=6, color="grey"), hoverinfo="text"))
+    fig.update_layout(title=title, height=max(300, 26 * t + 80),
+                      xaxis=dict(visible=False, range=[-0.6, 1.6]),
+                      yaxis=dict(visible=False), margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def attention_grid(att: np.ndarray, layer_names: Sequence[str] | None = None) -> go.Figure:
+    """Model view: every (layer, head) map as a thumbnail in one heatmap, separated by gaps."""
+    layers, heads, t, _ = att.shape
+    cell = t + 1
+    grid = np.full((layers * cell, heads * cell), np.nan)
+    for l in range(layers):
+        for h in range(heads):
+            grid[l * cell:l * cell + t, h * cell:h * cell + t] = att[l, h]
+    fig = go.Figure(go.Heatmap(z=grid, colorscale=SEQUENTIAL, zmin=0, zmax=1, hoverongaps=False,
+                               showscale=False, hoverinfo="skip"))
+    fig.update_layout(
+        height=max(300, 40 * layers + 80), yaxis_autorange="reversed",
+        xaxis=dict(tickvals=[h * cell + t / 2 for h in range(heads)],
+                   ticktext=[f"head {h}" for h in range(heads)]),
+        yaxis=dict(tickvals=[l * cell + t / 2 for l in range(layers)],
+                   ticktext=list(layer_names or [f"layer {l + 1}" for l in range(layers)])),
+        margin=dict(l=10, r=10, t=30, b=10))
+    return fig
+
+
+def stacked_shares(words: Sequence[str], shares: np.ndarray, layer_names: Sequence[str],
+                   title: str) -> go.Figure:
+    """shares: [layers, words], columns summing to 1."""
+    fig = go.Figure([go.Bar(x=list(words), y=shares[l], name=layer_names[l])
+                     for l in range(len(shares))])
+    fig.update_layout(barmode="stack", title=title, height=360, yaxis_title="share",
+                      margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def prediction_bars(tokens: Sequence[str], probs: Sequence[float], title: str) -> go.Figure:
+    fig = go.Figure(go.Bar(x=list(probs)[::-1], y=[repr(t)[1:-1] for t in tokens][::-1],
+                           orientation="h", text=[f"{p:.3f}" for p in probs][::-1],
+                           textposition="outside"))
+    fig.update_layout(title=title, height=60 + 28 * len(tokens), xaxis_title="probability",
+                      xaxis_range=[0, min(1.0, max(probs or [0.1]) * 1.3 + 0.05)],
+                      margin=dict(l=10, r=10, t=50, b=10))
+    return fig

@@ -1,0 +1,125 @@
+"""Attention (BERT and GPT): head view, one head as a heatmap, model view, head statistics and
+rollout. ELMo has no attention: its layer contributions are shown instead."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import compute, export, figures, state, ui
+from engine.analysis import attention as att
+
+
+def view_options(enc) -> tuple[int, int | None, bool]:
+    c1, c2, c3, c4 = st.columns(4)
+    n_layers, n_heads = enc.attentions.shape[:2]
+    for key, top in (("att_layer", n_layers), ("att_head", n_heads - 1)):
+        if st.session_state.get(key, 0) > top:
+            st.session_state[key] = top
+    layer = c1.slider("Layer", 1, n_layers, key=state.url_key("att_layer", default=1))
+    average = c3.toggle("Average over heads", key="att_average")
+    head = None if average else c2.selectbox(
+        "Head", list(range(n_heads)), key=state.url_key("att_head", default=0))
+    hide = c4.toggle("Hide special tokens", key="att_hide",
+                     help="[CLS]/[SEP]/BOS: rows are renormalised over the remaining tokens")
+    return layer, head, hide
+
+
+def shown(maps: np.ndarray, keep: np.ndarray, hide: bool) -> np.ndarray:
+    return att.keep_tokens(maps, keep) if hide else maps
+
+
+def attention_views(inputs, enc) -> None:
+    layer, head, hide = view_options(enc)
+    keep = ~enc.special_mask
+    tokens = [t for t, k in zip(enc.tokens, keep) if k or not hide]
+    maps = shown(enc.attentions, keep, hide)                      # [L, H, T, T]
+    one = maps[layer - 1].mean(axis=0) if head is None else maps[layer - 1, head]
+    what = f"layer {layer}, " + ("mean of heads" if head is None else f"head {head}")
+    settings = inputs.settings(model=enc.model_id, sentence=enc.text, layer=layer, head=head,
+                               hide_special=hide)
+    tabs = st.tabs(["Head view", "Heatmap", "Model view", "Head statistics", "Rollout"])
+    with tabs[0]:
+        focus = st.selectbox("Focus on token", ["(all)"] + [f"{i}: {t}" for i, t in
+                                                           enumerate(tokens)], key="att_focus")
+        idx = None if focus == "(all)" else int(focus.split(":")[0])
+        show(figures.head_view(tokens, one, idx, f"{enc.model_id}, {what}"), "head-view",
+             matrix_table(one, tokens), settings)
+    with tabs[1]:
+        show(figures.matrix_heatmap(one, tokens, tokens, f"{enc.model_id}, {what}",
+                                    "attention", 0.0, 1.0), "head-heatmap",
+             matrix_table(one, tokens), settings)
+    with tabs[2]:
+        st.caption("Every layer (rows) and head (columns); pick one above to open it.")
+        show(figures.attention_grid(maps, [f"layer {l + 1}" for l in range(len(maps))]),
+             "model-view", None, settings)
+    with tabs[3]:
+        head_statistics(inputs, enc, settings)
+    with tabs[4]:
+        st.caption("Attention rollout (Abnar & Zuidema 2020): heads averaged, the residual "
+                   "added as 0.5·A + 0.5·I, multiplied from the input up to this layer.")
+        rolled = shown(att.rollout(enc.attentions)[:, None], keep, hide)[:, 0]
+        show(figures.matrix_heatmap(rolled[layer - 1], tokens, tokens,
+                                    f"Rollout to layer {layer}", "share", 0.0, None),
+             "rollout", matrix_table(rolled[layer - 1], tokens), settings)
+
+
+def head_statistics(inputs, enc, settings) -> None:
+    stats = compute.head_stats(enc.model_id, enc.text)
+    rows = [f"layer {l + 1}" for l in range(stats.entropy.shape[0])]
+    heads = [f"head {h}" for h in range(stats.entropy.shape[1])]
+    for name, values, zmax, meaning in (
+            ("entropy", stats.entropy, None, "bits; low = focused on few tokens"),
+            ("sink share", stats.sink_share, 1.0, "attention on special tokens / the first token"),
+            ("previous-token score", stats.previous_token, 1.0, "attention from i to i−1")):
+        st.caption(f"{name}: {meaning}")
+        show(figures.matrix_heatmap(values, heads, rows, name.capitalize(), name, 0.0, zmax),
+             f"heads-{name.replace(' ', '-')}",
+             pd.DataFrame(values, columns=heads).assign(layer=rows), settings)
+
+
+def matrix_table(m: np.ndarray, tokens) -> pd.DataFrame:
+    return pd.DataFrame(m, columns=tokens).assign(row_token=tokens)
+
+
+def show(fig, name, table, settings) -> None:
+    st.plotly_chart(fig, key=name)
+    export.figure_downloads(fig, name, table, settings)
+
+
+def elmo_contributions(inputs, model_id: str, sentence: str) -> None:
+    st.info(f"{model_id} is an ELMo model: a biLSTM has no attention. Shown instead: how much "
+            "each layer contributes to each word's uniform mix (share of the vector norms).")
+    enc = compute.encodings(model_id, (sentence,))[0]
+    norms = np.linalg.norm(enc.word_vectors(inputs.pool), axis=2)       # [layers, words]
+    shares = norms / np.maximum(norms.sum(axis=0, keepdims=True), 1e-12)
+    names = enc.layer_names or tuple(f"layer {l}" for l in range(len(shares)))
+    show(figures.stacked_shares(enc.words, shares, names, f"{model_id}: layer contributions"),
+         "elmo-contributions", pd.DataFrame(shares.T, columns=list(names)).assign(
+             word=list(enc.words)), inputs.settings(model=model_id, sentence=sentence))
+
+
+def render(inputs: state.Inputs) -> None:
+    st.title("Attention")
+    models = ui.ready_models(inputs)
+    if not models:
+        return
+    labels = [f"{i + 1}: {s}" for i, s in enumerate(inputs.sentences)]
+    key = state.url_key("att_sentence", default=0)
+    if st.session_state[key] >= len(labels):
+        st.session_state[key] = 0
+    pick = st.selectbox("Sentence", range(len(labels)), format_func=labels.__getitem__, key=key)
+    sentence = inputs.sentences[pick]
+    with_att = [m for f, m in models if f in ("bert", "gpt")]
+    if with_att:
+        model_id = st.radio("Model", with_att, horizontal=True, key="att_model")
+        enc = compute.encodings(model_id, (sentence,))[0]
+        if enc.attentions is None:
+            st.warning(f"{model_id} returned no attention maps for this sentence.")
+        else:
+            attention_views(inputs, enc)
+    elmo = [m for f, m in models if f == "elmo"]
+    if elmo:
+        st.subheader("ELMo")
+        elmo_contributions(inputs, elmo[0], sentence)
+
+
+ui.run_page(render)

@@ -1,0 +1,114 @@
+"""Polysemy clusters: the target word's vectors across sentences, per model and layer."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import compute, export, figures, state, ui
+from engine.analysis import senses
+
+METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
+
+
+def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> list[str]:
+    """Editable sense label per sentence, with a clustering suggestion."""
+    labels = state.sense_labels(inputs.sentences)
+    with st.expander("Sense labels (edit, or let clustering suggest them)", expanded=False):
+        c1, c2, c3 = st.columns([1, 1, 2])
+        k = c1.number_input("senses", 2, 6, 2, key="suggest_k")
+        how = c2.selectbox("clustering", ["kmeans", "agglomerative"], key="suggest_how")
+        if c3.button("Suggest senses", disabled=suggest_from is None) and suggest_from:
+            tv = compute.target_vectors(suggest_from[1], inputs.sentences, inputs.target,
+                                        inputs.pool)
+            found = senses.suggest_senses(tv.vectors[-1], k=int(k), method=how)
+            for row, lab in zip(tv.rows, found):
+                labels[row] = f"sense {lab + 1}"
+            state.set_sense_labels(labels)
+        table = pd.DataFrame({"sentence": inputs.sentences, "sense": labels})
+        edited = st.data_editor(table, disabled=["sentence"], hide_index=True,
+                                width="stretch", key=f"senses-{hash(tuple(labels))}")
+        labels = [str(s) if s else state.UNLABELLED for s in edited["sense"]]
+        state.set_sense_labels(labels)
+    return labels
+
+
+def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None:
+    tv = compute.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
+    ui.missing_target_note(inputs.target, tv.missing, len(inputs.sentences))
+    proj = compute.project(model_id, inputs.sentences, inputs.target, inputs.pool, method)
+    n_layers = len(tv.layer_names)
+    key = state.url_key(f"layer_{model_id}")
+    if not 0 <= st.session_state.get(key, n_layers - 1) < n_layers:
+        st.session_state[key] = n_layers - 1
+    st.session_state.setdefault(key, n_layers - 1)
+    layer = st.slider("Layer", 0, n_layers - 1, key=key,
+                      help="0 is the context-free embedding layer")
+    hover = [inputs.sentences[r] for r in tv.rows]
+    point_labels = [labels[r] for r in tv.rows]
+    fig = figures.projection_scatter(
+        [(f"{tv.layer_names[0]} (baseline)", proj.coords[0]),
+         (tv.layer_names[layer], proj.coords[layer])], point_labels, hover,
+        title=f"{model_id}: '{inputs.target}' in {len(tv.rows)} sentences")
+    st.plotly_chart(fig, key=f"scatter-{model_id}")
+    st.caption(proj.note + (f"; axes explain {sum(proj.explained):.0%} of the variance"
+                            if proj.explained else ""))
+    table = pd.DataFrame({"sentence": hover, "sense": point_labels,
+                          "x": proj.coords[layer, :, 0], "y": proj.coords[layer, :, 1]})
+    settings = inputs.settings(model=model_id, layer=layer, projection=method, seed=0)
+    export.figure_downloads(fig, f"clusters-{model_id}-L{layer}", table, settings)
+    sims = compute.cosine_matrix(model_id, inputs.sentences, inputs.target, inputs.pool, layer)
+    names = [f"{r + 1}: {labels[r]}" for r in tv.rows]
+    heat = figures.similarity_heatmap(sims, names, f"Cosine similarity, {tv.layer_names[layer]}")
+    st.plotly_chart(heat, key=f"cos-{model_id}")
+    export.figure_downloads(heat, f"cosine-{model_id}-L{layer}",
+                            pd.DataFrame(sims, columns=names).assign(sentence=names), settings)
+    meta = pd.DataFrame({"sentence": hover, "sense": point_labels})
+    export.embedding_downloads({"vectors": tv.vectors}, tv.vectors[layer], meta,
+                               f"{inputs.target}-{model_id}-L{layer}")
+    return tv
+
+
+def separation_chart(inputs, models, labels) -> None:
+    st.subheader("Sense separation per layer")
+    if len({l for l in labels if l != state.UNLABELLED}) < 2:
+        st.info("Label at least two senses (or press Suggest senses) to see separation.")
+        return
+    sil, acc = {}, {}
+    for _, model_id in models:
+        sep = compute.separation(model_id, inputs.sentences, inputs.target, inputs.pool,
+                                 tuple(labels))
+        sil[model_id], acc[model_id] = sep.silhouette, sep.nearest_centroid
+    c1, c2 = st.columns(2)
+    for col, series, name, axis in ((c1, sil, "silhouette", "silhouette (cosine)"),
+                                    (c2, acc, "nearest-centroid", "leave-one-out accuracy")):
+        fig = figures.per_layer_lines(series, name.capitalize(), axis, relative=True)
+        col.plotly_chart(fig, key=f"sep-{name}")
+        with col:
+            table = pd.concat([pd.DataFrame({"model": m, "layer": np.arange(len(v)), name: v})
+                               for m, v in series.items()])
+            export.figure_downloads(fig, f"separation-{name}", table, inputs.settings())
+
+
+def render(inputs: state.Inputs) -> None:
+    st.title("Polysemy clusters")
+    st.caption("Where does one word's meaning split by context? Each point is the target word "
+               "in one sentence; layer 0 (left) is the context-free baseline.")
+    if not inputs.target:
+        st.info("Type a target word in the sidebar.")
+        return
+    models = ui.ready_models(inputs)
+    if not models:
+        return
+    method = METHODS[st.radio("Projection", list(METHODS), horizontal=True, key=state.url_key(
+        "projection", str, default="PCA", choices=METHODS))]
+    labels = sense_editor(inputs, models[-1])
+    tabs = st.tabs([f"{state.FAMILY_NAMES[f]}: {m}" for f, m in models])
+    for tab, (_, model_id) in zip(tabs, models):
+        with tab:
+            try:
+                model_view(inputs, model_id, method, labels)
+            except Exception as exc:  # noqa: BLE001 - keep the other models' tabs
+                ui.show_error(exc)
+    separation_chart(inputs, models, labels)
+
+
+ui.run_page(render)

@@ -1,0 +1,104 @@
+"""ELMo layer weights: the scalar mix gamma * sum_j softmax(s)_j h_j (Peters et al. 2018, eq. 1),
+set by hand or learned from the sense labels, with the mixed vectors' clusters updating live."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import compute, export, figures, state, ui
+from engine.analysis import projection, senses
+
+S_RANGE = 10.0
+
+
+def s_key(j: int) -> str:
+    return f"mix_s{j}"
+
+
+def set_mix(s, gamma: float | None = None) -> None:
+    for j, v in enumerate(s):
+        st.session_state[s_key(j)] = float(np.clip(round(float(v), 2), -S_RANGE, S_RANGE))
+    if gamma is not None:
+        st.session_state["mix_gamma"] = float(np.clip(round(gamma, 2), 0.1, 4.0))
+
+
+def learn(vectors: np.ndarray, labels: list[str]) -> None:
+    try:
+        mix = senses.learn_mix(vectors, labels)
+    except Exception as exc:  # noqa: BLE001 - shown on the page as one line
+        st.session_state["mix_learned"] = ui.one_line(exc)
+        return
+    set_mix(mix.s, mix.gamma)
+    st.session_state["mix_learned"] = mix
+
+
+def controls(n_layers: int, names, vectors, labels) -> tuple[np.ndarray, float]:
+    for j in range(n_layers):
+        state.url_key(s_key(j), float, default=0.0)
+    state.url_key("mix_gamma", float, default=1.0)
+    b = st.columns(4)
+    b[0].button("Uniform", on_click=set_mix, args=([0.0] * n_layers,))
+    b[1].button("Layer 0 only", on_click=set_mix, args=([S_RANGE] + [-S_RANGE] * (n_layers - 1),))
+    b[2].button("Top layer only", on_click=set_mix,
+                args=([-S_RANGE] * (n_layers - 1) + [S_RANGE],))
+    b[3].button("Learn the mix", type="primary", on_click=learn, args=(vectors, labels),
+                help="Fit s and γ so the mixed vectors separate your sense labels")
+    cols = st.columns(n_layers + 1)
+    s = np.array([cols[j].slider(f"s for {names[j]}", -S_RANGE, S_RANGE, step=0.1,
+                                 key=s_key(j)) for j in range(n_layers)])
+    gamma = cols[-1].slider("γ", 0.1, 4.0, step=0.05, key="mix_gamma")
+    return s, float(gamma)
+
+
+def learned_summary(sep_now) -> None:
+    learned = st.session_state.get("mix_learned")
+    if isinstance(learned, str):
+        st.warning(learned)
+    elif learned is not None:
+        st.success("Learned weights: " + ", ".join(f"{w:.2f}" for w in learned.weights)
+                   + f"; γ = {learned.gamma:.2f} (in units of the layers' mean RMS norm).")
+        c = st.columns(4)
+        c[0].metric("silhouette, uniform mix", f"{learned.before.silhouette[0]:.3f}")
+        c[1].metric("silhouette, learned mix", f"{learned.after.silhouette[0]:.3f}",
+                    f"{learned.after.silhouette[0] - learned.before.silhouette[0]:+.3f}")
+        c[2].metric("nearest centroid, uniform", f"{learned.before.nearest_centroid[0]:.2f}")
+        c[3].metric("nearest centroid, learned", f"{learned.after.nearest_centroid[0]:.2f}")
+    st.caption(f"Current mix: silhouette {sep_now.silhouette[0]:.3f}, leave-one-out "
+               f"nearest-centroid accuracy {sep_now.nearest_centroid[0]:.2f}")
+
+
+def render(inputs: state.Inputs) -> None:
+    st.title("ELMo layer weights")
+    st.caption("ELMo's representation is a learned mix of its layers: γ · Σⱼ softmax(s)ⱼ hⱼ. "
+               "Without a task the mix is uniform; here you set it, or learn it from your senses.")
+    models = ui.ready_models(inputs, families=("elmo",))
+    if not models or not inputs.target:
+        if models:
+            st.info("Type a target word in the sidebar.")
+        return
+    model_id = models[0][1]
+    tv = compute.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
+    ui.missing_target_note(inputs.target, tv.missing, len(inputs.sentences))
+    labels = [state.sense_labels(inputs.sentences)[r] for r in tv.rows]
+    s, gamma = controls(len(tv.layer_names), tv.layer_names, tv.vectors, labels)
+    weights = senses.softmax(s)
+    bars = figures.mix_weights(weights, gamma, tv.layer_names)
+    st.plotly_chart(bars, key="mix-bars")
+    export.figure_downloads(bars, "elmo-mix-weights", export.layer_table(
+        {"s": s, "softmax_s": weights}, tv.layer_names).assign(gamma=gamma),
+        inputs.settings(model=model_id, s=s.tolist(), gamma=gamma))
+    mixed = senses.scalar_mix(tv.vectors, s, gamma)
+    learned_summary(senses.sense_separation(mixed[None], labels))
+    proj = projection.project(mixed[None], "pca")
+    hover = [inputs.sentences[r] for r in tv.rows]
+    fig = figures.projection_scatter([("mixed vectors (PCA)", proj.coords[0])], labels, hover,
+                                     title=f"{model_id}: '{inputs.target}', mixed")
+    st.plotly_chart(fig, key="mix-scatter")
+    export.figure_downloads(fig, "elmo-mix-clusters", pd.DataFrame(
+        {"sentence": hover, "sense": labels, "x": proj.coords[0, :, 0],
+         "y": proj.coords[0, :, 1]}), inputs.settings(model=model_id, s=s.tolist(), gamma=gamma))
+    export.embedding_downloads({"mixed": mixed, "layers": tv.vectors}, mixed,
+                               pd.DataFrame({"sentence": hover, "sense": labels}),
+                               f"{inputs.target}-{model_id}-mix")
+
+
+ui.run_page(render)

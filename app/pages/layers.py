@@ -1,0 +1,72 @@
+"""Compare layers: Ethayarajh (2019) statistics per layer and layer-by-layer linear CKA."""
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import compute, export, figures, state, ui
+
+METRICS = {  # key: (title, y axis, what it says)
+    "self_similarity": ("Self-similarity", "cosine",
+                        "mean cosine between the same word in different sentences"),
+    "intra_sentence": ("Intra-sentence similarity", "cosine",
+                       "mean cosine between each word and its sentence's mean vector"),
+    "anisotropy": ("Anisotropy baseline", "cosine",
+                   "mean cosine between random words in random sentences"),
+    "mev": ("Maximum explainable variance", "share",
+            "variance of a word's vectors explained by their first principal component"),
+}
+
+
+def metric_charts(inputs, results, adjusted: bool) -> None:
+    cols = st.columns(2)
+    for i, (key, (title, axis, meaning)) in enumerate(METRICS.items()):
+        series = {}
+        for model_id, (metrics, _) in results.items():
+            source = metrics.adjusted() if adjusted and key != "mev" else metrics
+            series[model_id] = getattr(source, key)
+        if adjusted and key in ("self_similarity", "intra_sentence"):
+            title = f"{title} − baseline"
+        fig = figures.per_layer_lines(series, title, axis, relative=True)
+        with cols[i % 2]:
+            st.plotly_chart(fig, key=f"metric-{key}")
+            st.caption(meaning)
+            table = pd.concat([pd.DataFrame({"model": m, "layer": np.arange(len(v)), key: v})
+                               for m, v in series.items()])
+            export.figure_downloads(fig, f"layers-{key}", table,
+                                    inputs.settings(metric=key, adjusted=adjusted))
+
+
+def cka_heatmaps(inputs, results) -> None:
+    st.subheader("Layer × layer linear CKA")
+    st.caption("Kornblith et al. 2019: 1 = the two layers hold the same geometry (up to "
+               "rotation and scale); computed over every word of your sentences.")
+    cols = st.columns(min(3, len(results)))
+    for col, (model_id, (metrics, cka)) in zip(cols, results.items()):
+        names = metrics.layer_names or [f"layer {i}" for i in range(len(cka))]
+        fig = figures.matrix_heatmap(cka, names, names, model_id, "CKA", 0.0, 1.0)
+        with col:
+            st.plotly_chart(fig, key=f"cka-{model_id}")
+            export.figure_downloads(fig, f"cka-{model_id}",
+                                    pd.DataFrame(cka, columns=names).assign(layer=names),
+                                    inputs.settings(model=model_id))
+
+
+def render(inputs: state.Inputs) -> None:
+    st.title("Compare layers")
+    st.caption("How contextual is each layer? Statistics of Ethayarajh (2019) on your "
+               "sentences; x is relative depth so models of different depth line up.")
+    models = ui.ready_models(inputs)
+    if not models:
+        return
+    adjusted = st.toggle("Subtract the anisotropy baseline", key=state.url_key(
+        "adjusted", lambda v: v == "True", default=True))
+    results = {m: compute.layer_geometry(m, inputs.sentences, inputs.pool) for _, m in models}
+    repeated = {m: r[0].n_words_repeated for m, r in results.items()}
+    if not any(repeated.values()):
+        st.info("No word occurs twice in your sentences, so self-similarity and MEV are "
+                "undefined: repeat a word (a preset does).")
+    metric_charts(inputs, results, adjusted)
+    cka_heatmaps(inputs, results)
+
+
+ui.run_page(render)

@@ -1,0 +1,170 @@
+"""The user's choices: sidebar inputs, sense labels, presets, and their mirror in the URL.
+
+Every widget whose value belongs in a shared link has a key listed in URL_KEYS; on the first run
+of a session those keys are read from st.query_params, and every run writes them back, so a
+copied address reopens the same sentences, target word, models, pooling, page and layer.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import streamlit as st
+
+from app import compute
+from engine.result import POOLINGS
+from engine.text import MAX_WORDS
+
+PRESETS_FILE = Path(__file__).resolve().parent.parent / "assets" / "presets.toml"
+MAX_SENTENCES = 24
+SHOWN_FAMILIES = ("elmo", "gpt", "bert")
+FAMILY_NAMES = {"elmo": "ELMo", "gpt": "GPT", "bert": "BERT"}
+NONE = "(none)"
+CUSTOM = "(custom)"
+UNLABELLED = "?"
+
+# URL key -> type; page widgets add their own keys through url_key().
+URL_KEYS: dict[str, type] = {"preset": str, "sentences": str, "target": str, "pool": str,
+                             "model_elmo": str, "model_gpt": str, "model_bert": str,
+                             "labels": str}
+
+
+@dataclass(frozen=True)
+class Preset:
+    target: str
+    sentences: tuple[str, ...]
+    labels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Inputs:
+    sentences: tuple[str, ...]
+    target: str
+    models: tuple[tuple[str, str], ...]     # (family, model id), families without a model left out
+    pool: str
+
+    def model(self, family: str) -> str | None:
+        return dict(self.models).get(family)
+
+    def settings(self, **extra) -> dict:
+        """The JSON manifest of what produced a figure."""
+        return {"sentences": list(self.sentences), "target": self.target,
+                "models": dict(self.models), "pooling": self.pool, **extra}
+
+
+@lru_cache(maxsize=1)
+def presets() -> dict[str, Preset]:
+    with open(PRESETS_FILE, "rb") as f:
+        raw = tomllib.load(f)["presets"]
+    return {name: Preset(p["target"], tuple(s for s, _ in p["sentences"]),
+                         tuple(label for _, label in p["sentences"])) for name, p in raw.items()}
+
+
+def url_key(key: str, kind=int, default=None, choices=None) -> str:
+    """Register a page widget key for the URL, restore it once from the query string, and give
+    it a default (widgets then take no value= argument, which Streamlit would warn about)."""
+    URL_KEYS[key] = kind
+    restored = st.session_state.setdefault("_restored", set())
+    if key not in restored and key in st.query_params:
+        try:
+            value = kind(st.query_params[key])
+            if choices is None or value in choices:
+                st.session_state[key] = value
+        except ValueError:
+            pass  # a hand-edited link with a bad value: keep the default
+    restored.add(key)
+    # a page widget is reset when the user leaves its page; bring back the last value
+    if key not in st.session_state and f"_kept_{key}" in st.session_state:
+        st.session_state[key] = st.session_state[f"_kept_{key}"]
+    if default is not None:
+        st.session_state.setdefault(key, default)
+    return key
+
+
+def _apply_preset(name: str) -> None:
+    p = presets()[name]
+    st.session_state["sentences"] = "\n".join(p.sentences)
+    st.session_state["target"] = p.target
+    st.session_state["labels"] = "|".join(p.labels)
+
+
+def _on_preset() -> None:
+    if st.session_state["preset"] != CUSTOM:
+        _apply_preset(st.session_state["preset"])
+
+
+def _init_session() -> None:
+    if st.session_state.get("_initialised"):
+        return
+    params = st.query_params
+    st.session_state["preset"] = params.get("preset", "mouse" if "sentences" not in params
+                                            else CUSTOM)
+    if st.session_state["preset"] in presets():
+        _apply_preset(st.session_state["preset"])
+    for key in ("sentences", "target", "labels"):
+        if key in params:
+            st.session_state[key] = params[key]
+    st.session_state["pool"] = params.get("pool", "mean")
+    for family in SHOWN_FAMILIES:
+        st.session_state[f"model_{family}"] = params.get(f"model_{family}",
+                                                         compute.default_model(family) or NONE)
+    st.session_state["_initialised"] = True
+
+
+def sentence_lines() -> tuple[str, ...]:
+    lines = [ln.strip() for ln in st.session_state.get("sentences", "").splitlines()]
+    return tuple(ln for ln in lines if ln)
+
+
+def sidebar() -> Inputs:
+    _init_session()
+    sb = st.sidebar
+    sb.selectbox("Preset", [CUSTOM, *presets()], key="preset", on_change=_on_preset,
+                 help="Sentences with sense labels for a polysemous word")
+    sb.text_area("Sentences, one per line", key="sentences", height=180,
+                 help=f"max {MAX_SENTENCES} sentences, {MAX_WORDS} words each")
+    sb.caption(f"max {MAX_SENTENCES} sentences, {MAX_WORDS} words each")
+    sb.text_input("Target word", key="target", max_chars=40)
+    models = []
+    for family in SHOWN_FAMILIES:
+        options = [*compute.available_models(family), NONE]
+        key = f"model_{family}"
+        if st.session_state.get(key) not in options:
+            st.session_state[key] = options[0]
+        sb.selectbox(f"{FAMILY_NAMES[family]} model", options, key=key)
+        if st.session_state[key] != NONE:
+            models.append((family, st.session_state[key]))
+    if st.session_state.get("pool") not in POOLINGS:
+        st.session_state["pool"] = "mean"
+    sb.radio("Subword pooling", POOLINGS, key="pool", horizontal=True,
+             help="How a word split into several tokens becomes one vector")
+    sentences = sentence_lines()
+    if len(sentences) > MAX_SENTENCES:
+        sb.warning(f"{len(sentences)} sentences: only the first {MAX_SENTENCES} are used")
+        sentences = sentences[:MAX_SENTENCES]
+    return Inputs(sentences, st.session_state.get("target", "").strip(), tuple(models),
+                  st.session_state["pool"])
+
+
+def sense_labels(sentences: tuple[str, ...]) -> list[str]:
+    """One label per sentence, from the '|'-joined labels kept in the session (and URL)."""
+    labels = st.session_state.get("labels", "").split("|")
+    return [(labels[i].strip() or UNLABELLED) if i < len(labels) else UNLABELLED
+            for i in range(len(sentences))]
+
+
+def set_sense_labels(labels: list[str]) -> None:
+    st.session_state["labels"] = "|".join(str(l).replace("|", "/") for l in labels)
+
+
+def write_url() -> None:
+    """Mirror the registered keys into the address bar (call at the end of a page)."""
+    params = {k: str(st.session_state[k]) for k in URL_KEYS if k in st.session_state
+              and st.session_state[k] is not None}
+    for k in URL_KEYS:
+        if k in st.session_state:
+            st.session_state[f"_kept_{k}"] = st.session_state[k]
+    if dict(st.query_params) != params:
+        st.query_params.from_dict(params)

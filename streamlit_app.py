@@ -1,0 +1,26 @@
+"""ctxlens explorer: navigation only; each page lives in app/pages/."""
+from pathlib import Path
+
+import streamlit as st
+
+from app import ui
+
+PAGES = Path(__file__).resolve().parent / "app" / "pages"
+
+st.set_page_config(page_title="ctxlens", page_icon="🔎", layout="wide")
+
+pages = [
+    st.Page(PAGES / "clusters.py", title="Polysemy clusters", url_path="clusters", default=True),
+    st.Page(PAGES / "layers.py", title="Compare layers", url_path="layers"),
+    st.Page(PAGES / "elmo_weights.py", title="ELMo layer weights", url_path="elmo"),
+    st.Page(PAGES / "attention.py", title="Attention", url_path="attention"),
+    st.Page(PAGES / "predictions.py", title="Predictions", url_path="predictions"),
+]
+if (PAGES / "benchmarks.py").exists():  # owned by the benchmark work
+    pages.append(st.Page(PAGES / "benchmarks.py", title="Benchmarks", url_path="benchmarks"))
+
+page = st.navigation(pages)
+# The sidebar lives here, in the entrypoint, so its widgets keep their values across pages
+# (widgets created inside a page script are reset when the user switches pages).
+ui.shared_sidebar()
+page.run()
