@@ -1,0 +1,103 @@
+"""The real bundled models through the Engine: minilm-l6 (BERT family) and smollm2-135m (GGUF).
+
+Slow: they load ~90 MB checkpoints; the first SmolLM2 load also dequantises its GGUF (~30-45 s)
+into the ctxlens cache, which later loads reuse.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from engine.api import Engine
+from engine.families.base import UnsupportedPrediction
+from engine.registry import availability, load_registry
+
+pytestmark = pytest.mark.slow
+
+MONEY = ["I deposited my paycheck at the bank this morning.",
+         "After the robbery, the bank hired more security guards for its vault.",
+         "To get a mortgage loan, she went to the bank downtown."]
+# GPT reads left to right, so the river sense is made clear before "bank".
+RIVER = ["We had a picnic on the grassy river bank near the water.",
+         "The fisherman waded across the stream and climbed the muddy bank.",
+         "Reeds and willows grew thickly along the river bank."]
+
+
+def require(model_id: str) -> str:
+    entry = load_registry()[model_id]
+    if availability(entry) != "bundled":
+        pytest.skip(f"{model_id} is not installed ({entry.source}); run `make install`")
+    return model_id
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return Engine(device="cpu")
+
+
+def sense_margins(engine: Engine, model_id: str) -> np.ndarray:
+    """Per layer: mean cosine of same-sense "bank" pairs minus mean cosine of cross-sense pairs."""
+    encs = engine.encode(model_id, MONEY + RIVER)
+    vecs = np.stack([e.word_vectors("mean")[:, e.words.index("bank")] for e in encs], axis=1)
+    vecs /= np.linalg.norm(vecs, axis=-1, keepdims=True)          # (layers+1, 6, dim)
+    cos = vecs @ vecs.transpose(0, 2, 1)
+    sense = np.array([0, 0, 0, 1, 1, 1])
+    same = (sense[:, None] == sense[None, :]) & ~np.eye(6, dtype=bool)
+    cross = sense[:, None] != sense[None, :]
+    return cos[:, same].mean(axis=1) - cos[:, cross].mean(axis=1)
+
+
+def test_minilm_separates_bank_senses_in_upper_layers(engine):
+    margins = sense_margins(engine, require("minilm-l6"))
+    assert margins.shape == (7,)
+    assert (margins[4:] > 0.03).all(), margins
+    assert margins[4:].min() > margins[0]      # layer 0 sees almost no context
+
+
+def test_minilm_aligns_wordpiece_tokens_to_words(engine):
+    enc, = engine.encode(require("minilm-l6"), ["The riverbank was unbelievably muddy."])
+    assert enc.tokens[0] == "[CLS]" and enc.tokens[-1] == "[SEP]"
+    for w, word in enumerate(enc.words):
+        pieces = [enc.tokens[i] for i in enc.word_tokens(w)]
+        assert "".join(p.removeprefix("##") for p in pieces) == word.lower()
+    assert len(enc.word_tokens(enc.words.index("unbelievably"))) > 1
+    assert enc.attentions.shape == (6, 12, len(enc.tokens), len(enc.tokens))
+
+
+def test_minilm_has_no_masked_lm_head(engine):
+    with pytest.raises(UnsupportedPrediction, match="no masked-LM head"):
+        engine.predict_masked(require("minilm-l6"), "The [MASK] raised its rates.")
+
+
+def test_smollm2_gguf_conversion_is_cached_and_reused():
+    model_id = require("smollm2-135m")
+    first = Engine(device="cpu").adapter(model_id, progress=False)   # converts if not cached
+    start = time.perf_counter()
+    second = Engine(device="cpu").adapter(model_id, progress=False)
+    elapsed = time.perf_counter() - start
+    assert first.gguf_cache_hit in (True, False) and second.gguf_cache_hit is True
+    assert elapsed < 20, f"a cached load took {elapsed:.1f} s"
+
+
+def test_smollm2_predicts_paris_after_the_capital_of_france(engine):
+    pred = engine.predict_next(require("smollm2-135m"), "The capital of France is", top_k=5)
+    assert pred.candidates[0].token.strip() == "Paris"
+    assert pred.candidates[0].prob > 0.3
+
+
+def test_smollm2_logit_lens_last_layer_agrees_with_next_word(engine):
+    model_id = require("smollm2-135m")
+    lens = engine.logit_lens(model_id, "The capital of France is")
+    pred = engine.predict_next(model_id, "The capital of France is", top_k=1)
+    assert lens.top_probs.shape == (31, len(lens.tokens))
+    assert lens.top_tokens[-1][-1] == pred.candidates[0].token
+    assert lens.top_probs[-1, -1] == pytest.approx(pred.candidates[0].prob, rel=1e-4)
+
+
+def test_smollm2_separates_bank_senses_in_upper_layers(engine):
+    margins = sense_margins(engine, require("smollm2-135m"))
+    assert margins.shape == (31,)
+    assert abs(margins[0]) < 1e-6          # Llama has no position embedding: layer 0 is context-free
+    assert (margins[-6:] > 0.03).all(), margins
