@@ -102,14 +102,22 @@ class CharCNN(nn.Module):
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         """char_ids [B, T, chars] -> token embeddings [B, T, proj]."""
         batch, steps, chars = char_ids.shape
-        x = self.char_embedding(char_ids.reshape(-1, chars)).transpose(1, 2)  # (B*T, E, chars)
+        # The embedding is context free: compute each distinct token (and the padding row)
+        # once. Real text repeats words and every sentence has <S> and </S>; the CNN is the
+        # larger part of the work for released model sizes.
+        unique, inverse = torch.unique(char_ids.reshape(-1, chars), dim=0, return_inverse=True)
+        return self.embed_tokens(unique)[inverse].reshape(batch, steps, -1)
+
+    def embed_tokens(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """char_ids [N, chars] -> [N, proj]."""
+        x = self.char_embedding(char_ids).transpose(1, 2)                   # (N, E, chars)
         # bilm-tf applies the activation before the max over time; relu and tanh are monotone,
         # so max-then-activate gives the same numbers on fewer elements.
         pooled = [self.activation(conv(x).max(dim=-1).values) for conv in self.convs]
-        h = torch.cat(pooled, dim=-1)                                        # (B*T, n_filters)
+        h = torch.cat(pooled, dim=-1)                                        # (N, n_filters)
         for highway in self.highways:
             h = highway(h)
-        return self.projection(h).reshape(batch, steps, -1)
+        return self.projection(h)
 
 
 class BiLmOutput(NamedTuple):
