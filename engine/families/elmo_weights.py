@@ -8,9 +8,8 @@ lm_softmax.safetensors + vocab.txt holds bilm-tf's softmax, shared by both direc
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 import torch
@@ -52,74 +51,72 @@ def read_options(path: Path) -> ElmoOptions:
     return ElmoOptions.from_dict(json.loads(path.read_text()))
 
 
-_CELL_RE = re.compile(r"RNN_(\d)/RNN/MultiRNNCell/Cell(\d+)/LSTMCell/(\w+)")
+class TfVariable(NamedTuple):
+    """One TF variable of the file and the module tensors it fills."""
+
+    name: str
+    params: tuple[torch.Tensor, ...]                          # parameters (or views of them)
+    to_tf: Callable[..., torch.Tensor]                        # params -> TF layout
+    from_tf: Callable[[torch.Tensor], tuple[torch.Tensor, ...]]  # TF layout -> params
 
 
-def _cell(direction: int, layer: int) -> str:
-    # bilm-tf: RNN_0 is the forward LM, RNN_1 the backward LM; Cell{k} is layer k
-    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+def _same(w: torch.Tensor) -> torch.Tensor:
+    return w
+
+
+def _one(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (t,)
+
+
+def _dense(name: str, linear: torch.nn.Linear) -> Iterator[TfVariable]:
+    # TF kernels are (in, out); nn.Linear holds (out, in)
+    yield TfVariable(f"{name}/W", (linear.weight,), lambda w: w.T, lambda t: (t.T,))
+    yield TfVariable(f"{name}/b", (linear.bias,), _same, _one)
+
+
+def tf_variables(model: ElmoBiLm) -> Iterator[TfVariable]:
+    """Every variable of a bilm-tf weight file, in file order, mapped onto the model."""
+    cnn = model.char_cnn
+    # the file has no batch-padding row: our row 0 is an addition (see elmo_chars)
+    yield TfVariable("char_embed", (cnn.char_embedding.weight[1:],), _same, _one)
+    for i, conv in enumerate(cnn.convs):
+        # TF conv2d kernel (1, width, char_dim, n_filters) <-> Conv1d (n_filters, char_dim, width)
+        yield TfVariable(f"CNN/W_cnn_{i}", (conv.weight,), lambda w: w.permute(2, 1, 0)[None],
+                         lambda t: (t[0].permute(2, 1, 0),))
+        yield TfVariable(f"CNN/b_cnn_{i}", (conv.bias,), _same, _one)
+    for k, hw in enumerate(cnn.highways):
+        for part in ("transform", "carry"):
+            for v in _dense(f"CNN_high_{k}", getattr(hw, part)):
+                yield v._replace(name=f"{v.name}_{part}")          # W_carry, b_transform, ...
+    for v in _dense("CNN_proj", cnn.projection):
+        yield v._replace(name=f"{v.name}_proj")
+    for d, stack in enumerate((model.forward_layers, model.backward_layers)):
+        for k, lstm in enumerate(stack):
+            # bilm-tf: RNN_0 is the forward LM, RNN_1 the backward LM; Cell{k} is layer k
+            cell = f"RNN_{d}/RNN/MultiRNNCell/Cell{k}/LSTMCell"
+            # TF multiplies concat([x, h]) by one kernel W_0 (in + proj, 4 * cell): split it
+            # at the input size into the input and the recurrent weights
+            n_in = lstm.input_size
+            yield TfVariable(f"{cell}/W_0",
+                             (lstm.input_linearity.weight, lstm.state_linearity.weight),
+                             lambda wx, wh: torch.cat([wx, wh], dim=1).T,
+                             lambda t, n=n_in: (t.T[:, :n], t.T[:, n:]))
+            yield TfVariable(f"{cell}/B", (lstm.state_linearity.bias,), _same, _one)
+            yield TfVariable(f"{cell}/W_P_0", (lstm.state_projection.weight,),
+                             lambda w: w.T, lambda t: (t.T,))
 
 
 def tf_arrays(model: ElmoBiLm) -> Iterator[tuple[str, np.ndarray]]:
-    """The model's parameters as (TF variable name, array in TF layout)."""
-    def np_(t: torch.Tensor) -> np.ndarray:
-        return t.detach().float().cpu().numpy()
-
-    cnn = model.char_cnn
-    # the file has no batch-padding row: our row 0 is an addition (see elmo_chars)
-    yield "char_embed", np_(cnn.char_embedding.weight[1:])
-    for i, conv in enumerate(cnn.convs):
-        # TF conv2d kernel (1, width, char_dim, n) <- Conv1d (n, char_dim, width)
-        yield f"CNN/W_cnn_{i}", np_(conv.weight.permute(2, 1, 0))[None]
-        yield f"CNN/b_cnn_{i}", np_(conv.bias)
-    for k, hw in enumerate(cnn.highways):
-        for part in ("transform", "carry"):
-            lin = getattr(hw, part)
-            yield f"CNN_high_{k}/W_{part}", np_(lin.weight.T)
-            yield f"CNN_high_{k}/b_{part}", np_(lin.bias)
-    yield "CNN_proj/W_proj", np_(cnn.projection.weight.T)
-    yield "CNN_proj/b_proj", np_(cnn.projection.bias)
-    for d, stack in enumerate((model.forward_layers, model.backward_layers)):
-        for k, lstm in enumerate(stack):
-            # TF multiplies concat([x, h]) by one kernel W_0 (in + proj, 4 * cell)
-            w = torch.cat([lstm.input_linearity.weight, lstm.state_linearity.weight], dim=1)
-            yield f"{_cell(d, k)}/W_0", np_(w.T)
-            yield f"{_cell(d, k)}/B", np_(lstm.state_linearity.bias)
-            yield f"{_cell(d, k)}/W_P_0", np_(lstm.state_projection.weight.T)
+    """The model's parameters as (TF variable name, float32 array in TF layout)."""
+    for v in tf_variables(model):
+        yield v.name, v.to_tf(*v.params).detach().float().cpu().numpy()
 
 
-def _assign(model: ElmoBiLm, name: str, array: np.ndarray) -> None:
-    """Copy one TF variable into the model (the inverse of tf_arrays)."""
-    t = torch.from_numpy(np.asarray(array, dtype=np.float32))
-    cnn = model.char_cnn
-    if name == "char_embed":
-        targets = [(cnn.char_embedding.weight[1:], t)]
-    elif name.startswith("CNN/"):
-        kind, i = name[4:].rsplit("_", 1)
-        conv = cnn.convs[int(i)]
-        targets = [(conv.weight, t[0].permute(2, 1, 0))] if kind == "W_cnn" else [(conv.bias, t)]
-    elif name.startswith("CNN_high_"):
-        k, leaf = name[len("CNN_high_"):].split("/")
-        kind, part = leaf.split("_", 1)
-        lin = getattr(cnn.highways[int(k)], part)
-        targets = [(lin.weight, t.T)] if kind == "W" else [(lin.bias, t)]
-    elif name.startswith("CNN_proj/"):
-        p = cnn.projection
-        targets = [(p.weight, t.T)] if name.endswith("W_proj") else [(p.bias, t)]
-    else:
-        d, k, leaf = _CELL_RE.fullmatch(name).groups()
-        lstm = (model.forward_layers, model.backward_layers)[int(d)][int(k)]
-        if leaf == "W_0":
-            w = t.T
-            targets = [(lstm.input_linearity.weight, w[:, :lstm.input_size]),
-                       (lstm.state_linearity.weight, w[:, lstm.input_size:])]
-        elif leaf == "B":
-            targets = [(lstm.state_linearity.bias, t)]
-        else:
-            targets = [(lstm.state_projection.weight, t.T)]
-    for param, value in targets:
-        if tuple(param.shape) != tuple(value.shape):
-            raise ModelUnavailable(f"{name} has shape {tuple(array.shape)}, which does not "
+def _assign(v: TfVariable, array: np.ndarray) -> None:
+    values = v.from_tf(torch.from_numpy(np.asarray(array, dtype=np.float32)))
+    for param, value in zip(v.params, values):
+        if param.shape != value.shape:
+            raise ModelUnavailable(f"{v.name} has shape {tuple(array.shape)}, which does not "
                                    "match options.json")
         param.copy_(value)
 
@@ -131,15 +128,15 @@ def load_allennlp(directory: Path, progress: bool = True, impl: str = "fast") ->
 
     options_path, weights_path = find_files(Path(directory))
     model = ElmoBiLm(read_options(options_path), impl=impl)
-    names = [name for name, _ in tf_arrays(model)]
+    variables = list(tf_variables(model))
     show = progress and weights_path.stat().st_size > PROGRESS_BYTES
     with h5py.File(weights_path, "r") as f, torch.no_grad():
-        missing = [n for n in names if n not in f]
+        missing = [v.name for v in variables if v.name not in f]
         if missing:
             raise ModelUnavailable(f"{weights_path.name} lacks {missing[0]} "
                                    f"({len(missing)} ELMo variables missing)")
-        for name in tqdm(names, desc=f"ELMo {weights_path.name}", disable=not show):
-            _assign(model, name, f[name][...])
+        for v in tqdm(variables, desc=f"ELMo {weights_path.name}", disable=not show):
+            _assign(v, f[v.name][...])
         model.char_cnn.char_embedding.weight[0].zero_()
     return model.eval()
 
