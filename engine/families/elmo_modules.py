@@ -129,12 +129,13 @@ class BiLmOutput(NamedTuple):
 class ElmoBiLm(nn.Module):
     """The biLM. impl picks the LSTM implementation ("fast" or "reference", same numbers)."""
 
-    def __init__(self, options: ElmoOptions | dict, impl: str = "fast"):
+    def __init__(self, options: ElmoOptions | dict, impl: str = "fast", dropout: float = 0.0):
         super().__init__()
         self.options = o = _as_options(options)
         if impl not in IMPLS:
             raise ValueError(f"impl must be one of {IMPLS}, not {impl!r}")
         self.impl = impl
+        self.dropout = dropout  # on each LSTM layer's input, in training mode only
         self.char_cnn = CharCNN(o)
 
         def layers(go_forward: bool) -> nn.ModuleList:
@@ -146,13 +147,18 @@ class ElmoBiLm(nn.Module):
 
     @classmethod
     def from_options(cls, options: ElmoOptions | dict, seed: int | None = None,
-                     impl: str = "fast", init_scale: float = 0.1) -> ElmoBiLm:
-        """A randomly initialised biLM (uniform in +-init_scale; embedding row 0 zero)."""
+                     impl: str = "fast", dropout: float = 0.0,
+                     init_scale: float | None = None) -> ElmoBiLm:
+        """A randomly initialised biLM: bilm-tf's initialisers by default, or every parameter
+        uniform in +-init_scale when given (embedding row 0 stays zero either way)."""
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
-        model = cls(options, impl=impl)
+        model = cls(options, impl=impl, dropout=dropout)
         with torch.no_grad():
-            for p in model.parameters():
-                p.copy_((torch.rand(p.shape, generator=gen) * 2 - 1) * init_scale)
+            if init_scale is None:
+                _bilm_tf_init(model, gen)
+            else:
+                for p in model.parameters():
+                    p.copy_((torch.rand(p.shape, generator=gen) * 2 - 1) * init_scale)
             model.char_cnn.char_embedding.weight[0].zero_()
         return model
 
@@ -172,6 +178,11 @@ class ElmoBiLm(nn.Module):
         fwd_in = bwd_in = embedding
         hs, cs = [], []
         for k, (fwd, bwd) in enumerate(zip(self.forward_layers, self.backward_layers)):
+            if self.training and self.dropout:
+                # bilm-tf's DropoutWrapper sits outside the ResidualWrapper: the dropped
+                # input is both the LSTM's input and the residual added to its output
+                fwd_in = nn.functional.dropout(fwd_in, self.dropout, training=True)
+                bwd_in = nn.functional.dropout(bwd_in, self.dropout, training=True)
             f_state = b_state = None
             if state is not None:
                 h, c = state[0][k], state[1][k]
@@ -194,3 +205,36 @@ class ElmoBiLm(nn.Module):
         out = self.forward(char_ids, impl=impl)
         P = self.options.proj_dim
         return out.layers[-1][..., :P], out.layers[-1][..., P:], out.mask
+
+
+def _bilm_tf_init(model: ElmoBiLm, gen: torch.Generator | None) -> None:
+    """bilm-tf's initialisers (bilm/training.py), so a trainer starts where bilm-tf did."""
+    def uniform(p, a):
+        p.copy_((torch.rand(p.shape, generator=gen) * 2 - 1) * a)
+
+    def normal(p, std):
+        p.copy_(torch.randn(p.shape, generator=gen) * std)
+
+    cnn, o = model.char_cnn, model.options
+    uniform(cnn.char_embedding.weight, 1.0)
+    for (width, _), conv in zip(o.filters, cnn.convs):
+        if o.activation == "relu":
+            uniform(conv.weight, 0.05)
+        else:
+            normal(conv.weight, (1.0 / (width * o.char_dim)) ** 0.5)
+        conv.bias.zero_()
+    for hw in cnn.highways:
+        normal(hw.carry.weight, (1.0 / o.n_filters) ** 0.5)
+        normal(hw.transform.weight, (1.0 / o.n_filters) ** 0.5)
+        hw.carry.bias.fill_(-2.0)   # gate starts nearly closed: the layer begins as identity
+        hw.transform.bias.zero_()
+    normal(cnn.projection.weight, (1.0 / o.n_filters) ** 0.5)
+    cnn.projection.bias.zero_()
+    for lstm in [*model.forward_layers, *model.backward_layers]:
+        # TF's default for LSTMCell kernels is Glorot-uniform over the (in, out) kernel
+        fan_in = lstm.input_size + lstm.proj_size
+        uniform(lstm.input_linearity.weight, (6.0 / (fan_in + 4 * lstm.cell_size)) ** 0.5)
+        uniform(lstm.state_linearity.weight, (6.0 / (fan_in + 4 * lstm.cell_size)) ** 0.5)
+        lstm.state_linearity.bias.zero_()
+        uniform(lstm.state_projection.weight,
+                (6.0 / (lstm.cell_size + lstm.proj_size)) ** 0.5)

@@ -187,6 +187,23 @@ def test_lm_outputs_are_trainable_from_random_init():
     assert not bilm.char_cnn.char_embedding.weight.grad[0].any()  # padding row stays zero
 
 
+def test_dropout_acts_in_training_mode_only():
+    bilm = ElmoBiLm.from_options(TINY_OPTIONS, seed=1, dropout=0.5)
+    ids = torch.from_numpy(batch_char_ids([["a", "b", "c"]]))
+    with torch.no_grad():
+        train = [bilm.train()(ids).layers for _ in range(2)]
+        evals = [bilm.eval()(ids).layers for _ in range(2)]
+    assert not torch.equal(train[0][1:], train[1][1:])
+    assert torch.equal(evals[0], evals[1])
+
+
+def test_default_init_starts_highways_near_identity():
+    bilm = ElmoBiLm.from_options(TINY_OPTIONS, seed=1)
+    for hw in bilm.char_cnn.highways:
+        assert torch.all(hw.carry.bias == -2.0)   # bilm-tf: transform gate mostly closed
+    assert not bilm.char_cnn.char_embedding.weight[0].any()
+
+
 # -- checkpoints ---------------------------------------------------------------------------
 
 def test_export_then_load_round_trips_exactly(tiny_dir, tmp_path):
