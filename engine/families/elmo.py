@@ -67,11 +67,10 @@ class ElmoAdapter:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i].words))
         batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
         show = self.progress and len(texts) > PROGRESS_SENTENCES
-        states: dict[int, np.ndarray] = {}
+        hidden: dict[int, np.ndarray] = {}
         for batch in tqdm(batches, desc="ELMo", unit="batch", disable=not show):
-            for i, hs in zip(batch, self.layers([texts[i].words for i in batch])):
-                states[i] = hs
-        return [self._encoding(t, states[i]) for i, t in enumerate(texts)]
+            hidden.update(zip(batch, self.layers([texts[i].words for i in batch])))
+        return [self._encoding(t, hidden[i]) for i, t in enumerate(texts)]
 
     def _encoding(self, text: WordText, hidden_states: np.ndarray) -> Encoding:
         n = len(text.words)
