@@ -187,6 +187,33 @@ def test_lm_outputs_are_trainable_from_random_init():
     assert not bilm.char_cnn.char_embedding.weight.grad[0].any()  # padding row stays zero
 
 
+def test_skip_connection_adds_layer1_to_the_top_lstm_output():
+    ids = torch.from_numpy(batch_char_ids([["a", "bank", "."], ["rivers"]]))
+    options = json.loads(json.dumps(TINY_OPTIONS))
+    with_skip = ElmoBiLm.from_options(options, seed=4, init_scale=0.5)
+    options["lstm"]["use_skip_connections"] = False
+    without = ElmoBiLm(options)
+    without.load_state_dict(with_skip.state_dict())
+    with torch.no_grad():
+        a, b = with_skip(ids).layers, without(ids).layers
+    torch.testing.assert_close(a[2] - b[2], a[1], atol=1e-6, rtol=0)
+    assert torch.equal(a[1], b[1])
+
+
+def test_tanh_char_cnn_activation_is_applied():
+    ids = torch.from_numpy(batch_char_ids([["bank"]]))
+    options = json.loads(json.dumps(TINY_OPTIONS))
+    relu = ElmoBiLm.from_options(options, seed=4, init_scale=0.5)
+    options["char_cnn"]["activation"] = "tanh"
+    tanh = ElmoBiLm(options)
+    tanh.load_state_dict(relu.state_dict())
+    x = tanh.char_cnn.char_embedding(ids[0]).transpose(1, 2)
+    pooled = torch.tanh(tanh.char_cnn.convs[0](x).max(dim=-1).values)
+    assert pooled.min() < 0   # relu would clip these at 0
+    with torch.no_grad():
+        assert not torch.allclose(relu(ids).layers[0], tanh(ids).layers[0])
+
+
 def test_dropout_acts_in_training_mode_only():
     bilm = ElmoBiLm.from_options(TINY_OPTIONS, seed=1, dropout=0.5)
     ids = torch.from_numpy(batch_char_ids([["a", "b", "c"]]))
