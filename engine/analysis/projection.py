@@ -43,11 +43,16 @@ def check_points(n: int) -> None:
         raise ProjectionError(f"{what} not enough for a projection: add at least {MIN_POINTS}")
 
 
-def standardise(vectors: np.ndarray) -> np.ndarray:
-    """Centre each layer and scale it to unit RMS norm: [layers, n, dim] -> same shape."""
+def standardise(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Centre each layer and scale it to unit RMS norm: [layers, n, dim] -> same shape, plus a
+    [layers] mask of constant layers (all points equal, e.g. ELMo's context-free layer 0 for one
+    word), which are left at the origin: t-SNE on identical points divides by zero."""
     x = vectors.astype(np.float64) - vectors.mean(axis=1, keepdims=True)
-    rms = np.sqrt((x ** 2).sum(axis=2).mean(axis=1))[:, None, None]
-    return x / np.where(rms > 0, rms, 1.0)
+    rms = np.sqrt((x ** 2).sum(axis=2).mean(axis=1))
+    size = np.sqrt((vectors.astype(np.float64) ** 2).sum(axis=2).mean(axis=1))
+    constant = rms <= 1e-6 * np.maximum(size, 1e-30)
+    scale = np.where(constant, 1.0, rms)[:, None, None]
+    return np.where(constant[:, None, None], 0.0, x / scale), constant
 
 
 def tsne_perplexity(n: int) -> float:
@@ -66,13 +71,21 @@ def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> Projecti
     if vectors.ndim != 3:
         raise ValueError("vectors: must be [layers, points, dim]")
     check_points(vectors.shape[1])
-    x = standardise(vectors)
+    x, constant = standardise(vectors)
     if method == "pca":
-        return _pca_joint(x)
-    fit = _umap if method == "umap" else _tsne
-    per_layer = [fit(layer, seed) for layer in x]
-    coords = align_layers(np.stack([c for c, _ in per_layer]))
-    return Projection(method, coords.astype(np.float32), per_layer[0][1])
+        proj = _pca_joint(x)
+    else:
+        fit = _umap if method == "umap" else _tsne
+        coords, note = np.zeros((*x.shape[:2], 2)), ""
+        for i in np.nonzero(~constant)[0]:
+            coords[i], note = fit(x[i], seed)
+        proj = Projection(method, align_layers(coords).astype(np.float32), note)
+    if constant.any():
+        which = ", ".join(str(i) for i in np.nonzero(constant)[0])
+        note = f"layer {which}: every context gives the same vector (all points coincide)"
+        proj = Projection(proj.method, proj.coords, "; ".join(filter(None, [proj.note, note])),
+                          proj.explained)
+    return proj
 
 
 def _pca_joint(x: np.ndarray) -> Projection:
@@ -111,20 +124,28 @@ def _tsne(x: np.ndarray, seed: int) -> tuple[np.ndarray, str]:
 
     n = x.shape[0]
     p = tsne_perplexity(n)
+    # exact gradients: for the few hundred points typed here they are faster than Barnes-Hut
+    # and avoid its OpenMP pool, which is slow to start in Streamlit's per-run threads
     coords = TSNE(n_components=2, perplexity=p, init="pca", random_state=seed,
-                  metric="cosine", max_iter=500).fit_transform(x)
+                  metric="cosine", max_iter=500,
+                  method="exact" if n <= 300 else "barnes_hut").fit_transform(x)
     note = f"t-SNE perplexity={p:g} for {n} points" + (" (lowered from 30)" if p < 30 else "")
     return np.asarray(coords, np.float64), note
 
 
 def align_layers(coords: np.ndarray) -> np.ndarray:
-    """Rotate/reflect (and rescale) each layer's 2-D layout onto the previous aligned layer."""
+    """Rotate/reflect (and rescale) each layer's 2-D layout onto the previous aligned layer
+    (skipping layers whose points all coincide, which carry no orientation)."""
     out = np.empty_like(coords)
-    out[0] = _normalise(coords[0])
-    for i in range(1, len(coords)):
+    ref = None
+    for i in range(len(coords)):
         cur = _normalise(coords[i])
-        rot, _ = orthogonal_procrustes(cur, out[i - 1])
-        out[i] = cur @ rot
+        if ref is not None and np.abs(cur).sum() > 0:
+            rot, _ = orthogonal_procrustes(cur, ref)
+            cur = cur @ rot
+        out[i] = cur
+        if np.abs(cur).sum() > 0:
+            ref = cur
     return out
 
 

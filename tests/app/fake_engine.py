@@ -1,8 +1,8 @@
 """A small deterministic stand-in for engine.api.Engine, for fast app tests.
 
 Its vectors are built so that context matters more in higher layers: layer l of a word is its
-own random embedding plus l/L times the mean embedding of its sentence, so different-context uses
-of a word drift apart layer by layer, as in the real models. It runs through the real Encoding,
+own random embedding plus l/L times (the mean embedding of its sentence + layer noise), so
+different-context uses of a word drift apart layer by layer, as in the real models. It runs through the real Encoding,
 Prediction and LogitLens dataclasses, so shape errors surface here as they would with a model.
 """
 from __future__ import annotations
@@ -50,7 +50,9 @@ class FakeAdapter:
                        + ([-1] if special else []))
         base = np.stack([_vec(t) for t in tokens])
         context = base.mean(axis=0)
-        hs = np.stack([base + (l / layers) * 3 * context for l in range(layers + 1)])
+        # each layer also gets its own context-dependent noise, so layers differ in shape
+        noise = np.random.default_rng(len(wt.text)).normal(size=(layers + 1, *base.shape))
+        hs = np.stack([base + (l / layers) * (3 * context + noise[l]) for l in range(layers + 1)])
         att = None
         if self.info.n_heads:
             rng = np.random.default_rng(len(wt.text))

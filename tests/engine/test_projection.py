@@ -58,3 +58,13 @@ def test_pca_uses_one_basis_so_an_unchanged_layer_keeps_its_coordinates():
     proj = project(x.astype(np.float32), method="pca")
     assert np.allclose(proj.coords[0], proj.coords[1], atol=1e-5)
     assert 0 < sum(proj.explained) <= 1.0 + 1e-9
+
+
+@pytest.mark.parametrize("method", ["pca", "tsne"])
+def test_a_context_free_layer_collapses_to_one_point_with_a_note(method):
+    x, _ = _two_clusters(layers=3, n=6)
+    x[0] = x[0, :1]          # ELMo layer 0 for one word: the same vector in every sentence
+    proj = project(x.astype(np.float32), method=method)
+    assert np.allclose(proj.coords[0], 0.0)
+    assert np.isfinite(proj.coords).all()
+    assert "layer 0: every context gives the same vector" in proj.note

@@ -1,0 +1,87 @@
+"""Polysemy clusters page, run against the fake engine (tests/app/fake_engine.py)."""
+import numpy as np
+import pytest
+
+from tests.app.helpers import figure, figures, messages, no_failures, page, set_sentences
+
+pytestmark = pytest.mark.usefixtures("fake_engine")
+
+
+def _scatter_points(fig, panel: int) -> np.ndarray:
+    axis = "x" if panel == 1 else f"x{panel}"
+    pts = [(x, y) for tr in fig["data"] if tr.get("xaxis", "x") == axis
+           for x, y in zip(tr["x"], tr["y"])]
+    return np.array(pts)
+
+
+def test_preset_shows_one_scatter_and_heatmap_per_model_and_separation_charts():
+    at = page("clusters").run()
+    no_failures(at)
+    scatter = figure(at, "fake-gpt: 'mouse' in 8 sentences")
+    # two panels (baseline layer 0, chosen layer), 8 sentences each, coloured by 2 senses
+    assert len(_scatter_points(scatter, 1)) == 8 and len(_scatter_points(scatter, 2)) == 8
+    assert {tr["name"] for tr in scatter["data"]} == {"animal", "device"}
+    assert "layer 0 (baseline)" in [a["text"] for a in scatter["layout"]["annotations"]]
+    heat = figure(at, "Cosine similarity")
+    z = np.array(heat["data"][0]["z"])
+    assert z.shape == (8, 8) and np.allclose(np.diag(z), 1.0, atol=1e-5)
+    assert figure(at, "Silhouette") and figure(at, "Nearest-centroid")
+
+
+def test_hover_text_is_the_sentence():
+    at = page("clusters").run()
+    scatter = figure(at, "fake-elmo")
+    hovers = [t for tr in scatter["data"] for t in tr["text"]]
+    assert "Your mouse likes cheese." in hovers
+
+
+def test_moving_the_layer_slider_moves_the_right_panel_only():
+    at = page("clusters").run()
+    before = figure(at, "fake-gpt")
+    at.slider(key="layer_fake-gpt").set_value(1).run()
+    no_failures(at)
+    after = figure(at, "fake-gpt")
+    assert np.allclose(_scatter_points(before, 1), _scatter_points(after, 1))
+    assert not np.allclose(_scatter_points(before, 2), _scatter_points(after, 2))
+    assert "layer 1" in [a["text"] for a in after["layout"]["annotations"]]
+
+
+def test_missing_target_word_is_named_by_sentence_number():
+    at = page("clusters").run()
+    set_sentences(at, ["The bank is open.", "A river bank.", "Nothing here.", "The bank closed.",
+                       "Bank holiday today."], "bank").run()
+    no_failures(at)
+    assert any("missing from sentence 3" in w for w in messages(at)["warning"])
+    assert len(_scatter_points(figure(at, "fake-gpt"), 1)) == 4
+
+
+def test_one_sentence_asks_for_at_least_three():
+    at = page("clusters").run()
+    set_sentences(at, ["Your mouse likes cheese."], "mouse").run()
+    assert not at.exception
+    assert any("one sentence is not enough for a projection: add at least 3" in e
+               for e in messages(at)["error"])
+
+
+def test_empty_target_asks_for_one():
+    at = page("clusters").run()
+    at.sidebar.text_input(key="target").set_value("").run()
+    no_failures(at)
+    assert any("target word" in i for i in messages(at)["info"])
+    assert not figures(at)
+
+
+def test_suggest_senses_relabels_sentences_by_clustering():
+    at = page("clusters").run()
+    at.button[0].click().run()
+    no_failures(at)
+    labels = set(at.session_state["labels"].split("|"))
+    assert labels == {"sense 1", "sense 2"}
+    assert {tr["name"] for tr in figure(at, "fake-gpt")["data"]} == {"sense 1", "sense 2"}
+
+
+def test_tsne_projection_notes_the_lowered_perplexity():
+    at = page("clusters").run()
+    at.radio(key="projection").set_value("t-SNE").run()
+    no_failures(at)
+    assert any("perplexity" in c.value for c in at.caption)
