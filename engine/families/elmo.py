@@ -2,7 +2,8 @@
 
 The pieces live beside this file: elmo_chars (character ids), elmo_modules (char CNN, highway,
 biLM), elmo_lstm (LSTM with projection, fast and reference loops), elmo_weights (HDF5 and
-softmax files), elmo_mix (scalar mix). This module is the Adapter the engine talks to.
+softmax files), elmo_mix (scalar mix), elmo_reference (the bilm-tf fixture protocol). This
+module is the Adapter the engine talks to.
 
 Interactive runs are stateless: every call starts the LSTMs from zero states, so a sentence
 gets the same vectors whenever and with whatever batch mates it is encoded (AllenNLP's
