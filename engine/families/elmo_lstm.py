@@ -101,13 +101,15 @@ class LstmWithProjection(nn.Module):
         if not self.go_forward:
             # run the backward LM forward in time over each sentence reversed within its length
             x = reverse_within_length(x, lens)
-        x_gates = self.input_linearity(x)                                # (B, T, 4C) one matmul
+        # one matmul for every time step; unbind once so that autograd does not build a
+        # zero-filled (B, T, 4C) gradient for each step's slice
+        x_gates = self.input_linearity(x).unbind(dim=1)                 # T x (B, 4C)
         running = (lens[None, :] > torch.arange(steps, device=x.device)[:, None]).sum(1)
         outputs = []
         for t, n in enumerate(running.tolist()):
             if n == 0:
                 break
-            h_n, c_n = self.step(x_gates[:n, t], h[:n], c[:n])         # only running rows
+            h_n, c_n = self.step(x_gates[t][:n], h[:n], c[:n])          # only running rows
             h, c = torch.cat([h_n, h[n:]]), torch.cat([c_n, c[n:]])
             outputs.append(nn.functional.pad(h_n, (0, 0, 0, batch - n)))
         out = x.new_zeros(batch, steps, self.proj_size)
