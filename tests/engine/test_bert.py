@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from engine.api import Engine
-from engine.families.base import ModelUnavailable, UnsupportedPrediction
+from engine.families.base import Adapter, EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families.bert import with_mask_token
 from engine.text import split_words
 
@@ -68,7 +68,9 @@ def bert_plain(model_dir: Path) -> str:
 
 
 def test_encoding_shapes_follow_the_config(bert_mlm):
-    enc, = Engine(device="cpu").encode(bert_mlm, [SENTENCES[0]])
+    engine = Engine(device="cpu")
+    assert isinstance(engine.adapter(bert_mlm), Adapter)
+    enc, = engine.encode(bert_mlm, [SENTENCES[0]])
     n_tokens = len(enc.tokens)
     assert enc.hidden_states.shape == (LAYERS + 1, n_tokens, DIM)
     assert enc.attentions.shape == (LAYERS, HEADS, n_tokens, n_tokens)
@@ -164,6 +166,11 @@ def test_bert_refuses_next_word_and_logit_lens(bert_mlm):
         engine.predict_next(bert_mlm, "The bank")
     with pytest.raises(UnsupportedPrediction):
         engine.logit_lens(bert_mlm, "The bank")
+
+
+def test_text_longer_than_the_position_embeddings_is_refused(bert_mlm):
+    with pytest.raises(EngineError, match="its cap is 64"):
+        Engine(device="cpu").encode(bert_mlm, [" ".join(["bank"] * 70)])
 
 
 def test_path_outside_the_model_dirs_is_refused(model_dir, tmp_path_factory):

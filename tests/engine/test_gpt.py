@@ -10,7 +10,7 @@ import torch
 
 from engine.api import Engine
 from engine.families import gpt
-from engine.families.base import LoadOptions, UnsupportedPrediction
+from engine.families.base import Adapter, LoadOptions, UnsupportedPrediction
 from engine.families.hf_common import readable_tokens
 
 CORPUS = [
@@ -100,7 +100,9 @@ def reference(path: str, text: str):
 
 
 def test_encoding_shapes_follow_the_config(causal_lm):
-    enc, = Engine(device="cpu").encode(causal_lm, [TEXT])
+    engine = Engine(device="cpu")
+    assert isinstance(engine.adapter(causal_lm), Adapter)
+    enc, = engine.encode(causal_lm, [TEXT])
     n = len(enc.tokens)
     assert enc.family == "gpt"
     assert enc.hidden_states.shape == (LAYERS + 1, n, DIM)
