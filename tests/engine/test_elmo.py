@@ -187,6 +187,18 @@ def test_lm_outputs_are_trainable_from_random_init():
     assert not bilm.char_cnn.char_embedding.weight.grad[0].any()  # padding row stays zero
 
 
+def test_fast_and_reference_lstm_give_the_same_gradients():
+    ids = torch.from_numpy(batch_char_ids([["w"] * 6, ["x", "y"], ["z"] * 4]))
+    grads = {}
+    for impl in ("fast", "reference"):
+        bilm = ElmoBiLm.from_options(TINY_OPTIONS, seed=2, init_scale=0.5)
+        fwd, bwd, _ = bilm.lm_outputs(ids, impl=impl)
+        (fwd.sin().sum() + bwd.cos().sum()).backward()
+        grads[impl] = {n: p.grad for n, p in bilm.named_parameters()}
+    for name, g in grads["fast"].items():
+        torch.testing.assert_close(g, grads["reference"][name], atol=1e-5, rtol=1e-5)
+
+
 def test_skip_connection_adds_layer1_to_the_top_lstm_output():
     ids = torch.from_numpy(batch_char_ids([["a", "bank", "."], ["rivers"]]))
     options = json.loads(json.dumps(TINY_OPTIONS))
