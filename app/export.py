@@ -71,7 +71,9 @@ def embeddings_npz(vectors: dict[str, np.ndarray], metadata: pd.DataFrame) -> by
     """vectors: name -> [layers, n, dim] (or [n, dim]); metadata columns saved as string arrays."""
     buf = io.BytesIO()
     arrays = {k: np.asarray(v, np.float32) for k, v in vectors.items()}
-    arrays.update({f"meta_{c}": metadata[c].astype(str).to_numpy() for c in metadata.columns})
+    # unicode (not object) arrays, so np.load works without allow_pickle
+    arrays.update({f"meta_{c}": np.array(metadata[c].astype(str).tolist(), dtype=str)
+                   for c in metadata.columns})
     np.savez_compressed(buf, **arrays)
     return buf.getvalue()
 

@@ -11,13 +11,12 @@ from engine.analysis import attention as att
 def view_options(enc) -> tuple[int, int | None, bool]:
     c1, c2, c3, c4 = st.columns(4)
     n_layers, n_heads = enc.attentions.shape[:2]
-    for key, top in (("att_layer", n_layers), ("att_head", n_heads - 1)):
-        if st.session_state.get(key, 0) > top:
-            st.session_state[key] = top
-    layer = c1.slider("Layer", 1, n_layers, key=state.url_key("att_layer", default=1))
+    for key, top, low in (("att_layer", n_layers, 1), ("att_head", n_heads - 1, 0)):
+        state.url_key(key, default=low)
+        st.session_state[key] = min(max(st.session_state[key], low), top)
+    layer = c1.slider("Layer", 1, n_layers, key="att_layer")
     average = c3.toggle("Average over heads", key="att_average")
-    head = None if average else c2.selectbox(
-        "Head", list(range(n_heads)), key=state.url_key("att_head", default=0))
+    head = None if average else c2.selectbox("Head", list(range(n_heads)), key="att_head")
     hide = c4.toggle("Hide special tokens", key="att_hide",
                      help="[CLS]/[SEP]/BOS: rows are renormalised over the remaining tokens")
     return layer, head, hide

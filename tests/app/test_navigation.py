@@ -1,0 +1,59 @@
+"""The whole app through st.navigation: pages, shared sidebar, state in the URL, one-line errors."""
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.app.helpers import ROOT, figures, messages, no_failures, set_sentences
+
+pytestmark = pytest.mark.usefixtures("fake_engine")
+
+
+def app() -> AppTest:
+    return AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=120)
+
+
+def test_every_page_renders_through_navigation_without_errors():
+    at = app().run()
+    no_failures(at)
+    assert at.title[0].value == "Polysemy clusters"
+    for name, heading in (("layers", "Compare layers"), ("elmo_weights", "ELMo layer weights"),
+                          ("attention", "Attention"), ("predictions", "Predictions")):
+        at.switch_page(f"app/pages/{name}.py").run()
+        no_failures(at)
+        assert at.title[0].value == heading and figures(at)
+
+
+def test_sidebar_inputs_survive_a_page_switch():
+    at = app().run()
+    set_sentences(at, ["A bat flew.", "He swung the bat.", "The bat slept."], "bat").run()
+    at.switch_page("app/pages/attention.py").run()
+    assert at.sidebar.text_input(key="target").value == "bat"
+    assert at.query_params["target"] == ["bat"] or at.query_params["target"] == "bat"
+
+
+def test_the_url_holds_the_state_and_reopens_it():
+    at = app().run()
+    set_sentences(at, ["A bat flew.", "He swung the bat.", "The bat slept."], "bat")
+    at.sidebar.radio(key="pool").set_value("last")
+    at.run()
+    at.slider(key="layer_fake-gpt").set_value(1).run()
+    params = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert params["target"] == "bat" and params["pool"] == "last"
+    assert params["layer_fake-gpt"] == "1"
+
+    reopened = app()
+    for k, v in params.items():
+        reopened.query_params[k] = v
+    reopened.run()
+    no_failures(reopened)
+    assert reopened.sidebar.text_area(key="sentences").value.splitlines()[1] == "He swung the bat."
+    assert reopened.sidebar.radio(key="pool").value == "last"
+    assert reopened.slider(key="layer_fake-gpt").value == 1
+
+
+def test_a_too_long_sentence_is_one_line_not_a_traceback():
+    at = app().run()
+    set_sentences(at, ["word " * 200, "mouse here", "a mouse"], "mouse").run()
+    assert not at.exception
+    errors = messages(at)["error"]
+    assert errors and all("\n" not in e for e in errors)
+    assert any("cap is 128" in e for e in errors)
