@@ -175,13 +175,24 @@ def export(model: BiLmWithSoftmax, vocab: list[str], out: Path) -> None:
     save_allennlp(model.bilm, out, softmax=sm)
 
 
+def options_from_args(args) -> dict:
+    """SMALL_ELMO, with --cell-size / --proj-dim / --filters overriding it (tests use tiny ones)."""
+    o = json.loads(json.dumps(SMALL_ELMO))
+    o["lstm"]["dim"] = args.cell_size or o["lstm"]["dim"]
+    o["lstm"]["projection_dim"] = args.proj_dim or o["lstm"]["projection_dim"]
+    if args.filters:
+        o["char_cnn"]["filters"] = json.loads(args.filters)
+    return o
+
+
 def run(args) -> dict:
     seed_everything(args.seed)
+    options = options_from_args(args)
     train_s = sentence_words(corpus.load_texts("train", args.corpus))
     held_s = sentence_words(corpus.load_texts("heldout", args.corpus))
     vocab = build_vocab(train_s, args.min_count, args.vocab_size)
     data = Batches(train_s, vocab, args.batch_size, args.seed)
-    model = build_model(len(vocab), args.seed)
+    model = build_model(len(vocab), args.seed, options)
     train_words = sum(map(len, train_s))
     cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words, budget_minutes=args.budget_minutes,
                     lr=args.lr, warmup_steps=args.warmup, eval_every=args.eval_every, seed=args.seed,
@@ -205,7 +216,7 @@ def run(args) -> dict:
         "heldout_oov_rate": float(np.mean([w not in data.index for s in held_s for w in s])),
         "heldout_ppl_forward": math.exp(ev["fwd_loss"]), "heldout_ppl_backward": math.exp(ev["bwd_loss"]),
         "bigram_ppl_forward": base["fwd_ppl"], "bigram_ppl_backward": base["bwd_ppl"],
-        "options": SMALL_ELMO, "config": {k: str(v) for k, v in vars(args).items()},
+        "options": options, "config": {k: str(v) for k, v in vars(args).items()},
     }
     args.out.mkdir(parents=True, exist_ok=True)
     export(model, vocab, args.out)
@@ -232,6 +243,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--eval-sentences", type=int, default=300)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--cell-size", type=int, default=0, help="LSTM cells (default: SMALL_ELMO)")
+    ap.add_argument("--proj-dim", type=int, default=0, help="projection (default: SMALL_ELMO)")
+    ap.add_argument("--filters", default="", help='char CNN filters as JSON, e.g. "[[1,8],[2,8]]"')
     return ap
 
 
