@@ -112,5 +112,6 @@ def load(model_id: str, path: Path, options: LoadOptions, gguf_file: str = "",
     except (OSError, ValueError) as err:
         raise ModelUnavailable(f"{path} holds no readable config.json: {err}") from err
     has_mlm = _has_mlm_head(config)
-    model = hf.load_hf_model(AutoModelForMaskedLM if has_mlm else AutoModel, path, options)
+    model = hf.load_hf_model(AutoModelForMaskedLM if has_mlm else AutoModel, path, options,
+                             progress)
     return BertAdapter(model_id, model, hf.load_tokenizer(path), has_mlm)

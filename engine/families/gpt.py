@@ -170,15 +170,18 @@ def ensure_converted(model_id: str, gguf_path: Path, convert: Callable[[Path], N
     return final, False
 
 
-def convert_gguf(src_dir: Path, gguf_file: str, dest: Path) -> None:
+def convert_gguf(src_dir: Path, gguf_file: str, dest: Path, progress: bool = True) -> None:
     """Dequantise a GGUF checkpoint with transformers and save it as safetensors + tokenizer."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        tok = AutoTokenizer.from_pretrained(str(src_dir), gguf_file=gguf_file)
-        model = AutoModelForCausalLM.from_pretrained(str(src_dir), gguf_file=gguf_file,
-                                                     dtype=torch.float32)
+        with hf.progress_bars(progress):
+            tok = AutoTokenizer.from_pretrained(str(src_dir), gguf_file=gguf_file,
+                                                local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(str(src_dir), gguf_file=gguf_file,
+                                                         dtype=torch.float32,
+                                                         local_files_only=True)
     except (OSError, ValueError, KeyError, RuntimeError) as err:
         raise ModelUnavailable(f"cannot read the GGUF file {src_dir / gguf_file}: {err}") from err
     if not all(p.dtype.is_floating_point for p in model.parameters()):
@@ -188,7 +191,8 @@ def convert_gguf(src_dir: Path, gguf_file: str, dest: Path) -> None:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    model.save_pretrained(str(dest))
+    with hf.progress_bars(progress):
+        model.save_pretrained(str(dest))
     tok.save_pretrained(str(dest))
 
 
@@ -213,8 +217,9 @@ def load(model_id: str, path: Path, options: LoadOptions, gguf_file: str = "",
             raise ModelUnavailable(f"{gguf_path} does not exist; run `make install`")
         path, cache_hit = ensure_converted(model_id, gguf_path,
                                            partial(convert_gguf, gguf_path.parent,
-                                                   gguf_path.name), progress)
-    model = hf.load_hf_model(AutoModelForCausalLM, path, options)
+                                                   gguf_path.name, progress=progress),
+                                           progress)
+    model = hf.load_hf_model(AutoModelForCausalLM, path, options, progress)
     if model.get_output_embeddings() is None:
         raise EngineError(f"{path} is not a causal LM with an output head")
     return GPTAdapter(model_id, model, hf.load_tokenizer(path), cache_hit)

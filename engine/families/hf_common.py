@@ -8,6 +8,7 @@ else shares its batch (position ids count from 0 for every text under right padd
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -57,7 +58,22 @@ def load_tokenizer(path: Path):
     return tok
 
 
-def load_hf_model(auto_cls, path: Path, options: LoadOptions):
+@contextmanager
+def progress_bars(show: bool):
+    """transformers' own loading bars, on or off for the duration of a load."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    if not show:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled and not show:
+            hf_logging.enable_progress_bar()
+
+
+def load_hf_model(auto_cls, path: Path, options: LoadOptions, progress: bool = True):
     """A model in eval mode on the requested device and dtype, with eager attention.
 
     Eager attention because SDPA/flash kernels never materialise the attention weights, so
@@ -66,8 +82,10 @@ def load_hf_model(auto_cls, path: Path, options: LoadOptions):
     device = resolve_device(options.device)
     dtype = resolve_dtype(options.dtype, device)
     try:
-        model = auto_cls.from_pretrained(str(path), attn_implementation="eager", dtype=dtype,
-                                         local_files_only=True, trust_remote_code=False)
+        with progress_bars(progress):
+            model = auto_cls.from_pretrained(str(path), attn_implementation="eager",
+                                             dtype=dtype, local_files_only=True,
+                                             trust_remote_code=False)
     except (OSError, ValueError) as err:
         raise ModelUnavailable(f"cannot load the model in {path}: {err}") from err
     return model.to(device).eval()

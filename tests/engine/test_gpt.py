@@ -268,3 +268,82 @@ def test_loading_a_gguf_model_reads_the_converted_cache(fake_gguf):
                        gguf_file=fake_gguf.name, progress=False)
     assert adapter.gguf_cache_hit is True
     assert adapter.info.n_layers == LAYERS and adapter.info.has_logit_lens
+
+
+def write_tiny_gguf(path: Path) -> Path:
+    """A 2-layer Llama GGUF with Q8_0 matrices and the byte-level tokenizer, written with `gguf`."""
+    import json
+
+    import gguf
+
+    tok = byte_level_tokenizer()
+    vocab = tok.backend_tokenizer.get_vocab()
+    tokens = sorted(vocab, key=vocab.get)
+    merges = [m if isinstance(m, str) else " ".join(m)
+              for m in json.loads(tok.backend_tokenizer.to_str())["model"]["merges"]]
+    kv_heads, ffn, head_dim = 2, 64, DIM // HEADS
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_context_length(64)
+    w.add_embedding_length(DIM)
+    w.add_block_count(LAYERS)
+    w.add_feed_forward_length(ffn)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(kv_heads)
+    w.add_rope_dimension_count(head_dim)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(tokens)
+    w.add_token_types([gguf.TokenType.CONTROL if t == "<|endoftext|>" else gguf.TokenType.NORMAL
+                       for t in tokens])
+    w.add_token_merges(merges)
+    w.add_bos_token_id(vocab["<|endoftext|>"])
+    w.add_eos_token_id(vocab["<|endoftext|>"])
+    rng = np.random.default_rng(0)
+
+    def tensor(name: str, *shape: int) -> None:
+        if len(shape) == 1:
+            w.add_tensor(name, (1 + 0.1 * rng.standard_normal(shape)).astype(np.float32))
+            return
+        q = gguf.quants.quantize((0.1 * rng.standard_normal(shape)).astype(np.float32),
+                                 gguf.GGMLQuantizationType.Q8_0)
+        w.add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    tensor("token_embd.weight", len(tokens), DIM)
+    tensor("output_norm.weight", DIM)
+    tensor("output.weight", len(tokens), DIM)
+    for i in range(LAYERS):
+        for name, shape in [("attn_norm", (DIM,)), ("attn_q", (DIM, DIM)),
+                            ("attn_k", (kv_heads * head_dim, DIM)),
+                            ("attn_v", (kv_heads * head_dim, DIM)),
+                            ("attn_output", (DIM, DIM)), ("ffn_norm", (DIM,)),
+                            ("ffn_gate", (ffn, DIM)), ("ffn_up", (ffn, DIM)),
+                            ("ffn_down", (DIM, ffn))]:
+            tensor(f"blk.{i}.{name}.weight", *shape)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_a_gguf_folder_is_dequantised_once_and_matches_transformers(model_dir, monkeypatch):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    monkeypatch.setenv("CTXLENS_CACHE", str(model_dir / "cache"))
+    folder = model_dir / "tiny-gguf"
+    folder.mkdir()
+    write_tiny_gguf(folder / "tiny.gguf")
+    first = Engine(device="cpu")
+    pred = first.predict_next(str(folder), "She sat on the river", top_k=3)
+    second = Engine(device="cpu").adapter(str(folder), progress=False)
+    assert first.adapter(str(folder)).gguf_cache_hit is False and second.gguf_cache_hit is True
+    cached = list((model_dir / "cache" / "converted").glob("*/tiny-*/model.safetensors"))
+    assert len(cached) == 1
+
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file="tiny.gguf")
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file="tiny.gguf").eval()
+    with torch.no_grad():
+        logits = model(**tok("She sat on the river", return_tensors="pt")).logits[0, -1]
+    probs = torch.softmax(logits, -1).topk(3)
+    assert [c.token for c in pred.candidates] == list(readable_tokens(tok, probs.indices.tolist()))
+    np.testing.assert_allclose([c.prob for c in pred.candidates], probs.values.numpy(), rtol=1e-5)
