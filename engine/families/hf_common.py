@@ -173,21 +173,46 @@ def run_layers(base_model, batch: Sequence[TokenizedText], pad_id: int) -> list[
     return results
 
 
+# Attention maps grow with tokens squared: a batch's maps (batch x layers x heads x T x T
+# float32) are kept under this many bytes by making batches of long texts smaller.
+ATTENTION_BUDGET_BYTES = 512 * 2**20
+
+
+def batches(tokenized: Sequence[TokenizedText], batch_size: int,
+            per_token_pair_bytes: int) -> list[list[int]]:
+    """Indices of texts grouped into batches, shortest texts together (less padding).
+
+    Reordering is safe because a text's vectors do not depend on its batch.
+    """
+    order = sorted(range(len(tokenized)), key=lambda i: len(tokenized[i].input_ids))
+    groups: list[list[int]] = []
+    for i in order:
+        width = len(tokenized[i].input_ids)      # the longest so far: `order` is sorted
+        if groups and len(groups[-1]) < batch_size and \
+                (len(groups[-1]) + 1) * width * width * per_token_pair_bytes \
+                <= ATTENTION_BUDGET_BYTES:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
 def encode_texts(model_id: str, family: str, base_model, tokenizer, texts: Sequence[WordText],
                  batch_size: int, max_tokens: int, pad_id: int,
                  prepare=lambda wt: wt) -> list[Encoding]:
-    """Encodings for texts, batch by batch; `prepare` may rewrite a text before tokenising."""
+    """Encodings for texts, in their order; `prepare` may rewrite a text before tokenising."""
     tokenized = [tokenize(tokenizer, prepare(wt), max_tokens) for wt in texts]
-    n_layers = base_model.config.num_hidden_layers
-    out: list[Encoding] = []
-    for start in range(0, len(tokenized), max(1, batch_size)):
-        batch = tokenized[start:start + batch_size]
-        for orig, t, lo in zip(texts[start:start + batch_size], batch,
-                               run_layers(base_model, batch, pad_id)):
-            out.append(Encoding(model_id=model_id, family=family, text=orig.text,
-                                words=orig.words, tokens=t.tokens, token_to_word=t.token_to_word,
-                                hidden_states=lo.hidden_states, attentions=lo.attentions,
-                                layer_names=layer_names(n_layers)))
+    cfg = base_model.config
+    names = layer_names(cfg.num_hidden_layers)
+    out: list[Encoding | None] = [None] * len(texts)
+    for group in batches(tokenized, max(1, batch_size),
+                         4 * cfg.num_hidden_layers * cfg.num_attention_heads):
+        for i, lo in zip(group, run_layers(base_model, [tokenized[i] for i in group], pad_id)):
+            t = tokenized[i]
+            out[i] = Encoding(model_id=model_id, family=family, text=texts[i].text,
+                              words=texts[i].words, tokens=t.tokens,
+                              token_to_word=t.token_to_word, hidden_states=lo.hidden_states,
+                              attentions=lo.attentions, layer_names=names)
     return out
 
 

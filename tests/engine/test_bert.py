@@ -119,6 +119,26 @@ def test_vectors_do_not_depend_on_the_rest_of_the_batch(bert_mlm, model_dir):
     np.testing.assert_allclose(batched.attentions, alone.attentions, atol=1e-5)
 
 
+def test_batches_keep_the_order_of_the_texts(bert_mlm):
+    texts = [SENTENCES[1], "The bank.", SENTENCES[0], "Rates."]
+    batched = Engine(device="cpu").encode(bert_mlm, texts, batch_size=2)
+    assert [e.text for e in batched] == texts
+    for text, enc in zip(texts, batched):
+        alone, = Engine(device="cpu").encode(bert_mlm, [text])
+        np.testing.assert_allclose(enc.hidden_states, alone.hidden_states, atol=1e-5)
+
+
+def test_long_texts_get_smaller_batches_under_the_attention_budget(monkeypatch):
+    from engine.families import hf_common as hf
+
+    def text(n):
+        return hf.TokenizedText(split_words("x"), tuple(range(n)), ("x",) * n, np.zeros(n))
+
+    monkeypatch.setattr(hf, "ATTENTION_BUDGET_BYTES", 3 * 100 * 100)
+    groups = hf.batches([text(100), text(10), text(100), text(100), text(12)], 16, 1)
+    assert groups == [[1, 4, 0], [2, 3]]       # at most 3 texts of 100 tokens per batch
+
+
 def test_saved_checkpoint_gives_the_same_states_as_the_model_in_memory(model_dir):
     from transformers import AutoModel, AutoTokenizer
 
