@@ -24,11 +24,12 @@ _EPS = 1e-12
 @dataclass(frozen=True)
 class AdjustedMetrics:
     """Self-similarity and intra-sentence similarity minus the anisotropy baseline, per layer
-    (Ethayarajh 2019, §3.3: "adjusted for anisotropy")."""
+    (Ethayarajh 2019, §3.4: "adjusting for anisotropy")."""
 
     self_similarity: np.ndarray
     intra_sentence: np.ndarray
     anisotropy: np.ndarray
+    mev: np.ndarray | None = None    # MEV minus the MEV of random words' occurrence matrices
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,6 +38,8 @@ class LayerMetrics:
 
     self_similarity, intra_sentence: raw (not baseline-subtracted); see `adjusted()`.
     mev: maximum explainable variance; NaN where no word occurs twice.
+    mev_baseline: MEV of equally many randomly drawn word occurrences (mostly different words),
+    so an anisotropic layer's common direction is not read as a word's static embedding.
     n_words_repeated: word types (lowercased) with >= 2 occurrences, i.e. those behind
     self_similarity and mev (the same for every layer, hence an int).
     """
@@ -47,6 +50,7 @@ class LayerMetrics:
     mev: np.ndarray
     n_words_repeated: int
     layer_names: tuple[str, ...] = ()
+    mev_baseline: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = self.anisotropy.shape
@@ -61,9 +65,10 @@ class LayerMetrics:
         return int(self.anisotropy.shape[0])
 
     def adjusted(self) -> AdjustedMetrics:
+        mev = None if self.mev_baseline is None else self.mev - self.mev_baseline
         return AdjustedMetrics(self_similarity=self.self_similarity - self.anisotropy,
                                intra_sentence=self.intra_sentence - self.anisotropy,
-                               anisotropy=self.anisotropy)
+                               anisotropy=self.anisotropy, mev=mev)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -102,7 +107,7 @@ def _collect(encodings: Sequence[Encoding], pool: Pooling) -> _Occurrences:
 
 
 def _anisotropy(unit: np.ndarray, occ: _Occurrences, n_pairs: int, seed: int) -> np.ndarray:
-    # Ethayarajh 2019 §3.3: baseline = mean cosine between uniformly sampled words from
+    # Ethayarajh 2019 §3.4: baseline = mean cosine between uniformly sampled words from
     # different contexts; pairs of the same word or the same sentence are rejected.
     rng = np.random.default_rng(seed)
     n = len(occ.word_ids)
@@ -113,6 +118,18 @@ def _anisotropy(unit: np.ndarray, occ: _Occurrences, n_pairs: int, seed: int) ->
     if len(a) == 0:
         return np.full(unit.shape[0], np.nan)
     return np.einsum("lpd,lpd->lp", unit[:, a], unit[:, b]).mean(axis=1)
+
+
+def _mev(raw: np.ndarray) -> np.ndarray:
+    """[layers, k, dim] -> [layers]: sigma_1^2 / sum sigma_i^2 (NaN for an all-zero matrix)."""
+    sv = np.linalg.svd(raw.astype(np.float64), compute_uv=False)  # [layers, k]
+    power = (sv ** 2).sum(axis=1)
+    return np.where(power > _EPS, sv[:, 0] ** 2 / np.maximum(power, _EPS), np.nan)
+
+
+def _nanmean_rows(x: np.ndarray) -> np.ndarray:
+    """Column means over rows, ignoring NaN; NaN where a column has no finite value."""
+    return np.array([np.nanmean(col) if np.isfinite(col).any() else np.nan for col in x.T])
 
 
 def _self_similarity_and_mev(unit: np.ndarray, raw: np.ndarray,
@@ -130,14 +147,19 @@ def _self_similarity_and_mev(unit: np.ndarray, raw: np.ndarray,
         sims[g] = ((total * total).sum(axis=-1) - k) / (k * (k - 1))
         # Ethayarajh 2019 §3.3 Def. 3: MEV = sigma_1^2 / sum sigma_i^2 of the (uncentred)
         # occurrence matrix.
-        sv = np.linalg.svd(raw[:, idx].astype(np.float64), compute_uv=False)  # [layers, k]
-        power = (sv ** 2).sum(axis=1)
-        mevs[g] = np.where(power > _EPS, sv[:, 0] ** 2 / np.maximum(power, _EPS), np.nan)
-    with np.errstate(all="ignore"):
-        # all-zero occurrence matrices (MEV undefined) are left out of the mean
-        mev = np.array([np.nanmean(col) if np.isfinite(col).any() else np.nan
-                        for col in mevs.T])
-    return sims.mean(axis=0), mev
+        mevs[g] = _mev(raw[:, idx])
+    return sims.mean(axis=0), _nanmean_rows(mevs)
+
+
+def _mev_baseline(raw: np.ndarray, groups: list[np.ndarray], seed: int) -> np.ndarray:
+    # Ethayarajh 2019 §3.4 adjusts MEV for anisotropy too: the same statistic on as many
+    # randomly drawn occurrences (of mostly different words) as each repeated word has
+    rng = np.random.default_rng(seed + 2)
+    n = raw.shape[1]
+    if not groups:
+        return np.full(raw.shape[0], np.nan)
+    rows = [_mev(raw[:, rng.choice(n, size=len(idx), replace=False)]) for idx in groups]
+    return _nanmean_rows(np.stack(rows))
 
 
 def _intra_sentence(unit: np.ndarray, sentence_ids: np.ndarray) -> np.ndarray:
@@ -184,6 +206,7 @@ def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: i
         mev=mev,
         n_words_repeated=len(groups),
         layer_names=encodings[0].layer_names,
+        mev_baseline=_mev_baseline(occ.vectors, groups, seed),
     )
 
 

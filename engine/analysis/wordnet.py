@@ -19,6 +19,9 @@ WORDNET_DIR = Path("/usr/share/wordnet")
 POS_FILES = {"n": "noun", "v": "verb"}
 _EXAMPLE_RE = re.compile(r'"([^"]+)"')
 _LEMMA_RE = re.compile(r"^[a-z]+$")
+# "--" and "...": the shared word splitter makes each mark a word, but subword tokenisers merge
+# them into one token that spans two words, which no model can then encode
+_JOINED_PUNCT = re.compile(r"[^\w\s'][^\w\s']")
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,8 @@ def sense_examples(root: Path = WORDNET_DIR, pos_tags: str = "nv", min_senses: i
             found = []
             for rank, offset in enumerate(offsets, start=1):
                 for text in examples.get(offset, []):
+                    if _JOINED_PUNCT.search(text):
+                        continue
                     words = split_words(text).words
                     i = _find(words, forms)
                     if i >= 0:

@@ -150,3 +150,20 @@ def test_cka_of_partly_shared_features_matches_closed_form():
     a, b, c = cols[:, :1], cols[:, 1:2], cols[:, 2:3]
     x, y = np.hstack([a, b]), np.hstack([a, c])
     assert linear_cka_matrix(np.stack([x, y]))[0, 1] == pytest.approx(0.5)
+
+
+def test_adjusted_mev_is_zero_when_every_vector_points_the_same_way():
+    # one common direction: a word's first component explains everything, but so does a
+    # random set of words', so nothing is left once the baseline is subtracted
+    rng = np.random.default_rng(10)
+    direction = rng.normal(size=6)
+    encs = [make_encoding(s, direction * rng.uniform(1, 2, size=(1, len(s), 1)))
+            for s in SENTENCES]
+    m = layer_metrics(encs)
+    assert m.mev[0] == pytest.approx(1.0)
+    assert m.adjusted().mev[0] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_mev_baseline_of_random_isotropic_vectors_is_below_static_mev():
+    m = layer_metrics(static_and_contextual(dim=64))
+    assert m.mev_baseline[0] < m.mev[0] == pytest.approx(1.0)

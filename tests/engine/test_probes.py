@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from engine.analysis.probes import (fit_threshold, learn_scalar_mix, linear_probe,
-                                    most_frequent_sense_accuracy, nearest_centroid_accuracy,
+                                    chance_accuracy, first_sense_accuracy, nearest_centroid_accuracy,
                                     pair_cosines, sense_pairs, threshold_accuracy)
 
 
@@ -43,12 +43,17 @@ def test_nearest_centroid_leaves_the_example_out():
     assert nearest_centroid_accuracy(x, senses, lemmas) == 0.0
 
 
-def test_most_frequent_sense_baseline_counts_majority_examples():
-    senses = np.array([0, 0, 0, 1, 1])
-    lemmas = np.zeros(5, int)
-    # sense 0 examples: others (2 vs 2) tie -> argmax picks sense 0: right (3);
-    # sense 1 examples: others (3 vs 1) -> sense 0: wrong (2)
-    assert most_frequent_sense_accuracy(senses, lemmas) == pytest.approx(3 / 5)
+def test_first_sense_baseline_answers_the_lowest_ranked_sense():
+    senses = np.array([0, 0, 1, 1, 1, 2])   # sense 2 has one example: not scored
+    lemmas = np.zeros(6, int)
+    ranks = np.array([2, 2, 1, 1, 1, 3])     # sense 1 is WordNet's first sense
+    assert first_sense_accuracy(senses, lemmas, ranks) == pytest.approx(3 / 5)
+
+
+def test_chance_accuracy_is_one_over_the_number_of_senses():
+    senses = np.array([0, 0, 1, 1, 2, 2, 3, 3, 3])
+    lemmas = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1])   # lemma 1 has one sense: not scored
+    assert chance_accuracy(senses, lemmas) == pytest.approx(1 / 3)
 
 
 def test_sense_pairs_are_balanced_and_within_lemma():

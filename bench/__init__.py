@@ -1,0 +1,1 @@
+"""Reproductions and benchmarks: `python -m bench` (make bench) writes results/."""

@@ -1,0 +1,155 @@
+"""`python -m bench` (make bench): every reproduction and measurement, written to results/.
+
+    python -m bench [--quick] [--only layers|speed] [--models id,id] [--fresh]
+
+Per-model results are cached in results/tmp/ (ignored by git) keyed by the workload, so an
+interrupted run resumes; --fresh recomputes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "results"
+CACHE = RESULTS / "tmp"
+
+# full run vs --quick (a few minutes, for trying the pipeline)
+SIZES = {"full": {"heldout": 400, "pos_train": 300, "lemmas": 120},
+         "quick": {"heldout": 60, "pos_train": 60, "lemmas": 30}}
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def available_models(only: list[str] | None = None) -> list[tuple[str, str]]:
+    """(model id, family) of every registry model usable offline here."""
+    from engine.registry import availability, load_registry
+
+    out = []
+    for mid, entry in load_registry().items():
+        if only and mid not in only:
+            continue
+        if availability(entry) in ("bundled", "installed"):
+            out.append((mid, entry.family))
+    return out
+
+
+def build_workload(size: str):
+    from bench.corpus import load_brown, spread
+    from bench.layers import Workload, sample_lemmas
+    from engine.analysis.wordnet import sense_examples
+
+    n = SIZES[size]
+    brown = load_brown()
+    examples = sense_examples(min_examples_per_sense=2)
+    work = Workload(tuple(spread(brown.heldout, n["heldout"])),
+                    tuple(spread(brown.train, n["pos_train"])),
+                    sample_lemmas(examples, n["lemmas"]))
+    return work, brown.source
+
+
+def run_layers(models: list[tuple[str, str]], size: str, fresh: bool) -> None:
+    from bench import plots, report
+    from bench.layers import run_model
+    from engine.api import Engine, EngineError
+
+    work, source = build_workload(size)
+    signature = {"size": size, **SIZES[size], "source": source}
+    CACHE.mkdir(parents=True, exist_ok=True)
+    results, failures = [], []
+    for mid, family in models:
+        cached = CACHE / f"layers_{mid}.json"
+        if cached.exists() and not fresh:
+            r = json.loads(cached.read_text())
+            if r.get("signature") == signature:
+                log(f"{mid}: cached ({cached.relative_to(ROOT)})")
+                results.append(r)
+                continue
+        log(f"{mid}: encoding {len(work.heldout) + len(work.pos_train) + len(work.senses)} "
+            "sentences")
+        engine = Engine(cache_size=0)
+        try:
+            engine.adapter(mid, progress=False)
+            names = engine.encode(mid, ["The bank."])[0].layer_names
+            r = run_model(mid, family, names,
+                          lambda texts: engine.encode_words(mid, texts, batch_size=32),
+                          work, log=log)
+        except EngineError as err:
+            log(f"{mid}: skipped: {err}")
+            failures.append((mid, str(err)))
+            continue
+        finally:
+            del engine
+        r["signature"] = signature
+        cached.write_text(json.dumps(r))
+        results.append(r)
+    if not results:
+        log("no model could be analysed")
+        return
+    plots.geometry_plot(results, RESULTS / "geometry.png")
+    (RESULTS / "geometry.md").write_text(report.geometry_report(results, source,
+                                                                "geometry.png"))
+    plots.per_layer_plot(results, lambda r: [("", r["pos"]["accuracy"])],
+                         "POS linear probe accuracy per layer (Brown, held-out documents)",
+                         "accuracy", RESULTS / "pos.png",
+                         {f"majority class ({r['model']})": r["pos"]["majority_baseline"]
+                          for r in results[:1]})
+    (RESULTS / "pos.md").write_text(report.pos_report(results, source, "pos.png"))
+    plots.per_layer_plot(results, lambda r: [(" centroid", r["senses"]["centroid"]),
+                                             (" pairs", r["senses"]["pairs"])],
+                         "Word senses per layer (WordNet examples, held-out lemmas)",
+                         "accuracy", RESULTS / "senses.png",
+                         {"pairs chance": 0.5, "centroid chance": results[0]["senses"]["chance"]})
+    (RESULTS / "senses.md").write_text(report.senses_report(results, len(work.senses),
+                                                            "senses.png"))
+    (CACHE / "failures.json").write_text(json.dumps(failures))
+
+
+def write_readme(elapsed: float, size: str) -> None:
+    from bench.summary import readme
+
+    (RESULTS / "README.md").write_text(readme(RESULTS, elapsed, size, machine()))
+
+
+def machine() -> str:
+    return (f"{platform.machine()}, {os.cpu_count()} CPU cores, Python "
+            f"{platform.python_version()}, {platform.system()} {platform.release()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small inputs (minutes)")
+    ap.add_argument("--only", choices=("layers", "speed"), help="run one part")
+    ap.add_argument("--models", help="comma-separated model ids (default: all available)")
+    ap.add_argument("--fresh", action="store_true", help="ignore cached per-model results")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    warnings.filterwarnings("ignore")
+    size = "quick" if args.quick else "full"
+    start = time.perf_counter()
+    RESULTS.mkdir(exist_ok=True)
+    models = available_models(args.models.split(",") if args.models else None)
+    log(f"models: {', '.join(m for m, _ in models) or 'none'}")
+    if args.only in (None, "layers"):
+        run_layers(models, size, args.fresh)
+    if args.only in (None, "speed"):
+        from bench.speed import run_speed
+
+        run_speed(RESULTS, quick=args.quick, log=log)
+    write_readme(time.perf_counter() - start, size)
+    log(f"done in {time.perf_counter() - start:.0f} s; see results/README.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Matplotlib PNGs of the per-layer results, measured next to published values."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display: files only
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from bench.published import ETHAYARAJH_2019, PUBLISHED_LAYERS  # noqa: E402
+
+GEOMETRY_PANELS = (("anisotropy", "anisotropy baseline"),
+                   ("self_similarity_adjusted", "self-similarity − baseline"),
+                   ("intra_sentence_adjusted", "intra-sentence similarity − baseline"),
+                   ("mev_adjusted", "maximum explainable variance − baseline"))
+PUBLISHED_STYLE = {"ELMo": "tab:green", "BERT-base": "tab:blue", "GPT-2": "tab:red"}
+
+
+def depth(n_layers: int) -> np.ndarray:
+    """Layer index / top layer: models of different depth share one x-axis (0 = embeddings)."""
+    return np.arange(n_layers) / max(1, n_layers - 1)
+
+
+def _published(ax, quantity: str) -> None:
+    for name, rows in ETHAYARAJH_2019.get(quantity, {}).items():
+        top, colour = PUBLISHED_LAYERS[name], PUBLISHED_STYLE[name]
+        for i, (a, b, lo, hi) in enumerate(rows):
+            label = f"{name} (Ethayarajh 2019)" if i == 0 else None
+            if a == b and lo == hi:
+                ax.plot([a / top], [lo], marker="*", ms=11, ls="", color=colour, alpha=0.6,
+                        label=label)
+            else:
+                ax.fill_between([a / top, b / top], [lo, lo], [hi, hi], color=colour, alpha=0.15,
+                                label=label)
+
+
+def geometry_plot(results: list[dict], path: Path) -> None:
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
+    for ax, (key, title) in zip(axes.flat, GEOMETRY_PANELS):
+        _published(ax, key)
+        for r in results:
+            ys = np.array(r["geometry"][key], dtype=float)
+            ax.plot(depth(len(ys)), ys, marker="o", ms=3, label=r["model"])
+        ax.set_title(title)
+        ax.set_xlabel("relative depth (0 = embedding layer, 1 = top layer)")
+        ax.grid(alpha=0.3)
+    axes.flat[0].legend(fontsize=7, loc="best")
+    fig.suptitle("Ethayarajh (2019) statistics per layer: measured (lines) vs published (stars, bands)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def per_layer_plot(results: list[dict], series, title: str, ylabel: str, path: Path,
+                   baselines: dict[str, float] | None = None) -> None:
+    """series(result) -> (label, values per layer) pairs; one line per model and series."""
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for r in results:
+        for label, ys in series(r):
+            ys = np.array(ys, dtype=float)
+            ax.plot(depth(len(ys)), ys, marker="o", ms=3, label=f"{r['model']}{label}")
+    for name, value in (baselines or {}).items():
+        ax.axhline(value, ls="--", lw=1, color="grey")
+        ax.text(0.01, value, name, fontsize=8, va="bottom", color="grey")
+    ax.set_xlabel("relative depth (0 = embedding layer, 1 = top layer)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

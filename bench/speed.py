@@ -1,0 +1,289 @@
+"""Speed and memory, each measured as a ratio within one run on this machine.
+
+    python -m bench.speed [part]   (parts run in fresh subprocesses: rss, bank, app)
+
+Targets (issue 5): warm analysis <= 0.2 s, cold <= 2 s; embedding >= 2x a naive loop;
+ELMo fast >= 5x the per-time-step reference; <= 1.5 GB RSS with the bundled models loaded;
+app start to first chart <= 15 s.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+PRESETS = ROOT / "assets" / "presets.toml"
+TARGETS = {"warm": 0.2, "cold": 2.0, "embed": 2.0, "elmo": 5.0, "rss_gb": 1.5, "app_s": 15.0}
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+
+
+def bundled_models() -> list[str]:
+    from engine.registry import availability, load_registry
+
+    return [m for m, e in load_registry().items() if e.bundled and availability(e) == "bundled"]
+
+
+def _subprocess_json(part: str, timeout: float) -> dict:
+    """Run `python -m bench.speed part` in a fresh interpreter; its last stdout line is JSON."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "bench.speed", part], cwd=ROOT,
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode != 0 or not lines:
+        return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1][:300]}
+    return json.loads(lines[-1])
+
+
+# -- machine peak -----------------------------------------------------------------------------
+
+def matmul_flops(n: int = 1024, seconds: float = 1.5) -> float:
+    """Measured float32 matmul FLOP/s of this machine (torch, all its threads)."""
+    import torch
+
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b  # warm-up
+    reps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        reps += 1
+    return 2 * n ** 3 * reps / (time.perf_counter() - start)
+
+
+# -- embedding throughput ---------------------------------------------------------------------
+
+def _naive_hf(path: Path, texts: list[str]) -> tuple[float, int, int]:
+    """One sentence at a time through Hugging Face with output_hidden_states: (s, tokens, params)."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    model = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
+    # matmul parameters only: embedding tables are lookups, not FLOPs
+    params = sum(p.numel() for n, p in model.named_parameters() if "embeddings" not in n)
+    tokens = 0
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for t in texts:
+            enc = tok(t, return_tensors="pt")
+            tokens += int(enc["input_ids"].shape[1])
+            out = model(**enc, output_hidden_states=True)
+            [h.numpy() for h in out.hidden_states]
+    return time.perf_counter() - start, tokens, params
+
+
+def embed_throughput(model_id: str, texts: list[str], batch_size: int = 32) -> dict:
+    from engine.api import Engine
+    from engine.registry import load_registry, local_path
+
+    engine = Engine(cache_size=0)
+    engine.adapter(model_id, progress=False)
+    engine.encode(model_id, texts[:8])  # warm-up (first-call allocations)
+    start = time.perf_counter()
+    chunk = max(batch_size * 4, 64)  # the `ctxlens embed` loop (engine/cli.py)
+    for i in range(0, len(texts), chunk):
+        for enc in engine.encode(model_id, texts[i:i + chunk], batch_size=batch_size):
+            enc.word_vectors("mean")
+    engine_s = time.perf_counter() - start
+    naive_s, tokens, params = _naive_hf(local_path(load_registry()[model_id]), texts)
+    flops = matmul_flops()
+    bound_s = 2 * params * tokens / flops
+    return {"model": model_id, "sentences": len(texts), "tokens": tokens,
+            "engine_s": engine_s, "naive_s": naive_s, "speedup": naive_s / engine_s,
+            "matmul_gflops": flops / 1e9, "params_matmul": params, "flop_bound_s": bound_s,
+            "engine_vs_bound": engine_s / bound_s, "batch_size": batch_size}
+
+
+# -- ELMo fast path vs reference loop ---------------------------------------------------------
+
+def elmo_paths(sentences: list[list[str]], batch_size: int = 32) -> dict:
+    """The same biLM run with impl="fast" and impl="reference" on the same batches."""
+    import torch
+
+    from engine.families.elmo_chars import batch_char_ids
+
+    bilm, source = _elmo_bilm()
+    batches = [torch.from_numpy(batch_char_ids(sentences[i:i + batch_size]))
+               for i in range(0, len(sentences), batch_size)]
+    times, outputs = {}, {}
+    with torch.inference_mode():
+        for impl in ("reference", "fast"):
+            bilm(batches[0][:2], impl=impl)  # warm-up
+            start = time.perf_counter()
+            outputs[impl] = [bilm(b, impl=impl).layers for b in batches]
+            times[impl] = time.perf_counter() - start
+    diff = max(float((f - r).abs().max()) for f, r in zip(outputs["fast"], outputs["reference"]))
+    return {"model": source, "sentences": len(sentences), "batch_size": batch_size,
+            "fast_s": times["fast"], "reference_s": times["reference"],
+            "speedup": times["reference"] / times["fast"], "max_abs_diff": diff,
+            "same_to_1e-5": diff <= 1e-5}
+
+
+def _elmo_bilm():
+    """The project's trained ELMo when available, else a random biLM of ELMo-small's size."""
+    from engine.api import Engine, EngineError
+    from engine.families.elmo_modules import ElmoBiLm, ElmoOptions
+    from engine.registry import availability
+
+    engine = Engine(cache_size=0)
+    for mid, entry in engine.registry.items():
+        if entry.family == "elmo" and availability(entry) in ("bundled", "installed"):
+            try:
+                return engine.adapter(mid, progress=False).bilm, mid
+            except EngineError:
+                continue
+    # AllenNLP elmo_2x1024_128_2048cnn_1xhighway (the "small" options)
+    options = {"char_cnn": {"embedding": {"dim": 16}, "n_highway": 1, "activation": "relu",
+                            "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256],
+                                        [6, 512], [7, 1024]], "n_characters": 262,
+                            "max_characters_per_token": 50},
+               "lstm": {"dim": 1024, "projection_dim": 128, "n_layers": 2, "cell_clip": 3,
+                        "proj_clip": 3, "use_skip_connections": True}}
+    bilm = ElmoBiLm.from_options(ElmoOptions.from_dict(options), seed=0).eval()
+    return bilm, "random biLM with ELMo-small options (no trained ELMo available)"
+
+
+# -- fresh-process parts ----------------------------------------------------------------------
+
+def part_rss() -> dict:
+    """Peak RSS of a process that loads every bundled model and encodes one sentence each."""
+    from engine.api import Engine
+
+    engine = Engine()
+    models = bundled_models()
+    for m in models:
+        engine.encode(m, ["The bank of the river was muddy."])
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return {"models": models, "peak_rss_gb": peak_kb / 1024 ** 2}
+
+
+def bank_preset() -> tuple[str, list[str], list[str]]:
+    p = tomllib.loads(PRESETS.read_text())["presets"]["bank"]
+    return p["target"], [s for s, _ in p["sentences"]], [lab for _, lab in p["sentences"]]
+
+
+def polysemy_analysis(engine, models: list[str]) -> None:
+    """What the clusters page computes for a preset: every layer's target vectors, a UMAP
+    projection aligned across layers, sense separation and layer geometry, per model."""
+    from engine.analysis import geometry, projection, senses
+
+    target, sentences, labels = bank_preset()
+    for m in models:
+        encs = engine.encode(m, sentences)
+        rows = [(i, [w.lower() for w in e.words].index(target)) for i, e in enumerate(encs)
+                if target in [w.lower() for w in e.words]]
+        vecs = np.stack([encs[i].word_vectors("mean")[:, w] for i, w in rows], axis=1)
+        projection.project(vecs, method="umap", seed=0)
+        senses.sense_separation(vecs, [labels[i] for i, _ in rows])
+        geometry.layer_metrics(encs)
+
+
+def part_bank() -> dict:
+    from engine.api import Engine
+
+    models = bundled_models()
+    start = time.perf_counter()
+    engine = Engine()
+    for m in models:
+        engine.adapter(m, progress=False)
+    load_s = time.perf_counter() - start
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        polysemy_analysis(engine, models)
+        times.append(time.perf_counter() - start)
+    return {"models": models, "load_s": load_s, "cold_s": times[0], "warm_s": min(times[1:])}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def part_app(timeout_s: float = 180) -> dict:
+    """Seconds from `streamlit run` to a rendered plotly chart in headless Chromium."""
+    from playwright.sync_api import sync_playwright
+
+    port = _free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    start = time.perf_counter()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
+         "--server.port", str(port), "--server.headless", "true",
+         "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            page = browser.new_page()
+            deadline = start + timeout_s
+            while True:  # the server needs a moment before it accepts connections
+                try:
+                    page.goto(f"http://127.0.0.1:{port}/", timeout=5000)
+                    break
+                except Exception:
+                    if time.perf_counter() > deadline:
+                        raise
+                    time.sleep(0.25)
+            remaining = max(1.0, deadline - time.perf_counter())
+            page.wait_for_selector(".js-plotly-plot", timeout=remaining * 1000)
+            elapsed = time.perf_counter() - start
+            browser.close()
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return {"first_chart_s": elapsed}
+
+
+PARTS = {"rss": part_rss, "bank": part_bank, "app": part_app}
+
+
+# -- the whole speed report -------------------------------------------------------------------
+
+def run_speed(results: Path, quick: bool = False, log=print) -> dict:
+    from bench.corpus import load_brown, spread
+    from bench.speed_report import speed_report
+
+    brown = load_brown()
+    n_embed, n_elmo = (200, 32) if quick else (2000, 256)
+    texts = [" ".join(s.words) for s in spread(brown.heldout, n_embed)]
+    out: dict = {}
+    log("speed: bank preset analysis (fresh process)")
+    out["bank"] = _subprocess_json("bank", 900)
+    log("speed: peak RSS (fresh process)")
+    out["rss"] = _subprocess_json("rss", 600)
+    embed_model = "minilm-l6" if "minilm-l6" in bundled_models() else None
+    if embed_model:
+        log(f"speed: embedding throughput on {len(texts)} sentences")
+        out["embed"] = embed_throughput(embed_model, texts)
+    log("speed: ELMo fast vs reference")
+    out["elmo"] = elmo_paths([list(s.words) for s in spread(brown.heldout, n_elmo)])
+    log("speed: app start to first chart (headless Chromium)")
+    out["app"] = _subprocess_json("app", 400)
+    (results / "speed.json").write_text(json.dumps(out, indent=1))
+    (results / "speed.md").write_text(speed_report(out))
+    return out
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    print(json.dumps(PARTS[sys.argv[1]]()), flush=True)
