@@ -63,18 +63,20 @@ def encodings(model_id: str, sentences: tuple[str, ...]) -> list[Encoding]:
 
 
 def prepare(model_ids: list[str], sentences: tuple[str, ...]) -> None:
-    """Load and run each model once with visible progress, so later cached calls are instant."""
+    """Load and run each model once with visible progress, so later cached calls are instant.
+    The progress box disappears once the models are ready."""
     eng = get_engine()
     todo = [m for m in model_ids if m not in getattr(eng, "_adapters", {})]
     if not todo:
         for m in model_ids:
             eng.encode(m, list(sentences))
         return
-    with st.status(f"Loading {', '.join(todo)} …", expanded=False) as status:
+    box = st.empty()
+    with box.status(f"Loading {', '.join(todo)} …", expanded=False) as status:
         for m in model_ids:
-            status.update(label=f"Loading and running {m} …")
+            status.update(label=f"Loading and running {m} (first use takes a while) …")
             eng.encode(m, list(sentences))
-        status.update(label="Models ready", state="complete")
+    box.empty()
 
 
 @dataclass(frozen=True, eq=False)

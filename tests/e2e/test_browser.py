@@ -1,0 +1,155 @@
+"""End to end in a real browser: `streamlit run` + Playwright driving the system Chromium.
+
+Types sentences and a target word, sees the cluster plot, moves the layer slider, opens the
+attention and predictions pages, downloads PNG and SVG, reopens the copied URL, and saves a
+screenshot of each page into assets/screenshots/ (used by the README).
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run"]
+SHOTS = ROOT / "assets" / "screenshots"
+SENTENCES = ["A bat flew out of the cave.", "He swung the bat hard.", "The bat slept all day.",
+             "She bought a new bat."]
+MODEL_WAIT_MS = 420_000     # first load of both bundled models on a busy 2-core machine
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing "
+                                 "(make system-deps installs it)")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = _free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
+         "--server.port", str(port), "--server.headless", "true",
+         "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            urllib.request.urlopen(f"{url}/_stcore/health", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("streamlit did not start")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def _settle(page, ms: int = 1500) -> None:
+    """Wait until Streamlit has finished the rerun (no running indicator), then a little more."""
+    page.wait_for_timeout(300)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+        timeout=MODEL_WAIT_MS)
+    page.wait_for_timeout(ms)
+
+
+def _type_inputs(page) -> None:
+    box = page.get_by_label("Sentences, one per line")
+    box.fill("\n".join(SENTENCES))
+    box.press("Control+Enter")
+    _settle(page, 500)
+    target = page.get_by_label("Target word")
+    target.fill("bat")
+    target.press("Enter")
+
+
+def _download(page, expander: str, fmt: str, tmp_path: Path) -> bytes:
+    page.get_by_text(expander, exact=False).first.click()
+    button = page.get_by_role("button", name=fmt, exact=True).first
+    with page.expect_download(timeout=120_000) as info:
+        button.click()
+    path = tmp_path / f"download.{fmt.lower()}"
+    info.value.save_as(path)
+    return path.read_bytes()
+
+
+def test_explorer_in_a_real_browser(server, browser, tmp_path):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/")          # the default page (clusters) lives at the root
+    page.wait_for_selector(".js-plotly-plot", timeout=MODEL_WAIT_MS)
+    _type_inputs(page)
+    _settle(page)
+    page.wait_for_selector("text='bat' in 4 sentences", timeout=MODEL_WAIT_MS)
+    assert not page.locator('[data-testid="stException"]').count()
+    page.screenshot(path=str(SHOTS / "clusters.png"), full_page=True)
+
+    # the layer slider: Home moves it to layer 0, and the right panel's title follows
+    slider = page.get_by_role("slider", name="Layer").first
+    top = slider.input_value()
+    slider.focus()
+    page.keyboard.press("Home")
+    _settle(page)
+    assert slider.input_value() == "0" != top
+    slider.focus()
+    page.keyboard.press("ArrowRight")
+    _settle(page)
+    assert slider.input_value() == "1"
+    page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot "
+                           ".annotation-text')].some(t => /^(layer|biLSTM) 1$/.test("
+                           "t.textContent.trim()))", timeout=60_000)
+
+    png = _download(page, "Export clusters-", "PNG", tmp_path)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    svg = _download(page, "Export clusters-", "SVG", tmp_path)
+    assert b"<svg" in svg[:300]
+
+    copied = page.url
+    assert "target=bat" in copied and re.search(r"layer_[^=&]+=1(&|$)", copied)
+
+    for name, link, expected in (
+            ("attention", "Attention", "text=smollm2-135m, layer 1, head 0"),
+            ("predictions", "Predictions", "text=A [MASK] flew out of the cave."),
+            ("layers", "Compare layers", "text=Anisotropy baseline"),
+            ("elmo", "ELMo layer weights", "h1:has-text('ELMo layer weights')")):
+        page.get_by_role("link", name=link).first.click()
+        _settle(page)
+        page.wait_for_selector(expected, timeout=MODEL_WAIT_MS)
+        _settle(page)
+        assert not page.locator('[data-testid="stException"]').count()
+        page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+    again = browser.new_page(viewport={"width": 1400, "height": 1000})
+    again.goto(copied)
+    again.wait_for_selector("text='bat' in 4 sentences", timeout=MODEL_WAIT_MS)
+    _settle(again)
+    assert again.get_by_label("Target word").input_value() == "bat"
+    assert again.get_by_role("slider", name="Layer").first.input_value() == "1"
+    assert SENTENCES[1] in again.get_by_label("Sentences, one per line").input_value()
