@@ -77,7 +77,9 @@ def _as_encodings(vectors: list[np.ndarray], texts: Sequence[WordText],
 
 
 def geometry(vectors: list[np.ndarray], texts: Sequence[WordText], family: str) -> dict:
-    m = layer_metrics(_as_encodings(vectors, texts, family))
+    # surface forms, not lowercased: ELMo's char CNN is case-sensitive, and its layer-0
+    # invariant (self-similarity exactly 1) holds per surface form
+    m = layer_metrics(_as_encodings(vectors, texts, family), lowercase=False)
     adj = m.adjusted()
     return {"anisotropy": m.anisotropy.tolist(), "self_similarity": m.self_similarity.tolist(),
             "intra_sentence": m.intra_sentence.tolist(), "mev": m.mev.tolist(),

@@ -107,13 +107,15 @@ def embed_throughput(model_id: str, texts: list[str], batch_size: int = 32) -> d
 
 # -- ELMo fast path vs reference loop ---------------------------------------------------------
 
-def elmo_paths(sentences: list[list[str]], batch_size: int = 32) -> dict:
+def elmo_paths(sentences: list[list[str]], batch_size: int = 32, bilm=None,
+               source: str = "") -> dict:
     """The same biLM run with impl="fast" and impl="reference" on the same batches."""
     import torch
 
     from engine.families.elmo_chars import batch_char_ids
 
-    bilm, source = _elmo_bilm()
+    if bilm is None:
+        bilm, source = _elmo_bilm()
     batches = [torch.from_numpy(batch_char_ids(sentences[i:i + batch_size]))
                for i in range(0, len(sentences), batch_size)]
     times, outputs = {}, {}

@@ -85,7 +85,7 @@ class _Occurrences:
     vocab: tuple[str, ...]
 
 
-def _collect(encodings: Sequence[Encoding], pool: Pooling) -> _Occurrences:
+def _collect(encodings: Sequence[Encoding], pool: Pooling, lowercase: bool) -> _Occurrences:
     if not encodings:
         raise EngineError("layer_metrics needs at least one encoding")
     n_layers = {e.n_layers for e in encodings}
@@ -98,7 +98,8 @@ def _collect(encodings: Sequence[Encoding], pool: Pooling) -> _Occurrences:
         if not keep:
             continue
         vecs.append(enc.word_vectors(pool)[:, keep])
-        wids += [vocab.setdefault(enc.words[i].lower(), len(vocab)) for i in keep]
+        keys = [enc.words[i].lower() if lowercase else enc.words[i] for i in keep]
+        wids += [vocab.setdefault(k, len(vocab)) for k in keys]
         sids += [s] * len(keep)
     if not vecs:
         raise EngineError("the encodings hold no words (only punctuation)")
@@ -178,14 +179,17 @@ def _intra_sentence(unit: np.ndarray, sentence_ids: np.ndarray) -> np.ndarray:
 
 
 def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: int = 0,
-                  n_pairs: int = 1000, max_occurrences: int = 200) -> LayerMetrics:
+                  n_pairs: int = 1000, max_occurrences: int = 200,
+                  lowercase: bool = True) -> LayerMetrics:
     """Ethayarajh (2019) statistics per layer over a set of encoded sentences.
 
-    Word identity is the lowercased word; words without a letter or digit are skipped.
+    Word identity is the lowercased word (lowercase=False: the exact surface form, under which
+    a case-sensitive context-free layer such as ELMo's char CNN has self-similarity exactly 1:
+    "The" and "the" get different char-CNN vectors); words without a letter or digit are skipped.
     A word seen more than `max_occurrences` times contributes a seeded random sample of
     its occurrences (this bounds the SVDs behind MEV for words like "the").
     """
-    occ = _collect(encodings, pool)
+    occ = _collect(encodings, pool, lowercase)
     unit = _unit(occ.vectors)
     rng = np.random.default_rng(seed + 1)
     by_word: dict[int, list[int]] = defaultdict(list)

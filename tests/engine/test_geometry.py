@@ -167,3 +167,12 @@ def test_adjusted_mev_is_zero_when_every_vector_points_the_same_way():
 def test_mev_baseline_of_random_isotropic_vectors_is_below_static_mev():
     m = layer_metrics(static_and_contextual(dim=64))
     assert m.mev_baseline[0] < m.mev[0] == pytest.approx(1.0)
+
+
+def test_case_sensitive_identity_keeps_a_case_sensitive_static_layer_at_one():
+    # a char-CNN-like layer: "The" and "the" get different vectors
+    rng = np.random.default_rng(11)
+    vocab = {w: rng.normal(size=8) for s in SENTENCES for w in s}
+    encs = [make_encoding(s, np.stack([np.stack([vocab[w] for w in s])])) for s in SENTENCES]
+    assert layer_metrics(encs, lowercase=False).self_similarity[0] == pytest.approx(1.0, abs=1e-12)
+    assert layer_metrics(encs).self_similarity[0] < 1.0 - 1e-6

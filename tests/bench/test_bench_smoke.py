@@ -1,0 +1,116 @@
+"""Smoke versions of the benchmarks on tiny inputs: the pipeline runs end to end and the
+invariants hold (ELMo layer 0 is context-free, probes beat the majority class on separable data,
+the fast ELMo path equals the reference loop)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bench.corpus import TaggedSentence, load_brown, simplify_tag, spread
+from bench.layers import Workload, pos_probe, run_model
+from bench.report import geometry_invariants, geometry_report, pos_report, senses_report
+from bench.speed import elmo_paths
+from bench.speed_report import speed_report
+from engine.analysis.wordnet import SenseExample
+from engine.families import elmo
+from engine.families.base import LoadOptions
+from engine.families.elmo_modules import ElmoBiLm
+from tests.engine.elmo_tiny import TINY_OPTIONS, write_tiny_elmo
+
+torch.set_num_threads(1)
+
+
+def synthetic_senses() -> tuple[SenseExample, ...]:
+    """Two lemmas, two senses each, three examples per sense (words of the bundled sample)."""
+    texts = {("bank.n", "river"): ["the bank of the river", "a muddy bank", "the river bank"],
+             ("bank.n", "money"): ["the bank lent money", "a bank loan", "my bank account"],
+             ("run.v", "move"): ["they run home", "run fast", "we run to school"],
+             ("run.v", "operate"): ["they run a shop", "run the company", "she will run it"]}
+    out = []
+    for (lemma, sense), sentences in texts.items():
+        rank = 1 if sense in ("river", "move") else 2
+        for t in sentences:
+            out.append(SenseExample(lemma, f"{lemma}:{sense}", rank, t,
+                                    t.split().index(lemma.split(".")[0])))
+    return tuple(out)
+
+
+@pytest.fixture(scope="module")
+def tiny_elmo(tmp_path_factory):
+    path = write_tiny_elmo(tmp_path_factory.mktemp("bench") / "tiny-elmo", seed=3)
+    return elmo.load("tiny-elmo", path, LoadOptions(device="cpu"), progress=False)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_elmo):
+    brown = load_brown(build=False)
+    work = Workload(tuple(spread(brown.heldout, 24)), tuple(spread(brown.train, 24)),
+                    synthetic_senses())
+    return run_model("tiny-elmo", "elmo", tiny_elmo.layer_names, tiny_elmo.encode, work,
+                     log=lambda _: None)
+
+
+def test_tiny_elmo_layer0_self_similarity_is_exactly_one(tiny_run):
+    assert tiny_run["geometry"]["self_similarity"][0] == pytest.approx(1.0, abs=1e-6)
+    checks = {name: ok for name, ok, _ in geometry_invariants(tiny_run)}
+    assert checks["ELMo layer 0 raw self-similarity is 1"]
+
+
+def test_tiny_run_reports_every_layer(tiny_run):
+    n = tiny_run["n_layers"]
+    assert n == 3
+    assert len(tiny_run["pos"]["accuracy"]) == n
+    assert len(tiny_run["senses"]["centroid"]) == n
+    assert sum(tiny_run["senses"]["mix_weights"]) == pytest.approx(1.0)
+
+
+def test_reports_render_a_table_row_per_layer(tiny_run):
+    geo = geometry_report([tiny_run], "sample", "geometry.png")
+    assert "| 2 | biLSTM 2 |" in geo and "![geometry per layer](geometry.png)" in geo
+    assert "| 1 | biLSTM 1 |" in pos_report([tiny_run], "sample", "pos.png")
+    assert "tiny-elmo" in senses_report([tiny_run], 12, "senses.png")
+
+
+def test_pos_probe_beats_majority_on_separable_synthetic_vectors():
+    rng = np.random.default_rng(0)
+    tags = ["nn", "vb", "at", "in"]
+    centres = {t: rng.normal(size=16) * 4 for t in tags}
+
+    def make(n):
+        sents, vecs = [], []
+        for _ in range(n):
+            ts = tuple(rng.choice(tags, size=6, p=[0.5, 0.2, 0.2, 0.1]))
+            sents.append(TaggedSentence("d", tuple("w" for _ in ts), ts))
+            layer = np.stack([centres[t] + rng.normal(size=16) for t in ts])
+            vecs.append(np.stack([rng.normal(size=layer.shape), layer]))   # L0 noise, L1 signal
+        return sents, vecs
+
+    (s_tr, v_tr), (s_te, v_te) = make(80), make(40)
+    result = pos_probe(v_tr, s_tr, v_te, s_te)
+    assert result["accuracy"][1] > 0.95 > result["majority_baseline"]
+    assert result["accuracy"][0] < result["accuracy"][1]
+
+
+def test_fast_elmo_path_equals_reference_loop():
+    bilm = ElmoBiLm.from_options(TINY_OPTIONS, seed=5, init_scale=0.5).eval()
+    sentences = [["a", "bank", "of", "the", "river"], ["money"], ["the", "bank", "lent", "it"]]
+    r = elmo_paths(sentences, batch_size=2, bilm=bilm, source="tiny")
+    assert r["same_to_1e-5"] and r["max_abs_diff"] <= 1e-5
+    assert r["fast_s"] > 0 and r["reference_s"] > 0
+
+
+def test_speed_report_flags_missed_targets():
+    text = speed_report({"bank": {"models": ["m"], "load_s": 1.0, "cold_s": 3.0, "warm_s": 0.1},
+                         "rss": {"models": ["m"], "peak_rss_gb": 2.0},
+                         "app": {"error": "no browser"}})
+    assert "| bank preset analysis, warm | 0.10 s | ≤ 0.2 s | meets target |" in text
+    assert "| bank preset analysis, cold (models loaded) | 3.00 s | ≤ 2.0 s | MISSES target |" \
+        in text
+    assert "MISSES target" in text.split("peak RSS")[1].splitlines()[0]
+    assert "- app: no browser" in text
+
+
+def test_brown_tags_lose_title_and_headline_suffixes():
+    assert [simplify_tag(t) for t in ("nn-tl", "np$", "dod*", "*", "--", "fw-in")] == \
+        ["nn", "np$", "dod", "*", "--", "fw"]
