@@ -48,9 +48,15 @@ def build_workload(size: str):
     from bench.layers import Workload, sample_lemmas
     from engine.analysis.wordnet import sense_examples
 
+    from engine.families.base import EngineError
+
     n = SIZES[size]
     brown = load_brown()
-    examples = sense_examples(min_examples_per_sense=2)
+    try:
+        examples = sense_examples(min_examples_per_sense=2)
+    except EngineError as err:  # WordNet missing: the sense benchmark is skipped, not the rest
+        log(f"word senses skipped: {err}")
+        examples = []
     work = Workload(tuple(spread(brown.heldout, n["heldout"])),
                     tuple(spread(brown.train, n["pos_train"])),
                     sample_lemmas(examples, n["lemmas"]))
@@ -95,23 +101,29 @@ def run_layers(models: list[tuple[str, str]], size: str, fresh: bool) -> None:
     if not results:
         log("no model could be analysed")
         return
+    (RESULTS / "layers.json").write_text(json.dumps(results, indent=1))
     plots.geometry_plot(results, RESULTS / "geometry.png")
     (RESULTS / "geometry.md").write_text(report.geometry_report(results, source,
                                                                 "geometry.png"))
     plots.per_layer_plot(results, lambda r: [("", r["pos"]["accuracy"])],
                          "POS linear probe accuracy per layer (Brown, held-out documents)",
                          "accuracy", RESULTS / "pos.png",
-                         {f"majority class ({r['model']})": r["pos"]["majority_baseline"]
-                          for r in results[:1]})
+                         {"majority class": results[0]["pos"]["majority_baseline"]})
     (RESULTS / "pos.md").write_text(report.pos_report(results, source, "pos.png"))
+    if all("senses" in r for r in results):
+        _write_senses(results, len(work.senses))
+    (CACHE / "failures.json").write_text(json.dumps(failures))
+
+
+def _write_senses(results: list[dict], n_examples: int) -> None:
+    from bench import plots, report
+
     plots.per_layer_plot(results, lambda r: [(" centroid", r["senses"]["centroid"]),
                                              (" pairs", r["senses"]["pairs"])],
                          "Word senses per layer (WordNet examples, held-out lemmas)",
                          "accuracy", RESULTS / "senses.png",
                          {"pairs chance": 0.5, "centroid chance": results[0]["senses"]["chance"]})
-    (RESULTS / "senses.md").write_text(report.senses_report(results, len(work.senses),
-                                                            "senses.png"))
-    (CACHE / "failures.json").write_text(json.dumps(failures))
+    (RESULTS / "senses.md").write_text(report.senses_report(results, n_examples, "senses.png"))
 
 
 def write_readme(elapsed: float, size: str) -> None:

@@ -185,5 +185,6 @@ def _analyses(out: dict, held, held_texts, train, sense_vecs, work: Workload) ->
     out["pos"] = pos_probe(train, work.pos_train, held, work.heldout)
     t_pos = time.perf_counter() - t
     t = time.perf_counter()
-    out["senses"] = sense_probes(_sense_data(sense_vecs, work.senses), work.seed)
+    if work.senses:  # empty when WordNet is not installed
+        out["senses"] = sense_probes(_sense_data(sense_vecs, work.senses), work.seed)
     out["seconds"] = {"geometry": t_geo, "pos": t_pos, "senses": time.perf_counter() - t}

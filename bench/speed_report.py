@@ -15,8 +15,14 @@ def speed_rows(s: dict) -> list[list]:
     if "warm_s" in b:
         rows.append(["bank preset analysis, warm", f"{b['warm_s']:.2f} s",
                      f"≤ {TARGETS['warm']} s", _ok(b["warm_s"] <= TARGETS["warm"])])
-        rows.append(["bank preset analysis, cold (models loaded)", f"{b['cold_s']:.2f} s",
-                     f"≤ {TARGETS['cold']} s", _ok(b["cold_s"] <= TARGETS["cold"])])
+        rows.append(["bank preset analysis, cold (models loaded, UMAP compiled)",
+                     f"{b['cold_s']:.2f} s", f"≤ {TARGETS['cold']} s",
+                     _ok(b["cold_s"] <= TARGETS["cold"])])
+        if "umap_jit_s" in b:
+            first = b["cold_s"] + b["umap_jit_s"]
+            rows.append(["bank preset analysis, first in a fresh process (+ UMAP numba compile)",
+                         f"{first:.2f} s", f"≤ {TARGETS['cold']} s",
+                         _ok(first <= TARGETS["cold"])])
     e = s.get("embed", {})
     if "speedup" in e:
         rows.append([f"embedding throughput vs naive HF loop ({e['model']})",
@@ -49,9 +55,11 @@ def speed_report(s: dict) -> str:
     if "warm_s" in b:
         out += ["## Polysemy analysis of the bank preset", "",
                 f"Models: {', '.join(b['models'])}. One fresh process: loading the models took "
-                f"{b['load_s']:.1f} s; the first analysis (encode the preset, every layer's "
-                "target vectors, UMAP aligned across layers, sense separation, layer geometry) "
-                f"{b['cold_s']:.2f} s; repeats with the engine's encoding cache "
+                f"{b['load_s']:.1f} s; numba's one-off compilation of UMAP (first UMAP call "
+                f"in a process) {b.get('umap_jit_s', float('nan')):.1f} s; the first analysis "
+                "(encode the preset, every layer's target vectors, UMAP aligned across layers, "
+                f"sense separation, layer geometry) {b['cold_s']:.2f} s; repeats with the "
+                "engine's encoding cache "
                 f"{b['warm_s']:.2f} s. The app adds st.cache_data on top, so a re-render with "
                 "unchanged inputs does not recompute at all.", ""]
     e = s.get("embed", {})
