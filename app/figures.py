@@ -121,9 +121,9 @@ def head_view(tokens: Sequence[str], att: np.ndarray, focus: int | None = None,
                 line=dict(width=1 + 5 * w, color="rgba(31,119,180,%.3f)" % min(1.0, 0.1 + w)
                           if hot else "rgba(214,39,40,%.3f)" % min(1.0, 0.1 + w)),
                 hovertemplate=f"{tokens[i]} → {tokens[j]}: {w:.3f}<extra></extra>"))
-    for x, anchor in ((0, "right"), (1, "left")):
+    for x, side in ((0, "left"), (1, "right")):    # labels outside the lines
         fig.add_trace(go.Scatter(x=[x] * t, y=y, mode="markers+text", text=list(tokens),
-                                 textposition=f"middle {anchor}", showlegend=False,
+                                 textposition=f"middle {side}", showlegend=False,
                                  marker=dict(size=6, color="grey"), hoverinfo="text"))
     fig.update_layout(title=title, height=max(300, 26 * t + 80),
                       xaxis=dict(visible=False, range=[-0.6, 1.6]),

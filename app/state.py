@@ -95,6 +95,11 @@ def _on_preset() -> None:
         _apply_preset(st.session_state["preset"])
 
 
+def _edited() -> None:
+    """Typed sentences are no longer the preset's."""
+    st.session_state["preset"] = CUSTOM
+
+
 def _init_session() -> None:
     if st.session_state.get("_initialised"):
         return
@@ -123,7 +128,7 @@ def sidebar() -> Inputs:
     sb = st.sidebar
     sb.selectbox("Preset", [CUSTOM, *presets()], key="preset", on_change=_on_preset,
                  help="Sentences with sense labels for a polysemous word")
-    sb.text_area("Sentences, one per line", key="sentences", height=180,
+    sb.text_area("Sentences, one per line", key="sentences", height=180, on_change=_edited,
                  help=f"max {MAX_SENTENCES} sentences, {MAX_WORDS} words each")
     sb.caption(f"max {MAX_SENTENCES} sentences, {MAX_WORDS} words each")
     sb.text_input("Target word", key="target", max_chars=40)

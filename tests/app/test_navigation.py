@@ -57,3 +57,13 @@ def test_a_too_long_sentence_is_one_line_not_a_traceback():
     errors = messages(at)["error"]
     assert errors and all("\n" not in e for e in errors)
     assert any("cap is 128" in e for e in errors)
+
+
+def test_typing_sentences_turns_the_preset_into_custom():
+    at = app().run()
+    assert at.sidebar.selectbox(key="preset").value == "mouse"
+    set_sentences(at, ["A bat flew.", "He swung the bat.", "The bat slept."], "bat").run()
+    assert at.sidebar.selectbox(key="preset").value == "(custom)"
+    at.sidebar.selectbox(key="preset").set_value("crane").run()
+    assert at.sidebar.text_input(key="target").value == "crane"
+    assert at.session_state["labels"].split("|")[:2] == ["bird", "machine"]

@@ -81,18 +81,20 @@ def _settle(page, ms: int = 1500) -> None:
 
 
 def _type_inputs(page) -> None:
-    box = page.get_by_label("Sentences, one per line")
+    box = page.get_by_role("textbox", name="Sentences, one per line", exact=True)
     box.fill("\n".join(SENTENCES))
     box.press("Control+Enter")
     _settle(page, 500)
-    target = page.get_by_label("Target word")
+    target = page.get_by_role("textbox", name="Target word", exact=True)
     target.fill("bat")
     target.press("Enter")
 
 
 def _download(page, expander: str, fmt: str, tmp_path: Path) -> bytes:
-    page.get_by_text(expander, exact=False).first.click()
-    button = page.get_by_role("button", name=fmt, exact=True).first
+    details = page.locator("details").filter(has_text=expander).first
+    if details.get_attribute("open") is None:
+        details.locator("summary").click()
+    button = details.get_by_role("button", name=fmt, exact=True)
     with page.expect_download(timeout=120_000) as info:
         button.click()
     path = tmp_path / f"download.{fmt.lower()}"
@@ -150,6 +152,6 @@ def test_explorer_in_a_real_browser(server, browser, tmp_path):
     again.goto(copied)
     again.wait_for_selector("text='bat' in 4 sentences", timeout=MODEL_WAIT_MS)
     _settle(again)
-    assert again.get_by_label("Target word").input_value() == "bat"
+    assert again.get_by_role("textbox", name="Target word", exact=True).input_value() == "bat"
     assert again.get_by_role("slider", name="Layer").first.input_value() == "1"
-    assert SENTENCES[1] in again.get_by_label("Sentences, one per line").input_value()
+    assert SENTENCES[1] in again.get_by_role("textbox", name="Sentences, one per line", exact=True).input_value()

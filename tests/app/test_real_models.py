@@ -1,0 +1,70 @@
+"""The pages with the bundled models (minilm-l6: BERT, 6 layers x 12 heads, no MLM head;
+smollm2-135m: GPT, 30 layers x 9 heads). One engine is shared by every test in this module."""
+import numpy as np
+import pytest
+import streamlit as st
+
+from app import compute
+from engine.api import Engine
+from tests.app.helpers import figure, messages, no_failures, page
+
+pytestmark = pytest.mark.slow
+SENTENCES = "A bat flew out of the cave.\nHe swung the bat hard.\nThe bat slept all day."
+PARAMS = {"sentences": SENTENCES, "target": "bat", "labels": "animal|sport|animal",
+          "model_elmo": "(none)", "model_gpt": "smollm2-135m", "model_bert": "minilm-l6"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def real_engine():
+    compute.ENGINE_FACTORY = Engine
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    yield
+
+
+def opened(name: str):
+    at = page(name, timeout=600)
+    for k, v in PARAMS.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def test_clusters_show_every_layer_of_both_bundled_models():
+    at = opened("clusters")
+    no_failures(at)
+    assert at.slider(key="layer_smollm2-135m").max == 30
+    assert at.slider(key="layer_minilm-l6").max == 6
+    cos = np.array(figure(at, "Cosine similarity, layer 30")["data"][0]["z"])
+    assert cos.shape == (3, 3) and np.allclose(np.diag(cos), 1.0, atol=1e-4)
+    sil = figure(at, "Silhouette")
+    assert {tr["name"] for tr in sil["data"]} == {"smollm2-135m", "minilm-l6"}
+
+
+def test_attention_statistics_have_one_cell_per_layer_and_head():
+    at = opened("attention")
+    no_failures(at)
+    assert np.array(figure(at, "Entropy")["data"][0]["z"]).shape == (30, 9)
+    at.radio(key="att_model").set_value("minilm-l6").run()
+    no_failures(at)
+    assert np.array(figure(at, "Entropy")["data"][0]["z"]).shape == (6, 12)
+    sink = np.array(figure(at, "Sink share")["data"][0]["z"])
+    assert ((sink >= 0) & (sink <= 1 + 1e-5)).all()
+
+
+def test_predictions_note_the_missing_mlm_head_and_read_smollm2_layers():
+    at = opened("predictions")
+    no_failures(at)
+    assert any("mask" in i.lower() for i in messages(at)["info"])
+    nxt = figure(at, "Next word")
+    probs = nxt["data"][0]["x"]
+    assert len(probs) == 8 and all(0 < p <= 1 for p in probs)
+    lens = np.array(figure(at, "Top next token per layer")["data"][0]["z"])
+    assert lens.shape == (31, 1)             # "A" is the prefix; 30 layers + embeddings
+
+
+def test_layer_metrics_for_both_models():
+    at = opened("layers")
+    no_failures(at)
+    aniso = figure(at, "Anisotropy baseline")
+    lengths = {tr["name"]: len(tr["y"]) for tr in aniso["data"]}
+    assert lengths == {"smollm2-135m": 31, "minilm-l6": 7}
