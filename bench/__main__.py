@@ -63,6 +63,17 @@ def build_workload(size: str):
     return work, brown.source
 
 
+def model_stamp(model_id: str) -> str:
+    """Newest modification time of the model's files: a retrained model invalidates its cache."""
+    from engine.registry import load_registry, local_path
+
+    path = local_path(load_registry()[model_id])
+    if path is None or not path.exists():
+        return ""
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    return str(max((p.stat().st_mtime for p in files), default=0.0))
+
+
 def run_layers(models: list[tuple[str, str]], size: str, fresh: bool) -> None:
     from bench import plots, report
     from bench.layers import run_model
@@ -74,6 +85,7 @@ def run_layers(models: list[tuple[str, str]], size: str, fresh: bool) -> None:
     results, failures = [], []
     for mid, family in models:
         cached = CACHE / f"layers_{mid}.json"
+        signature = {**signature, "model_stamp": model_stamp(mid)}
         if cached.exists() and not fresh:
             r = json.loads(cached.read_text())
             if r.get("signature") == signature:

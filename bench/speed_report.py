@@ -30,8 +30,13 @@ def speed_rows(s: dict) -> list[list]:
                      _ok(e["speedup"] >= TARGETS["embed"])])
     el = s.get("elmo", {})
     if "speedup" in el:
-        rows.append(["ELMo fast path vs per-time-step reference", f"{el['speedup']:.2f}×",
-                     f"≥ {TARGETS['elmo']}×", _ok(el["speedup"] >= TARGETS["elmo"])])
+        rows.append(["ELMo fast path vs per-time-step reference (both batched)",
+                     f"{el['speedup']:.2f}×", f"≥ {TARGETS['elmo']}×",
+                     _ok(el["speedup"] >= TARGETS["elmo"])])
+        if "speedup_vs_unbatched" in el:
+            rows.append(["ELMo fast path vs reference run one sentence at a time",
+                         f"{el['speedup_vs_unbatched']:.2f}×", f"≥ {TARGETS['elmo']}×",
+                         _ok(el["speedup_vs_unbatched"] >= TARGETS["elmo"])])
     r = s.get("rss", {})
     if "peak_rss_gb" in r:
         rows.append([f"peak RSS, bundled models loaded ({', '.join(r['models'])})",
@@ -83,7 +88,13 @@ def speed_report(s: dict) -> str:
     if "speedup" in el:
         out += ["## ELMo: fast path vs reference loop", "",
                 f"{el['model']}; {el['sentences']} sentences in batches of {el['batch_size']}: "
-                f"fast {el['fast_s']:.2f} s, reference {el['reference_s']:.2f} s; largest "
+                f"fast {el['fast_s']:.2f} s, reference {el['reference_s']:.2f} s (best of "
+                f"{el.get('repeats', 1)}), reference one sentence at a time "
+                f"{el.get('reference_unbatched_s', float('nan')):.2f} s; largest "
                 f"difference between their outputs {el['max_abs_diff']:.2e} "
-                f"({'within' if el['same_to_1e-5'] else 'NOT within'} 1e-5).", ""]
+                f"({'within' if el['same_to_1e-5'] else 'NOT within'} 1e-5). Both paths "
+                "step through time; the reference computes the input projection inside the "
+                "loop and runs padded rows, the fast path does one input matmul for all steps "
+                "and shrinks the batch as sentences end, so on equal batches the gain is "
+                "bounded near 2× (the recurrent matmul is the same in both).", ""]
     return "\n".join(out)
