@@ -6,7 +6,9 @@ model or a projection.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import streamlit as st
@@ -14,7 +16,8 @@ import streamlit as st
 from engine.analysis import attention as att_analysis
 from engine.analysis import geometry, projection, senses
 from engine.api import Engine
-from engine.registry import availability
+from engine.families.base import EngineError
+from engine.registry import availability, family_of_dir
 from engine.registry import default_model as registry_default
 from engine.result import Encoding
 
@@ -30,11 +33,28 @@ def get_engine():
 
 
 def available_models(family: str) -> list[str]:
+    """Installed registry models of a family, the default first, then the model folders in
+    the user's CTXLENS_MODEL_DIRS (the engine accepts those paths as model ids)."""
     reg = get_engine().registry
     ids = [e.id for e in reg.values() if e.family == family
            and availability(e) in ("bundled", "installed")]
     first = default_model(family)
-    return sorted(ids, key=lambda i: (i != first, i))
+    return sorted(ids, key=lambda i: (i != first, i)) + local_models(family)
+
+
+def local_models(family: str) -> list[str]:
+    out = []
+    for root in os.environ.get("CTXLENS_MODEL_DIRS", "").split(os.pathsep):
+        base = Path(root.strip()).expanduser() if root.strip() else None
+        if base is None or not base.is_dir():
+            continue
+        for d in sorted(p for p in base.iterdir() if p.is_dir()):
+            try:
+                if family_of_dir(d) == family:
+                    out.append(str(d.resolve()))
+            except EngineError:
+                continue  # not a model folder
+    return out
 
 
 def default_model(family: str) -> str | None:
