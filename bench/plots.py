@@ -16,6 +16,15 @@ GEOMETRY_PANELS = (("anisotropy", "anisotropy baseline"),
                    ("intra_sentence_adjusted", "intra-sentence similarity − baseline"),
                    ("mev_adjusted", "maximum explainable variance − baseline"))
 PUBLISHED_STYLE = {"ELMo": "tab:green", "BERT-base": "tab:blue", "GPT-2": "tab:red"}
+# measured lines avoid the published colours; one marker per family
+MODEL_COLOURS = ("tab:purple", "tab:orange", "black", "tab:brown", "tab:olive", "tab:cyan",
+                 "tab:pink", "tab:gray")
+FAMILY_MARKER = {"elmo": "s", "bert": "o", "gpt": "^"}
+
+
+def model_style(i: int, family: str) -> dict:
+    return {"color": MODEL_COLOURS[i % len(MODEL_COLOURS)],
+            "marker": FAMILY_MARKER.get(family, "o"), "ms": 4}
 
 
 def depth(n_layers: int) -> np.ndarray:
@@ -40,15 +49,17 @@ def geometry_plot(results: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
     for ax, (key, title) in zip(axes.flat, GEOMETRY_PANELS):
         _published(ax, key)
-        for r in results:
+        for i, r in enumerate(results):
             ys = np.array(r["geometry"][key], dtype=float)
-            ax.plot(depth(len(ys)), ys, marker="o", ms=3, label=r["model"])
+            ax.plot(depth(len(ys)), ys, label=r["model"], **model_style(i, r["family"]))
         ax.set_title(title)
         ax.set_xlabel("relative depth (0 = embedding layer, 1 = top layer)")
         ax.grid(alpha=0.3)
-    axes.flat[0].legend(fontsize=7, loc="best")
-    fig.suptitle("Ethayarajh (2019) statistics per layer: measured (lines) vs published (stars, bands)")
-    fig.tight_layout()
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8)
+    fig.suptitle("Ethayarajh (2019) statistics per layer: measured (lines) vs published "
+                 "(stars, bands)")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -57,10 +68,11 @@ def per_layer_plot(results: list[dict], series, title: str, ylabel: str, path: P
                    baselines: dict[str, float] | None = None) -> None:
     """series(result) -> (label, values per layer) pairs; one line per model and series."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    for r in results:
-        for label, ys in series(r):
+    for i, r in enumerate(results):
+        for j, (label, ys) in enumerate(series(r)):
             ys = np.array(ys, dtype=float)
-            ax.plot(depth(len(ys)), ys, marker="o", ms=3, label=f"{r['model']}{label}")
+            ax.plot(depth(len(ys)), ys, label=f"{r['model']}{label}",
+                    ls=("-", "--", ":")[j % 3], **model_style(i, r["family"]))
     for name, value in (baselines or {}).items():
         ax.axhline(value, ls="--", lw=1, color="grey")
         ax.text(0.01, value, name, fontsize=8, va="bottom", color="grey")
