@@ -142,8 +142,10 @@ def pos_report(results: list[dict], source: str, png: str) -> str:
         acc = r["pos"]["accuracy"]
         best = int(np.argmax(acc))
         rows.append([r["model"], r["pos"]["majority_baseline"], acc[0],
-                     f"{acc[best]:.3f} (L{best})", acc[-1]])
-    out += [table(["model", "majority class", "layer 0", "best layer", "top layer"], rows), ""]
+                     f"{acc[best]:.3f} (L{best})", acc[-1],
+                     "yes" if best < len(acc) - 1 else "no"])
+    out += [table(["model", "majority class", "layer 0", "best layer", "top layer",
+                   "best below the top (syntax lower)"], rows), ""]
     for r in results:
         out += [f"## {r['model']}", "", table(["layer", "name", "accuracy"], [
             [i, n, a] for i, (n, a) in enumerate(zip(_names(r), r["pos"]["accuracy"]))]), ""]
