@@ -77,6 +77,8 @@ def separation_chart(inputs, models, labels) -> None:
         sep = compute.separation(model_id, inputs.sentences, inputs.target, inputs.pool,
                                  tuple(labels))
         sil[model_id], acc[model_id] = sep.silhouette, sep.nearest_centroid
+    if any(np.isnan(v).all() for v in acc.values()):
+        st.caption("Leave-one-out accuracy needs at least two sentences for every sense.")
     c1, c2 = st.columns(2)
     for col, series, name, axis in ((c1, sil, "silhouette", "silhouette (cosine)"),
                                     (c2, acc, "nearest-centroid", "leave-one-out accuracy")):

@@ -85,3 +85,13 @@ def test_tsne_projection_notes_the_lowered_perplexity():
     at.radio(key="projection").set_value("t-SNE").run()
     no_failures(at)
     assert any("perplexity" in c.value for c in at.caption)
+
+
+def test_a_sense_with_one_sentence_explains_the_missing_accuracy():
+    at = page("clusters").run()
+    set_sentences(at, ["The bank is open.", "A river bank.", "The bank closed.",
+                       "Bank holiday today."], "bank")
+    at.session_state["labels"] = "money|river|money|money"
+    at.run()
+    no_failures(at)
+    assert any("at least two sentences for every sense" in c.value for c in at.caption)

@@ -67,3 +67,15 @@ def test_typing_sentences_turns_the_preset_into_custom():
     at.sidebar.selectbox(key="preset").set_value("crane").run()
     assert at.sidebar.text_input(key="target").value == "crane"
     assert at.session_state["labels"].split("|")[:2] == ["bird", "machine"]
+
+
+def test_a_hand_edited_link_with_bad_values_falls_back_to_defaults():
+    at = app()
+    at.query_params["projection"] = "MDS"
+    at.query_params["layer_fake-gpt"] = "banana"
+    at.query_params["pool"] = "max"
+    at.run()
+    no_failures(at)
+    assert at.radio(key="projection").value == "PCA"
+    assert at.slider(key="layer_fake-gpt").value == 3
+    assert at.sidebar.radio(key="pool").value == "mean"
