@@ -11,8 +11,9 @@ from threadpoolctl import threadpool_limits
 
 from bench.corpus import TaggedSentence
 from engine.analysis.geometry import layer_metrics
-from engine.analysis.probes import (ScalarMix, SenseData, fit_threshold, learn_scalar_mix, linear_probe,
-                                    chance_accuracy, first_sense_accuracy, nearest_centroid_accuracy,
+from engine.analysis.probes import (ScalarMix, SenseData, chance_accuracy, fit_threshold,
+                                    first_sense_accuracy, learn_scalar_mix, linear_probe,
+                                    nearest_centroid_accuracy,
                                     pair_cosines, sense_pairs, threshold_accuracy)
 from engine.analysis.wordnet import SenseExample
 from engine.families.base import EngineError

@@ -48,7 +48,8 @@ def geometry_report(results: list[dict], source: str, png: str) -> str:
     out = ["# Ethayarajh (2019) geometry per layer", "",
            f"Sentences: {source}. Word vectors are the mean of each word's subword vectors; "
            "word identity is the exact surface form (case-sensitive, as ELMo's char CNN is; "
-           "words without a letter or digit are left out); self-similarity and MEV use words seen at least twice; the anisotropy "
+           "words without a letter or digit are left out); self-similarity and MEV use "
+           "words seen at least twice; the anisotropy "
            "baseline is the mean cosine of 1,000 random pairs of different words from "
            "different sentences; MEV (uncentred, σ1²/Σσi²) is also shown minus its value on "
            "as many random occurrences. Definitions: engine/analysis/geometry.py.", "",

@@ -64,7 +64,8 @@ def matmul_flops(n: int = 1024, seconds: float = 1.5) -> float:
 # -- embedding throughput ---------------------------------------------------------------------
 
 def _naive_hf(path: Path, texts: list[str]) -> tuple[float, int, int]:
-    """One sentence at a time through Hugging Face with output_hidden_states: (s, tokens, params)."""
+    """One sentence at a time through Hugging Face with output_hidden_states:
+    (seconds, tokens, matmul parameters)."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 

@@ -22,7 +22,8 @@ def _layer_rows(layers: list[dict]) -> list[list]:
         checks = geometry_invariants(r)
         inv = f"{sum(ok for _, ok, _ in checks)}/{len(checks)} pass"
         acc = r["pos"]["accuracy"]
-        pos = f"{max(acc):.3f} at L{int(np.argmax(acc))} (majority {r['pos']['majority_baseline']:.3f})"
+        pos = (f"{max(acc):.3f} at L{int(np.argmax(acc))} "
+               f"(majority {r['pos']['majority_baseline']:.3f})")
         s = r.get("senses")
         sense = "n/a" if s is None else (
             f"L0 {s['centroid'][0]:.3f}, best {max(s['centroid']):.3f} at "

@@ -85,7 +85,8 @@ def _scored_rows(senses: np.ndarray, lemmas: np.ndarray) -> list[tuple[np.ndarra
 
 def first_sense_accuracy(senses: np.ndarray, lemmas: np.ndarray, ranks: np.ndarray) -> float:
     """Baseline on the examples nearest_centroid_accuracy scores: always answer the lemma's
-    sense with the lowest WordNet rank (the "first sense" baseline of Peters et al. 2018 Table 5)."""
+    sense with the lowest WordNet rank (the "first sense" baseline of Peters et al. 2018,
+    Table 5)."""
     hits, total = 0, 0
     for rows, names in _scored_rows(senses, lemmas):
         rank_of = {s: r for s, r in zip(senses[lemmas == lemmas[rows[0]]],

@@ -106,7 +106,8 @@ def test_adjusted_subtracts_the_anisotropy_baseline():
 
 
 def test_metrics_are_deterministic_for_a_seed():
-    a, b = layer_metrics(static_and_contextual(), seed=7), layer_metrics(static_and_contextual(), seed=7)
+    a = layer_metrics(static_and_contextual(), seed=7)
+    b = layer_metrics(static_and_contextual(), seed=7)
     np.testing.assert_array_equal(a.anisotropy, b.anisotropy)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.analysis.probes import (fit_threshold, learn_scalar_mix, linear_probe,
-                                    chance_accuracy, first_sense_accuracy, nearest_centroid_accuracy,
+from engine.analysis.probes import (chance_accuracy, first_sense_accuracy, fit_threshold,
+                                    learn_scalar_mix, linear_probe, nearest_centroid_accuracy,
                                     pair_cosines, sense_pairs, threshold_accuracy)
 
 
@@ -16,7 +16,8 @@ def sense_clusters(n_lemmas=6, senses_per_lemma=2, per_sense=5, dim=32, noise=0.
     for lem in range(n_lemmas):
         for s in range(senses_per_lemma):
             centre = rng.normal(size=dim)
-            vecs.append(centre + noise * rng.normal(size=(per_sense, dim)) * np.linalg.norm(centre) / np.sqrt(dim))
+            spread = noise * np.linalg.norm(centre) / np.sqrt(dim)
+            vecs.append(centre + spread * rng.normal(size=(per_sense, dim)))
             senses += [lem * senses_per_lemma + s] * per_sense
             lemmas += [lem] * per_sense
     return np.concatenate(vecs), np.array(senses), np.array(lemmas)
