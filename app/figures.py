@@ -46,6 +46,7 @@ def projection_scatter(panels: Sequence[tuple[str, np.ndarray]], labels: Sequenc
                 marker=dict(size=12, color=colour, line=dict(width=1, color="white")),
                 text=[_wrap(hover[i]) for i in idx],
                 hovertemplate="%{text}<extra>" + lab + "</extra>"), row=1, col=col)
+    fig.update_xaxes(matches="x")    # one scale for every panel: the layouts are comparable
     fig.update_layout(title=title, height=430, legend_title_text="sense",
                       margin=dict(l=10, r=10, t=60, b=10))
     return fig

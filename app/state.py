@@ -88,6 +88,7 @@ def _apply_preset(name: str) -> None:
     st.session_state["sentences"] = "\n".join(p.sentences)
     st.session_state["target"] = p.target
     st.session_state["labels"] = "|".join(p.labels)
+    st.session_state["_labels_for"] = p.sentences
 
 
 def _on_preset() -> None:
@@ -111,6 +112,8 @@ def _init_session() -> None:
     for key in ("sentences", "target", "labels"):
         if key in params:
             st.session_state[key] = params[key]
+    if "labels" in params:   # a link's labels belong to the link's sentences, line by line
+        st.session_state["_labels_for"] = sentence_lines()
     st.session_state["pool"] = params.get("pool", "mean")
     for family in SHOWN_FAMILIES:
         st.session_state[f"model_{family}"] = params.get(f"model_{family}",
@@ -154,14 +157,22 @@ def sidebar() -> Inputs:
 
 
 def sense_labels(sentences: tuple[str, ...]) -> list[str]:
-    """One label per sentence, from the '|'-joined labels kept in the session (and URL)."""
-    labels = st.session_state.get("labels", "").split("|")
-    return [(labels[i].strip() or UNLABELLED) if i < len(labels) else UNLABELLED
-            for i in range(len(sentences))]
+    """One label per sentence, from the '|'-joined labels kept in the session (and URL).
+
+    Labels follow their sentence when lines are edited, added or removed: a new line is
+    unlabelled rather than inheriting the label of whatever line used to stand there.
+    """
+    labels = [l.strip() or UNLABELLED for l in st.session_state.get("labels", "").split("|")]
+    made_for = st.session_state.get("_labels_for")
+    if made_for is not None:
+        by_sentence = dict(zip(made_for, labels))
+        return [by_sentence.get(s, UNLABELLED) for s in sentences]
+    return [labels[i] if i < len(labels) else UNLABELLED for i in range(len(sentences))]
 
 
-def set_sense_labels(labels: list[str]) -> None:
+def set_sense_labels(labels: list[str], sentences: tuple[str, ...]) -> None:
     st.session_state["labels"] = "|".join(str(l).replace("|", "/") for l in labels)
+    st.session_state["_labels_for"] = tuple(sentences)
 
 
 def write_url() -> None:

@@ -37,8 +37,10 @@ def attention_views(inputs, enc) -> None:
                                hide_special=hide)
     tabs = st.tabs(["Head view", "Heatmap", "Model view", "Head statistics", "Rollout"])
     with tabs[0]:
-        focus = st.selectbox("Focus on token", ["(all)"] + [f"{i}: {t}" for i, t in
-                                                           enumerate(tokens)], key="att_focus")
+        options = ["(all)"] + [f"{i}: {t}" for i, t in enumerate(tokens)]
+        if st.session_state.get("att_focus") not in options:   # another sentence or model
+            st.session_state["att_focus"] = "(all)"
+        focus = st.selectbox("Focus on token", options, key="att_focus")
         idx = None if focus == "(all)" else int(focus.split(":")[0])
         show(figures.head_view(tokens, one, idx, f"{enc.model_id}, {what}"), "head-view",
              matrix_table(one, tokens), settings)
@@ -109,6 +111,8 @@ def render(inputs: state.Inputs) -> None:
     sentence = inputs.sentences[pick]
     with_att = [m for f, m in models if f in ("bert", "gpt")]
     if with_att:
+        if st.session_state.get("att_model") not in with_att:
+            st.session_state["att_model"] = with_att[0]
         model_id = st.radio("Model", with_att, horizontal=True, key="att_model")
         enc = compute.encodings(model_id, (sentence,))[0]
         if enc.attentions is None:

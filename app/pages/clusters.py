@@ -16,18 +16,20 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
         c1, c2, c3 = st.columns([1, 1, 2])
         k = c1.number_input("senses", 2, 6, 2, key="suggest_k")
         how = c2.selectbox("clustering", ["kmeans", "agglomerative"], key="suggest_how")
-        if c3.button("Suggest senses", disabled=suggest_from is None) and suggest_from:
+        if c3.button("Suggest senses", disabled=suggest_from is None,
+                     help=f"Cluster {suggest_from[1] if suggest_from else ''}'s top layer"
+                     ) and suggest_from:
             tv = compute.target_vectors(suggest_from[1], inputs.sentences, inputs.target,
                                         inputs.pool)
             found = senses.suggest_senses(tv.vectors[-1], k=int(k), method=how)
             for row, lab in zip(tv.rows, found):
                 labels[row] = f"sense {lab + 1}"
-            state.set_sense_labels(labels)
+            state.set_sense_labels(labels, inputs.sentences)
         table = pd.DataFrame({"sentence": inputs.sentences, "sense": labels})
         edited = st.data_editor(table, disabled=["sentence"], hide_index=True,
                                 width="stretch", key=f"senses-{hash(tuple(labels))}")
         labels = [str(s) if s else state.UNLABELLED for s in edited["sense"]]
-        state.set_sense_labels(labels)
+        state.set_sense_labels(labels, inputs.sentences)
     return labels
 
 

@@ -70,3 +70,14 @@ def test_a_layer_from_the_url_beyond_the_model_is_clamped():
     at.run()
     no_failures(at)
     assert at.slider(key="att_layer").value == 3
+
+
+def test_switching_model_resets_a_token_focus_that_no_longer_exists():
+    at = _bert(page("attention").run())
+    at.selectbox(key="att_focus").set_value("6: [SEP]").run()
+    no_failures(at)
+    assert len([tr for tr in figure(at, "fake-bert, layer 1, head 0")["data"]
+                if tr["mode"] == "lines"]) < 7 * 7
+    at.radio(key="att_model").set_value("fake-gpt").run()
+    no_failures(at)
+    assert at.selectbox(key="att_focus").value == "(all)"

@@ -88,10 +88,23 @@ def test_tsne_projection_notes_the_lowered_perplexity():
 
 
 def test_a_sense_with_one_sentence_explains_the_missing_accuracy():
-    at = page("clusters").run()
-    set_sentences(at, ["The bank is open.", "A river bank.", "The bank closed.",
-                       "Bank holiday today."], "bank")
-    at.session_state["labels"] = "money|river|money|money"
+    at = page("clusters")
+    at.query_params["sentences"] = "The bank is open.\nA river bank.\nThe bank closed.\nBank day."
+    at.query_params["target"] = "bank"
+    at.query_params["labels"] = "money|river|money|money"
     at.run()
     no_failures(at)
     assert any("at least two sentences for every sense" in c.value for c in at.caption)
+
+
+def test_labels_follow_their_sentences_when_lines_are_edited():
+    at = page("clusters").run()
+    lines = at.sidebar.text_area(key="sentences").value.splitlines()
+    edited = ["A brand new line about a mouse."] + lines[1:]
+    at.sidebar.text_area(key="sentences").set_value("\n".join(edited)).run()
+    no_failures(at)
+    names = {tr["name"] for tr in figure(at, "fake-gpt")["data"]}
+    assert names == {"?", "device", "animal"}
+    hovers = {t: tr["name"] for tr in figure(at, "fake-gpt")["data"] for t in tr["text"]}
+    assert hovers["A brand new line about a mouse."] == "?"
+    assert hovers["Buy a new mouse for your computer."] == "device"

@@ -148,10 +148,17 @@ def test_explorer_in_a_real_browser(server, browser, tmp_path):
         assert not page.locator('[data-testid="stException"]').count()
         page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
-    again = browser.new_page(viewport={"width": 1400, "height": 1000})
+    # the copied link in a fresh dark-mode browser: same state, and the theme follows the system
+    again = browser.new_page(viewport={"width": 1400, "height": 1000}, color_scheme="dark")
     again.goto(copied)
     again.wait_for_selector("text='bat' in 4 sentences", timeout=MODEL_WAIT_MS)
     _settle(again)
     assert again.get_by_role("textbox", name="Target word", exact=True).input_value() == "bat"
     assert again.get_by_role("slider", name="Layer").first.input_value() == "1"
-    assert SENTENCES[1] in again.get_by_role("textbox", name="Sentences, one per line", exact=True).input_value()
+    box = again.get_by_role("textbox", name="Sentences, one per line", exact=True)
+    assert SENTENCES[1] in box.input_value()
+    background = again.evaluate("getComputedStyle(document.querySelector('.stApp'))"
+                                ".backgroundColor")
+    rgb = [int(x) for x in re.findall(r"\d+", background)[:3]]
+    assert sum(rgb) < 200, background          # a dark background
+    again.screenshot(path=str(SHOTS / "clusters-dark.png"), full_page=True)
