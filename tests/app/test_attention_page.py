@@ -24,7 +24,8 @@ def test_one_head_heatmap_has_rows_summing_to_one_over_all_tokens():
     assert z.shape == (7, 7) and np.allclose(z.sum(1), 1.0, atol=1e-5)
     assert heat["data"][0]["x"][0] == "[CLS]"
     lines = figure(at, "fake-bert, layer 1, head 0")   # the head view comes first
-    assert any("→" in tr.get("hovertemplate", "") for tr in lines["data"])
+    drawn = [t for tr in lines["data"] if tr["mode"] == "lines" for t in tr["text"] if t]
+    assert any(t.startswith("[CLS] → ") for t in drawn)
 
 
 def test_hiding_special_tokens_drops_cls_and_sep_and_renormalises():
@@ -76,8 +77,9 @@ def test_switching_model_resets_a_token_focus_that_no_longer_exists():
     at = _bert(page("attention").run())
     at.selectbox(key="att_focus").set_value("6: [SEP]").run()
     no_failures(at)
-    assert len([tr for tr in figure(at, "fake-bert, layer 1, head 0")["data"]
-                if tr["mode"] == "lines"]) < 7 * 7
+    drawn = {t for tr in figure(at, "fake-bert, layer 1, head 0")["data"]
+             if tr["mode"] == "lines" for t in tr["text"] if t}
+    assert drawn and all("[SEP]" in t for t in drawn)      # only lines from or to the focus
     at.radio(key="att_model").set_value("fake-gpt").run()
     no_failures(at)
     assert at.selectbox(key="att_focus").value == "(all)"

@@ -1,0 +1,39 @@
+"""Figure builders: data in, figure out."""
+import numpy as np
+
+from app import figures
+
+
+def _lines(fig):
+    return [t for tr in fig.data if tr.mode == "lines" for t in tr.text if t][::2]
+
+
+def test_head_view_draws_one_line_per_weight_above_one_percent():
+    att = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.2, 0.795, 0.005]], np.float32)
+    fig = figures.head_view(["a", "b", "c"], att)
+    assert sorted(_lines(fig)) == sorted(["a → a: 1.000", "b → a: 0.500", "b → b: 0.500",
+                                          "c → a: 0.200", "c → b: 0.795"])
+    assert len(fig.data) <= 8 + 2           # binned traces + two token columns
+
+
+def test_head_view_focus_keeps_only_lines_touching_the_token():
+    att = np.full((4, 4), 0.25, np.float32)
+    lines = _lines(figures.head_view(list("wxyz"), att, focus=1))
+    assert lines and all(l.startswith("x →") or "→ x" in l for l in lines)
+    assert len(lines) == 4 + 3               # from x to all four, to x from the other three
+
+
+def test_projection_scatter_has_a_trace_per_sense_and_panel_on_one_x_scale():
+    coords = np.random.default_rng(0).normal(size=(4, 2))
+    fig = figures.projection_scatter([("layer 0", coords), ("layer 3", coords * 2)],
+                                     ["a", "b", "a", "b"], ["s1", "s2", "s3", "s4"])
+    assert len(fig.data) == 4
+    assert fig.layout.xaxis2.matches == "x"
+    assert [t.text for t in fig.layout.annotations] == ["layer 0", "layer 3"]
+
+
+def test_attention_grid_places_every_head_of_every_layer():
+    att = np.random.default_rng(0).random((3, 2, 4, 4))
+    z = np.array(figures.attention_grid(att).data[0].z, dtype=float)
+    assert z.shape == (3 * 5, 2 * 5)
+    assert np.allclose(z[5:9, 5:9], att[1, 1])
