@@ -153,6 +153,12 @@ def attention_grid(att: np.ndarray, layer_names: Sequence[str] | None = None) ->
             grid[l * cell:l * cell + t, h * cell:h * cell + t] = att[l, h]
     fig = go.Figure(go.Heatmap(z=grid, colorscale=SEQUENTIAL, zmin=0, zmax=1, hoverongaps=False,
                                showscale=False, hoverinfo="skip"))
+    # one clickable marker per thumbnail (point index = layer * heads + head) to open it
+    ly, hd = np.divmod(np.arange(layers * heads), heads)
+    fig.add_trace(go.Scatter(x=hd * cell + (t - 1) / 2, y=ly * cell + (t - 1) / 2, mode="markers",
+                             marker=dict(size=max(8, 3 * t), opacity=0.01, color="white"),
+                             text=[f"layer {l + 1}, head {h}: click to open" for l, h in
+                                   zip(ly, hd)], hoverinfo="text", showlegend=False))
     fig.update_layout(
         height=max(300, 40 * layers + 80), yaxis_autorange="reversed",
         xaxis=dict(tickvals=[h * cell + t / 2 for h in range(heads)],

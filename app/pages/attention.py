@@ -49,9 +49,12 @@ def attention_views(inputs, enc) -> None:
                                     "attention", 0.0, 1.0), "head-heatmap",
              matrix_table(one, tokens), settings)
     with tabs[2]:
-        st.caption("Every layer (rows) and head (columns); pick one above to open it.")
-        show(figures.attention_grid(maps, [f"layer {l + 1}" for l in range(len(maps))]),
-             "model-view", None, settings)
+        st.caption("Every layer (rows) and head (columns): click a thumbnail (or pick a layer "
+                   "and head above) to open it in the head view and heatmap.")
+        grid = figures.attention_grid(maps, [f"layer {l + 1}" for l in range(len(maps))])
+        st.plotly_chart(grid, key="model-view", selection_mode="points",
+                        on_select=lambda: open_head(maps.shape[1]))
+        export.figure_downloads(grid, "model-view", None, settings)
     with tabs[3]:
         head_statistics(inputs, enc, settings)
     with tabs[4]:
@@ -61,6 +64,15 @@ def attention_views(inputs, enc) -> None:
         show(figures.matrix_heatmap(rolled[layer - 1], tokens, tokens,
                                     f"Rollout to layer {layer}", "share", 0.0, None),
              "rollout", matrix_table(rolled[layer - 1], tokens), settings)
+
+
+def open_head(n_heads: int) -> None:
+    """Model-view click: marker i is layer i // heads + 1, head i % heads."""
+    points = st.session_state["model-view"]["selection"]["points"]
+    markers = [p for p in points if p.get("curve_number") == 1]
+    if markers:
+        layer, head = divmod(int(markers[0]["point_index"]), n_heads)
+        st.session_state.update(att_layer=layer + 1, att_head=head, att_average=False)
 
 
 def head_statistics(inputs, enc, settings) -> None:

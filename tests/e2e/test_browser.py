@@ -102,6 +102,19 @@ def _download(page, expander: str, fmt: str, tmp_path: Path) -> bytes:
     return path.read_bytes()
 
 
+def _open_from_model_view(page) -> None:
+    """Click the thumbnail of layer 3, head 2 (smollm2-135m: 30 layers x 9 heads)."""
+    page.get_by_role("tab", name="Model view").click()
+    page.wait_for_timeout(1000)
+    plots = page.locator(".js-plotly-plot")
+    markers = [plots.nth(i).locator(".scatterlayer .trace .points path")
+               for i in range(plots.count())]
+    grid = next(m for m in markers if m.count() == 30 * 9)
+    grid.nth(2 * 9 + 2).click(force=True)
+    _settle(page)
+    assert page.get_by_role("slider", name="Layer").first.input_value() == "3"
+
+
 def test_explorer_in_a_real_browser(server, browser, tmp_path):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -147,6 +160,8 @@ def test_explorer_in_a_real_browser(server, browser, tmp_path):
         _settle(page)
         assert not page.locator('[data-testid="stException"]').count()
         page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+        if name == "attention":
+            _open_from_model_view(page)
 
     # the copied link in a fresh dark-mode browser: same state, and the theme follows the system
     again = browser.new_page(viewport={"width": 1400, "height": 1000}, color_scheme="dark")
