@@ -79,3 +79,12 @@ def test_a_hand_edited_link_with_bad_values_falls_back_to_defaults():
     assert at.radio(key="projection").value == "PCA"
     assert at.slider(key="layer_fake-gpt").value == 3
     assert at.sidebar.radio(key="pool").value == "mean"
+
+
+def test_more_than_24_sentences_are_capped_with_a_warning():
+    at = app().run()
+    set_sentences(at, [f"The mouse number {i} ran." for i in range(30)], "mouse").run()
+    no_failures(at)
+    assert any("only the first 24 are used" in w for w in messages(at)["warning"])
+    assert "in 24 sentences" in " ".join(
+        f["layout"]["title"]["text"] for f in figures(at) if "title" in f["layout"])
