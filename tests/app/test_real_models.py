@@ -68,3 +68,17 @@ def test_layer_metrics_for_both_models():
     aniso = figure(at, "Anisotropy baseline")
     lengths = {tr["name"]: len(tr["y"]) for tr in aniso["data"]}
     assert lengths == {"smollm2-135m": 31, "minilm-l6": 7}
+
+
+def test_switching_to_the_brown_mlm_bert_fills_the_blank():
+    from engine.registry import availability, load_registry
+
+    entry = load_registry().get("bert-brown-mlm")
+    if entry is None or availability(entry) not in ("bundled", "installed"):
+        pytest.skip("bert-brown-mlm is not trained/installed here")
+    at = opened("predictions")
+    next(b for b in at.button if b.label == "Switch to bert-brown-mlm").click().run()
+    no_failures(at)
+    masked = figure(at, "Masked LM")["data"][0]
+    assert len(masked["x"]) == 8 and all(0 < p <= 1 for p in masked["x"])
+    assert sorted(masked["x"], reverse=True) == masked["x"][::-1]   # drawn best at the top
