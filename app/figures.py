@@ -66,10 +66,12 @@ def per_layer_lines(series: Mapping[str, np.ndarray], title: str, yaxis: str,
                     relative: bool = False) -> go.Figure:
     """One line per model over layers (x = layer, or relative depth 0..1 when depths differ)."""
     fig = go.Figure()
-    for name, values in series.items():
+    for k, (name, values) in enumerate(series.items()):
         n = len(values)
         x = np.linspace(0, 1, n) if relative and n > 1 else np.arange(n)
+        # explicit hues: the Streamlit theme's default sequence starts with two blues
         fig.add_trace(go.Scatter(x=x, y=values, mode="lines+markers", name=name,
+                                 line=dict(color=PALETTE[k % len(PALETTE)]),
                                  hovertemplate=f"{name}<br>layer %{{customdata}}<br>"
                                                f"{yaxis} %{{y:.3f}}<extra></extra>",
                                  customdata=np.arange(n)))
@@ -172,8 +174,8 @@ def attention_grid(att: np.ndarray, layer_names: Sequence[str] | None = None) ->
 def stacked_shares(words: Sequence[str], shares: np.ndarray, layer_names: Sequence[str],
                    title: str) -> go.Figure:
     """shares: [layers, words], columns summing to 1."""
-    fig = go.Figure([go.Bar(x=list(words), y=shares[l], name=layer_names[l])
-                     for l in range(len(shares))])
+    fig = go.Figure([go.Bar(x=list(words), y=shares[l], name=layer_names[l],
+                            marker_color=PALETTE[l % len(PALETTE)]) for l in range(len(shares))])
     fig.update_layout(barmode="stack", title=title, height=360, yaxis_title="share",
                       margin=dict(l=10, r=10, t=50, b=10))
     return fig
