@@ -66,7 +66,11 @@ def ready_models(inputs: state.Inputs, families: tuple[str, ...] = state.SHOWN_F
             st.error(f"{model_id}: {one_line(exc)}")
     if not ok and not any(f in families for f, _ in inputs.models):
         names = " or ".join(state.FAMILY_NAMES[f] for f in families)
-        st.info(f"Choose a {names} model in the sidebar.")
+        if any(compute.available_models(f) for f in families):
+            article = "an" if names[0] in "AEIOU" else "a"
+            st.info(f"Choose {article} {names} model in the sidebar.")
+        else:
+            st.info(f"No {names} model is installed here (see `ctxlens models`).")
     return ok
 
 

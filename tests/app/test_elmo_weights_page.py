@@ -53,3 +53,12 @@ def test_learning_the_mix_reports_weights_and_separation_before_and_after():
     assert np.allclose(_weights(at), learned.weights, atol=0.02)
     # the fake's upper layers carry the context, so the learned mix leans away from layer 0
     assert learned.weights[0] < 1 / 3
+
+
+def test_without_an_elmo_model_the_page_asks_for_one():
+    at = page("elmo_weights")
+    at.query_params["model_elmo"] = "(none)"
+    at.run()
+    no_failures(at)
+    assert any("Choose an ELMo model" in i for i in messages(at)["info"])
+    assert not at.slider
