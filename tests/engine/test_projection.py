@@ -29,7 +29,8 @@ def test_tsne_perplexity_and_umap_neighbours_stay_below_point_count():
         assert 2 <= umap_neighbors(n) < n
 
 
-@pytest.mark.parametrize("method", ["pca", "tsne", "umap"])
+@pytest.mark.parametrize("method", ["pca", "tsne",
+                                    pytest.param("umap", marks=pytest.mark.slow)])  # numba JIT
 def test_projection_separates_two_well_separated_clusters(method):
     x, labels = _two_clusters(n=12)
     proj = project(x.astype(np.float32), method=method)
