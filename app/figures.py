@@ -20,6 +20,18 @@ def _colour_map(labels: Sequence[str]) -> dict[str, str]:
     return {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(sorted(set(labels)))}
 
 
+def unique_labels(labels: Sequence[str]) -> list[str]:
+    """Plotly merges equal category labels ("the" twice in a sentence would become one row);
+    repeated labels get zero-width spaces appended, so they stay distinct but look the same."""
+    seen: dict[str, int] = {}
+    out = []
+    for lab in labels:
+        k = seen.get(lab, 0)
+        seen[lab] = k + 1
+        out.append(lab + "\u200b" * k)
+    return out
+
+
 def _wrap(text: str, width: int = 60) -> str:
     words, lines, cur = text.split(), [], ""
     for w in words:
@@ -53,7 +65,8 @@ def projection_scatter(panels: Sequence[tuple[str, np.ndarray]], labels: Sequenc
 
 
 def similarity_heatmap(matrix: np.ndarray, labels: Sequence[str], title: str = "") -> go.Figure:
-    fig = go.Figure(go.Heatmap(z=matrix, x=list(labels), y=list(labels), colorscale=SEQUENTIAL,
+    fig = go.Figure(go.Heatmap(z=matrix, x=unique_labels(labels), y=unique_labels(labels),
+                               colorscale=SEQUENTIAL,
                                zmin=float(min(0.0, np.nanmin(matrix))), zmax=1.0,
                                colorbar=dict(title="cosine"),
                                hovertemplate="%{y}<br>%{x}<br>cosine %{z:.3f}<extra></extra>"))
@@ -85,7 +98,8 @@ def matrix_heatmap(matrix: np.ndarray, x: Sequence[str], y: Sequence[str], title
                    zlabel: str, zmin: float | None = None, zmax: float | None = None,
                    text: Sequence[Sequence[str]] | None = None) -> go.Figure:
     fig = go.Figure(go.Heatmap(
-        z=matrix, x=list(x), y=list(y), colorscale=SEQUENTIAL, zmin=zmin, zmax=zmax,
+        z=matrix, x=unique_labels(x), y=unique_labels(y), colorscale=SEQUENTIAL, zmin=zmin,
+        zmax=zmax,
         colorbar=dict(title=zlabel), text=text, texttemplate="%{text}" if text is not None
         else None, hovertemplate="%{y} · %{x}<br>" + zlabel + " %{z:.3f}<extra></extra>"))
     fig.update_layout(title=title, height=max(320, 22 * len(y) + 120),
@@ -174,7 +188,7 @@ def attention_grid(att: np.ndarray, layer_names: Sequence[str] | None = None) ->
 def stacked_shares(words: Sequence[str], shares: np.ndarray, layer_names: Sequence[str],
                    title: str) -> go.Figure:
     """shares: [layers, words], columns summing to 1."""
-    fig = go.Figure([go.Bar(x=list(words), y=shares[l], name=layer_names[l],
+    fig = go.Figure([go.Bar(x=unique_labels(words), y=shares[l], name=layer_names[l],
                             marker_color=PALETTE[l % len(PALETTE)]) for l in range(len(shares))])
     fig.update_layout(barmode="stack", title=title, height=360, yaxis_title="share",
                       margin=dict(l=10, r=10, t=50, b=10))

@@ -37,3 +37,10 @@ def test_attention_grid_places_every_head_of_every_layer():
     z = np.array(figures.attention_grid(att).data[0].z, dtype=float)
     assert z.shape == (3 * 5, 2 * 5)
     assert np.allclose(z[5:9, 5:9], att[1, 1])
+
+
+def test_repeated_tokens_keep_their_own_heatmap_rows():
+    tokens = ["the", "bat", "saw", "the", "cat"]
+    fig = figures.matrix_heatmap(np.eye(5), tokens, tokens, "t", "attention")
+    assert len(set(fig.data[0].x)) == 5 and len(set(fig.data[0].y)) == 5
+    assert [x.replace("\u200b", "") for x in fig.data[0].x] == tokens
