@@ -38,9 +38,6 @@ def geometry_invariants(r: dict) -> list[tuple[str, bool, str]]:
     checks.append(("upper layers more context-specific (adj. self-similarity, upper half < "
                    "lower half of contextual layers)", upper < lower,
                    f"lower {lower:.3f}, upper {upper:.3f}"))
-    checks.append(("contextual layers less self-similar than the embedding layer",
-                   bool(np.nanmax(adj[1:]) < adj[0]) if len(adj) > 1 else False,
-                   f"layer 0 {adj[0]:.3f}, max above {np.nanmax(adj[1:]):.3f}"))
     return checks
 
 
