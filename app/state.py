@@ -14,6 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from app import compute
+from app.export import manifest_json
 from engine.result import POOLINGS
 from engine.text import MAX_WORDS
 
@@ -148,6 +149,9 @@ def sidebar() -> Inputs:
         st.session_state["pool"] = "mean"
     sb.radio("Subword pooling", POOLINGS, key="pool", horizontal=True,
              help="How a word split into several tokens becomes one vector")
+    sb.download_button("Settings (JSON)", lambda: manifest_json(current_settings()),
+                       file_name="ctxlens-settings.json", mime="application/json",
+                       on_click="ignore", help="Everything in this page's link, as JSON")
     sentences = sentence_lines()
     if len(sentences) > MAX_SENTENCES:
         sb.warning(f"{len(sentences)} sentences: only the first {MAX_SENTENCES} are used")
@@ -173,6 +177,15 @@ def sense_labels(sentences: tuple[str, ...]) -> list[str]:
 def set_sense_labels(labels: list[str], sentences: tuple[str, ...]) -> None:
     st.session_state["labels"] = "|".join(str(l).replace("|", "/") for l in labels)
     st.session_state["_labels_for"] = tuple(sentences)
+
+
+def current_settings() -> dict:
+    """The settings manifest: every URL key with its current value, sentences as a list."""
+    out = {k: st.session_state[k] for k in URL_KEYS if k in st.session_state}
+    out["sentences"] = list(sentence_lines())
+    out["labels"] = sense_labels(sentence_lines())
+    out["seed"] = 0
+    return out
 
 
 def write_url() -> None:

@@ -68,7 +68,7 @@ def attention_views(inputs, enc) -> None:
 
 def open_head(n_heads: int) -> None:
     """Model-view click: marker i is layer i // heads + 1, head i % heads."""
-    points = st.session_state["model-view"]["selection"]["points"]
+    points = (st.session_state.get("model-view") or {}).get("selection", {}).get("points", [])
     markers = [p for p in points if p.get("curve_number") == 1]
     if markers:
         layer, head = divmod(int(markers[0]["point_index"]), n_heads)

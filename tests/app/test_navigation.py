@@ -88,3 +88,26 @@ def test_more_than_24_sentences_are_capped_with_a_warning():
     assert any("only the first 24 are used" in w for w in messages(at)["warning"])
     assert "in 24 sentences" in " ".join(
         f["layout"]["title"]["text"] for f in figures(at) if "title" in f["layout"])
+
+
+def _manifest_script():
+    import streamlit as st
+
+    from app import state
+
+    state.url_key("layer_fake-gpt", default=3)
+    state.sidebar()
+    st.json(state.current_settings())
+
+
+def test_settings_manifest_lists_sentences_labels_models_and_layers():
+    import json
+
+    at = AppTest.from_function(_manifest_script, default_timeout=60)
+    at.query_params["layer_fake-gpt"] = "2"
+    at.run()
+    no_failures(at)
+    manifest = json.loads(at.json[0].value)
+    assert manifest["layer_fake-gpt"] == 2 and manifest["model_gpt"] == "fake-gpt"
+    assert manifest["sentences"][0] == "Your mouse likes cheese."
+    assert manifest["labels"][:2] == ["animal", "device"] and manifest["pool"] == "mean"
