@@ -149,7 +149,8 @@ def sidebar() -> Inputs:
         st.session_state["pool"] = "mean"
     sb.radio("Subword pooling", POOLINGS, key="pool", horizontal=True,
              help="How a word split into several tokens becomes one vector")
-    sb.download_button("Settings (JSON)", lambda: manifest_json(current_settings()),
+    # built now, not deferred: a deferred callable runs on another thread without the session
+    sb.download_button("Settings (JSON)", manifest_json(current_settings()),
                        file_name="ctxlens-settings.json", mime="application/json",
                        on_click="ignore", help="Everything in this page's link, as JSON")
     sentences = sentence_lines()
