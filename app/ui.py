@@ -74,10 +74,16 @@ def ready_models(inputs: state.Inputs, families: tuple[str, ...] = state.SHOWN_F
     return ok
 
 
-def missing_target_note(target: str, missing: tuple[int, ...], n: int) -> None:
+def missing_target_note(target: str, missing: tuple[int, ...], n: int) -> bool:
+    """Say which sentences lack the target word; False when none has it."""
     if not missing:
-        return
+        return True
+    if len(missing) == n:
+        st.error(f"The target word '{target}' is in none of the sentences (words are matched "
+                 "whole, ignoring case).")
+        return False
     where = ", ".join(str(i + 1) for i in missing)
     plural = "s" if len(missing) > 1 else ""
     st.warning(f"The target word '{target}' is missing from sentence{plural} {where} "
                f"(of {n}); {'they are' if plural else 'it is'} left out.")
+    return True

@@ -35,7 +35,8 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
 
 def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None:
     tv = compute.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
-    ui.missing_target_note(inputs.target, tv.missing, len(inputs.sentences))
+    if not ui.missing_target_note(inputs.target, tv.missing, len(inputs.sentences)):
+        return None
     proj = compute.project(model_id, inputs.sentences, inputs.target, inputs.pool, method)
     n_layers = len(tv.layer_names)
     key = state.url_key(f"layer_{model_id}")
@@ -106,13 +107,16 @@ def render(inputs: state.Inputs) -> None:
         "projection", str, default="PCA", choices=METHODS))]
     labels = sense_editor(inputs, models[-1])
     tabs = st.tabs([f"{state.FAMILY_NAMES[f]}: {m}" for f, m in models])
-    for tab, (_, model_id) in zip(tabs, models):
+    shown = []
+    for tab, (family, model_id) in zip(tabs, models):
         with tab:
             try:
-                model_view(inputs, model_id, method, labels)
+                if model_view(inputs, model_id, method, labels) is not None:
+                    shown.append((family, model_id))
             except Exception as exc:  # noqa: BLE001 - keep the other models' tabs
                 ui.show_error(exc)
-    separation_chart(inputs, models, labels)
+    if shown:
+        separation_chart(inputs, shown, labels)
 
 
 ui.run_page(render)

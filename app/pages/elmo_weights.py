@@ -77,7 +77,8 @@ def render(inputs: state.Inputs) -> None:
         return
     model_id = models[0][1]
     tv = compute.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
-    ui.missing_target_note(inputs.target, tv.missing, len(inputs.sentences))
+    if not ui.missing_target_note(inputs.target, tv.missing, len(inputs.sentences)):
+        return
     labels = [state.sense_labels(inputs.sentences)[r] for r in tv.rows]
     s, gamma = controls(len(tv.layer_names), tv.layer_names, tv.vectors, labels)
     weights = senses.softmax(s)

@@ -108,3 +108,12 @@ def test_labels_follow_their_sentences_when_lines_are_edited():
     hovers = {t: tr["name"] for tr in figure(at, "fake-gpt")["data"] for t in tr["text"]}
     assert hovers["A brand new line about a mouse."] == "?"
     assert hovers["Buy a new mouse for your computer."] == "device"
+
+
+def test_a_target_in_no_sentence_is_one_clear_error_per_model():
+    at = page("clusters").run()
+    at.sidebar.text_input(key="target").set_value("giraffe").run()
+    assert not at.exception
+    errors = messages(at)["error"]
+    assert len(errors) == 3 and all("'giraffe' is in none of the sentences" in e for e in errors)
+    assert not figures(at)
