@@ -1,4 +1,6 @@
 """Polysemy clusters: the target word's vectors across sentences, per model and layer."""
+import re
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -46,10 +48,12 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
     layer = st.slider("Layer", 0, n_layers - 1, key=key,
                       help="0 is the context-free embedding layer")
     hover = [inputs.sentences[r] for r in tv.rows]
+    word = re.compile(rf"\b({re.escape(inputs.target)})\b", re.IGNORECASE)
+    hover_bold = [word.sub(r"<b>\1</b>", h, count=1) for h in hover]
     point_labels = [labels[r] for r in tv.rows]
     fig = figures.projection_scatter(
         [(f"{tv.layer_names[0]} (baseline)", proj.coords[0]),
-         (tv.layer_names[layer], proj.coords[layer])], point_labels, hover,
+         (tv.layer_names[layer], proj.coords[layer])], point_labels, hover_bold,
         title=f"{model_id}: '{inputs.target}' in {len(tv.rows)} sentences")
     st.plotly_chart(fig, key=f"scatter-{model_id}")
     st.caption(proj.note + (f"; axes explain {sum(proj.explained):.0%} of the variance"

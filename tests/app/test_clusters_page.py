@@ -32,7 +32,7 @@ def test_hover_text_is_the_sentence():
     at = page("clusters").run()
     scatter = figure(at, "fake-elmo")
     hovers = [t for tr in scatter["data"] for t in tr["text"]]
-    assert "Your mouse likes cheese." in hovers
+    assert "Your <b>mouse</b> likes cheese." in hovers
 
 
 def test_moving_the_layer_slider_moves_the_right_panel_only():
@@ -105,7 +105,8 @@ def test_labels_follow_their_sentences_when_lines_are_edited():
     no_failures(at)
     names = {tr["name"] for tr in figure(at, "fake-gpt")["data"]}
     assert names == {"?", "device", "animal"}
-    hovers = {t: tr["name"] for tr in figure(at, "fake-gpt")["data"] for t in tr["text"]}
+    hovers = {t.replace("<b>", "").replace("</b>", ""): tr["name"]
+              for tr in figure(at, "fake-gpt")["data"] for t in tr["text"]}
     assert hovers["A brand new line about a mouse."] == "?"
     assert hovers["Buy a new mouse for your computer."] == "device"
 
