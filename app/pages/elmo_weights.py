@@ -49,6 +49,10 @@ def controls(n_layers: int, names, vectors, labels) -> tuple[np.ndarray, float]:
     return s, float(gamma)
 
 
+def fmt(value: float, digits: int = 3) -> str:
+    return "n/a" if np.isnan(value) else f"{value:.{digits}f}"
+
+
 def learned_summary(sep_now) -> None:
     learned = st.session_state.get("mix_learned")
     if isinstance(learned, str):
@@ -57,13 +61,15 @@ def learned_summary(sep_now) -> None:
         st.success("Learned weights: " + ", ".join(f"{w:.2f}" for w in learned.weights)
                    + f"; γ = {learned.gamma:.2f} (in units of the layers' mean RMS norm).")
         c = st.columns(4)
-        c[0].metric("silhouette, uniform mix", f"{learned.before.silhouette[0]:.3f}")
-        c[1].metric("silhouette, learned mix", f"{learned.after.silhouette[0]:.3f}",
-                    f"{learned.after.silhouette[0] - learned.before.silhouette[0]:+.3f}")
-        c[2].metric("nearest centroid, uniform", f"{learned.before.nearest_centroid[0]:.2f}")
-        c[3].metric("nearest centroid, learned", f"{learned.after.nearest_centroid[0]:.2f}")
-    st.caption(f"Current mix: silhouette {sep_now.silhouette[0]:.3f}, leave-one-out "
-               f"nearest-centroid accuracy {sep_now.nearest_centroid[0]:.2f}")
+        gain = learned.after.silhouette[0] - learned.before.silhouette[0]
+        c[0].metric("silhouette, uniform mix", fmt(learned.before.silhouette[0]))
+        c[1].metric("silhouette, learned mix", fmt(learned.after.silhouette[0]),
+                    None if np.isnan(gain) else f"{gain:+.3f}")
+        c[2].metric("nearest centroid, uniform", fmt(learned.before.nearest_centroid[0], 2))
+        c[3].metric("nearest centroid, learned", fmt(learned.after.nearest_centroid[0], 2))
+    st.caption(f"Current mix: silhouette {fmt(sep_now.silhouette[0])}, leave-one-out "
+               f"nearest-centroid accuracy {fmt(sep_now.nearest_centroid[0], 2)} (n/a: a sense "
+               "needs two sentences)")
 
 
 def render(inputs: state.Inputs) -> None:

@@ -124,6 +124,13 @@ def test_explorer_in_a_real_browser(server, browser, tmp_path):
     _settle(page)
     page.wait_for_selector("text='bat' in 4 sentences", timeout=MODEL_WAIT_MS)
     assert not page.locator('[data-testid="stException"]').count()
+
+    # typed sentences have no sense labels yet: let clustering suggest them
+    page.locator("details").filter(has_text="Sense labels").first.locator("summary").click()
+    page.get_by_role("button", name="Suggest senses").click()
+    _settle(page)
+    page.wait_for_selector(".js-plotly-plot .legendtext:text-is('sense 1')", timeout=60_000)
+    _settle(page, 3000)
     page.screenshot(path=str(SHOTS / "clusters.png"), full_page=True)
 
     # the layer slider: Home moves it to layer 0, and the right panel's title follows
@@ -157,7 +164,7 @@ def test_explorer_in_a_real_browser(server, browser, tmp_path):
         page.get_by_role("link", name=link).first.click()
         _settle(page)
         page.wait_for_selector(expected, timeout=MODEL_WAIT_MS)
-        _settle(page)
+        _settle(page, 3000)
         assert not page.locator('[data-testid="stException"]').count()
         page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
         if name == "attention":
