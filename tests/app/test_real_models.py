@@ -82,3 +82,20 @@ def test_switching_to_the_brown_mlm_bert_fills_the_blank():
     masked = figure(at, "Masked LM")["data"][0]
     assert len(masked["x"]) == 8 and all(0 < p <= 1 for p in masked["x"])
     assert sorted(masked["x"], reverse=True) == masked["x"][::-1]   # drawn best at the top
+
+
+def test_elmo_brown_predicts_from_both_sides_of_the_blank():
+    from engine.registry import availability, load_registry
+
+    entry = load_registry().get("elmo-brown")
+    if entry is None or availability(entry) not in ("bundled", "installed"):
+        pytest.skip("elmo-brown is not trained/installed here")
+    at = page("predictions", timeout=600)
+    for k, v in {**PARAMS, "model_elmo": "elmo-brown", "model_gpt": "(none)",
+                 "model_bert": "(none)"}.items():
+        at.query_params[k] = v
+    at.run()
+    no_failures(at)
+    for side in ("Forward LM", "Backward LM"):
+        probs = figure(at, side)["data"][0]["x"]
+        assert len(probs) == 8 and all(0 < p <= 1 for p in probs)
