@@ -1,0 +1,152 @@
+"""The bundled models trained by ctxlens load through engine.api.Engine and behave like trained
+models: each assertion below fails for a randomly initialised model of the same shape.
+
+Held-out sentences: tests/training/data/brown_heldout_sample.txt (40 sentences from the 25
+held-out Brown documents, never seen in training).
+"""
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.api import Engine
+from engine.registry import ASSETS, load_registry
+
+pytestmark = pytest.mark.slow
+SAMPLE = Path(__file__).parent / "data" / "brown_heldout_sample.txt"
+
+
+def _sentences() -> list[str]:
+    return SAMPLE.read_text().splitlines()
+
+
+def _shuffled(sentence_words: list[list[str]], seed: int = 0) -> list[list[str]]:
+    rng = random.Random(seed)
+    out = []
+    for words in sentence_words:
+        w = list(words)
+        rng.shuffle(w)
+        out.append(w)
+    return out
+
+
+def _need(model_id: str) -> None:
+    if not (ASSETS / "models" / model_id).exists():
+        pytest.skip(f"{model_id} is not trained yet (python -m engine.training.*)")
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return Engine(device="cpu")
+
+
+def test_registry_makes_the_trained_elmo_the_default_elmo():
+    from engine.registry import default_model
+    _need("elmo-brown")
+    assert default_model("elmo", load_registry()) == "elmo-brown"
+
+
+def _elmo_forward_nll(adapter, sentences: list[list[str]]) -> float:
+    """Mean forward-LM NLL per word (and </S>) over the engine-loaded biLM and LM softmax."""
+    from engine.families.elmo_chars import batch_char_ids
+
+    index = {w: i for i, w in enumerate(adapter.softmax.vocab)}
+    unk = index["<UNK>"]
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for words in sentences:
+            fwd, _, _ = adapter.bilm.lm_outputs(torch.from_numpy(batch_char_ids([words])))
+            targets = torch.tensor([index.get(w, unk) for w in words] + [index["</S>"]])
+            logits = fwd[0, :-1].float() @ adapter.softmax.weight.float().T + adapter.softmax.bias.float()
+            total += float(torch.nn.functional.cross_entropy(logits, targets, reduction="sum"))
+            n += len(targets)
+    return total / n
+
+
+def test_elmo_forward_lm_prefers_heldout_sentences_to_their_words_shuffled(engine):
+    _need("elmo-brown")
+    adapter = engine.adapter("elmo-brown", progress=False)
+    words = [engine.encode("elmo-brown", [s])[0].words for s in _sentences()[:20]]
+    real, shuffled = _elmo_forward_nll(adapter, words), _elmo_forward_nll(adapter, _shuffled(words))
+    assert real < shuffled - 0.5
+    assert math.exp(real) < 0.2 * len(adapter.softmax.vocab)
+
+
+def _words(pred) -> list[str]:
+    # <UNK> stands for every rare word at once, so it is often the single most likely "word"
+    return [c.token for c in pred.candidates if c.token != "<UNK>"]
+
+
+def test_elmo_backward_lm_puts_a_determiner_before_a_noun(engine):
+    _need("elmo-brown")
+    before = _words(engine.predict_previous("elmo-brown", "river.", top_k=6))
+    assert {"the", "a", "his"} & set(before[:3]), before
+
+
+def test_elmo_forward_lm_starts_a_clause_after_said_that(engine):
+    _need("elmo-brown")
+    after = _words(engine.predict_next("elmo-brown", "The jury said that", top_k=6))
+    assert {"the", "he", "it", "a", "they"} & set(after[:3]), after
+
+
+def test_elmo_does_not_expect_a_determiner_right_after_one(engine):
+    _need("elmo-brown")
+    after = _words(engine.predict_next("elmo-brown", "He walked into the", top_k=8))
+    assert not {"the", "a", "an", "of", ".", ","} & set(after[:5]), after
+
+
+def _gpt_nll(adapter, texts: list[str]) -> float:
+    tok, model = adapter.tokenizer, adapter.model
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for t in texts:
+            ids = torch.tensor([tok(t)["input_ids"]])
+            out = model(input_ids=ids, labels=ids)
+            total += float(out.loss) * (ids.shape[1] - 1)
+            n += ids.shape[1] - 1
+    return total / n
+
+
+def test_gpt_perplexity_on_heldout_text_is_below_the_same_words_shuffled(engine):
+    _need("gpt-brown")
+    adapter = engine.adapter("gpt-brown", progress=False)
+    sents = _sentences()[:20]
+    shuffled = [" ".join(w) for w in _shuffled([s.split() for s in sents])]
+    real, mixed = _gpt_nll(adapter, sents), _gpt_nll(adapter, shuffled)
+    assert math.exp(real) < 0.5 * math.exp(mixed)
+
+
+def test_gpt_continues_with_a_likely_word(engine):
+    _need("gpt-brown")
+    pred = engine.predict_next("gpt-brown", "He said that the", top_k=5)
+    assert all(c.token.strip().isalpha() for c in pred.candidates[:3])
+
+
+def test_bert_fills_the_blank_with_words_not_punctuation(engine):
+    _need("bert-brown-mlm")
+    pred = engine.predict_masked("bert-brown-mlm", "he sat on the bank of the [MASK] .", top_k=5)
+    top = [c.token for c in pred.candidates]
+    assert all(t.isalpha() for t in top[:3]), top
+    assert not {".", ",", "the", "[UNK]"} & set(top[:3]), top
+
+
+def test_bert_pseudo_perplexity_on_heldout_is_far_below_uniform(engine):
+    _need("bert-brown-mlm")
+    adapter = engine.adapter("bert-brown-mlm", progress=False)
+    tok, model = adapter.tokenizer, adapter.model
+    mask_id = tok.mask_token_id
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for s in _sentences()[:10]:
+            ids = torch.tensor(tok(s)["input_ids"])
+            pos = torch.arange(1, len(ids) - 1)
+            x = ids.repeat(len(pos), 1)
+            x[torch.arange(len(pos)), pos] = mask_id
+            logp = model(input_ids=x).logits[torch.arange(len(pos)), pos].float().log_softmax(-1)
+            total -= float(logp[torch.arange(len(pos)), ids[pos]].sum())
+            n += len(pos)
+    assert math.exp(total / n) < 0.05 * len(tok)
