@@ -110,6 +110,8 @@ def _init_session() -> None:
                                             else CUSTOM)
     if st.session_state["preset"] in presets():
         _apply_preset(st.session_state["preset"])
+    else:
+        st.session_state["preset"] = CUSTOM
     for key in ("sentences", "target", "labels"):
         if key in params:
             st.session_state[key] = params[key]

@@ -74,11 +74,13 @@ def test_a_hand_edited_link_with_bad_values_falls_back_to_defaults():
     at.query_params["projection"] = "MDS"
     at.query_params["layer_fake-gpt"] = "banana"
     at.query_params["pool"] = "max"
+    at.query_params["preset"] = "unicorn"
     at.run()
     no_failures(at)
     assert at.radio(key="projection").value == "PCA"
     assert at.slider(key="layer_fake-gpt").value == 3
     assert at.sidebar.radio(key="pool").value == "mean"
+    assert at.sidebar.selectbox(key="preset").value == "(custom)"
 
 
 def test_more_than_24_sentences_are_capped_with_a_warning():
