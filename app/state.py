@@ -106,12 +106,12 @@ def _init_session() -> None:
     if st.session_state.get("_initialised"):
         return
     params = st.query_params
-    st.session_state["preset"] = params.get("preset", "mouse" if "sentences" not in params
-                                            else CUSTOM)
-    if st.session_state["preset"] in presets():
-        _apply_preset(st.session_state["preset"])
-    else:
-        st.session_state["preset"] = CUSTOM
+    preset = params.get("preset", CUSTOM)
+    if preset not in presets() and "sentences" not in params:
+        preset = "mouse"      # a first visit (or an unknown preset): start from an example
+    st.session_state["preset"] = preset if preset in presets() else CUSTOM
+    if preset in presets():
+        _apply_preset(preset)
     for key in ("sentences", "target", "labels"):
         if key in params:
             st.session_state[key] = params[key]

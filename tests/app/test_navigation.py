@@ -80,7 +80,7 @@ def test_a_hand_edited_link_with_bad_values_falls_back_to_defaults():
     assert at.radio(key="projection").value == "PCA"
     assert at.slider(key="layer_fake-gpt").value == 3
     assert at.sidebar.radio(key="pool").value == "mean"
-    assert at.sidebar.selectbox(key="preset").value == "(custom)"
+    assert at.sidebar.selectbox(key="preset").value == "mouse"      # the first-visit example
 
 
 def test_more_than_24_sentences_are_capped_with_a_warning():
