@@ -69,3 +69,12 @@ def test_a_context_free_layer_collapses_to_one_point_with_a_note(method):
     assert np.allclose(proj.coords[0], 0.0)
     assert np.isfinite(proj.coords).all()
     assert "layer 0: every context gives the same vector" in proj.note
+
+
+@pytest.mark.parametrize("method", ["pca", "tsne", pytest.param("umap", marks=pytest.mark.slow)])
+def test_three_points_is_enough_for_every_method(method):
+    x = np.random.default_rng(3).normal(size=(2, 3, 16)).astype(np.float32)
+    proj = project(x, method=method)
+    assert proj.coords.shape == (2, 3, 2) and np.isfinite(proj.coords).all()
+    if method != "pca":
+        assert "for 3 points" in proj.note
