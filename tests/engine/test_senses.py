@@ -81,3 +81,11 @@ def test_learned_mix_puts_most_weight_on_the_informative_layer():
 def test_learn_mix_needs_two_senses():
     with pytest.raises(SenseError, match="two senses"):
         learn_mix(np.zeros((3, 4, 5), np.float32), ["a"] * 4)
+
+
+def test_scalar_mix_agrees_with_the_elmo_family_implementation():
+    elmo_mix = pytest.importorskip("engine.families.elmo_mix")
+    layers = np.random.default_rng(0).normal(size=(3, 5, 8)).astype(np.float32)
+    s, gamma = [0.3, -1.2, 2.0], 0.7
+    assert np.allclose(scalar_mix(layers, s, gamma), elmo_mix.scalar_mix(layers, s, gamma),
+                       atol=1e-6)
