@@ -1,7 +1,6 @@
 """BERT family adapter on tiny random checkpoints built here (WordPiece tokenizer, 2 layers)."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -12,49 +11,9 @@ from engine.api import Engine
 from engine.families.base import Adapter, EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families.bert import with_mask_token
 from engine.text import split_words
+from tests.tiny_models import BERT_SENTENCES, DIM, HEADS, LAYERS, save_bert
 
-SENTENCES = [
-    "The bank raised its interest rates.",
-    "She sat on the river bank and watched the water.",
-    "They were playing near the riverbank all day.",
-]
-# Pieces that are not whole words, so some words split: "riverbank" -> river ##bank.
-SUFFIXES = ["##bank", "##ing", "##s", "##ed"]
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-DIM, LAYERS, HEADS = 32, 2, 4
-
-
-def wordpiece_tokenizer():
-    """A BERT-style fast tokenizer whose vocabulary is the words of SENTENCES plus SUFFIXES."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
-
-    words = sorted({w.lower() for s in SENTENCES for w in re.findall(r"\w+|[^\w\s]", s)}
-                   - {"riverbank", "playing"}) + ["play"]
-    vocab = {t: i for i, t in enumerate(SPECIALS + words + SUFFIXES)}
-    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]),
-                                                 ("[SEP]", vocab["[SEP]"])])
-    tok.decoder = decoders.WordPiece()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
-                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
-
-
-def save_bert(path: Path, masked_lm: bool = True) -> Path:
-    from transformers import BertConfig, BertForMaskedLM, BertModel
-
-    torch.manual_seed(0)
-    tok = wordpiece_tokenizer()
-    cfg = BertConfig(vocab_size=len(tok), hidden_size=DIM, num_hidden_layers=LAYERS,
-                     num_attention_heads=HEADS, intermediate_size=64,
-                     max_position_embeddings=64)
-    model = (BertForMaskedLM if masked_lm else BertModel)(cfg).eval()
-    model.save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
+SENTENCES = list(BERT_SENTENCES)
 
 
 @pytest.fixture

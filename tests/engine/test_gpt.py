@@ -12,74 +12,13 @@ from engine.api import Engine
 from engine.families import gpt
 from engine.families.base import Adapter, LoadOptions, UnsupportedPrediction
 from engine.families.hf_common import readable_tokens
+from tests.tiny_models import (DIM, GPT_CORPUS, HEADS, LAYERS, byte_level_tokenizer,
+                               save_causal_lm)
 
-CORPUS = [
-    "The bank raised its interest rates.",
-    "She sat on the river bank and watched the water.",
-    "They were playing near the riverbank all day!",
-    "Money, money: the bank keeps it safe?",
-] * 4
+CORPUS = list(GPT_CORPUS)
 TEXT = "She sat on the river bank and watched the water."
 SHORT = "The bank raised rates."
-DIM, LAYERS, HEADS = 32, 2, 4
 ARCHS = ("gpt2", "llama")
-
-
-def byte_level_tokenizer():
-    """GPT-2 style: byte-level BPE, no BOS added, spaces carried as 'Ġ'."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(
-        vocab_size=320, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        special_tokens=["<|endoftext|>"]))
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>",
-                                   eos_token="<|endoftext|>")
-
-
-def sentencepiece_tokenizer():
-    """Llama style: BPE over '▁'-marked words, with a BOS token put first."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(),
-                                                 pre_tokenizers.Punctuation()])
-    tok.decoder = decoders.Metaspace()
-    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(
-        vocab_size=120, special_tokens=["<unk>", "<s>", "</s>"]))
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A",
-                                                       special_tokens=[("<s>", 1)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>",
-                                   eos_token="</s>")
-
-
-def save_causal_lm(path: Path, arch: str) -> Path:
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    if arch == "gpt2":
-        tok = byte_level_tokenizer()
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=DIM, n_layer=LAYERS,
-                                           n_head=HEADS, n_positions=64))
-        norm = model.transformer.ln_f
-    else:
-        tok = sentencepiece_tokenizer()
-        model = LlamaForCausalLM(LlamaConfig(
-            vocab_size=len(tok), hidden_size=DIM, intermediate_size=64, num_hidden_layers=LAYERS,
-            num_attention_heads=HEADS, num_key_value_heads=2, max_position_embeddings=64,
-            tie_word_embeddings=False))
-        norm = model.model.norm
-    with torch.no_grad():  # a non-trivial final norm, so applying it twice would show
-        norm.weight.uniform_(0.5, 2.0)
-        if getattr(norm, "bias", None) is not None:
-            norm.bias.uniform_(-0.5, 0.5)
-    model.eval().save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
 
 
 @pytest.fixture(params=ARCHS)
