@@ -44,6 +44,10 @@ class Engine:
         entry = self.entry(model_id)
         return entry.family if entry else family_of_dir(resolve_local_dir(model_id))
 
+    def is_loaded(self, model_id: str) -> bool:
+        """Whether the model is already in memory (so a first use will not be slow)."""
+        return model_id in self._adapters
+
     def adapter(self, model_id: str, progress: bool = True) -> Adapter:
         with self._lock:
             if model_id not in self._adapters:
