@@ -21,7 +21,6 @@ from engine.registry import availability, family_of_dir
 from engine.registry import default_model as registry_default
 from engine.result import Encoding
 
-# Tests replace this with a fake engine before the first call.
 ENGINE_FACTORY = Engine
 # The bundled models are the defaults where a family has one (ELMo: the registry default).
 PREFERRED = {"gpt": "smollm2-135m", "bert": "minilm-l6"}
@@ -86,7 +85,7 @@ def prepare(model_ids: list[str], sentences: tuple[str, ...]) -> None:
     """Load and run each model once with visible progress, so later cached calls are instant.
     The progress box disappears once the models are ready."""
     eng = get_engine()
-    todo = [m for m in model_ids if m not in getattr(eng, "_adapters", {})]
+    todo = [m for m in model_ids if not eng.is_loaded(m)]
     if not todo:
         for m in model_ids:
             eng.encode(m, list(sentences))
@@ -191,7 +190,7 @@ def masked_lm_alternatives(current: str | None) -> list[str]:
     reg = get_engine().registry
     out = []
     for mid in available_models("bert"):
-        desc = reg[mid].description.lower()
+        desc = reg[mid].description.lower() if mid in reg else ""   # local model folders
         if mid != current and ("mlm" in mid or ("masked-lm head" in desc and "no masked" not in desc)):
             out.append(mid)
     return out
