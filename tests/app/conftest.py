@@ -1,23 +1,74 @@
-"""App tests run the real pages against a fake engine (fast) unless marked slow."""
+"""App tests run the real pages against the real engine.api.Engine and tiny random real
+checkpoints (tests/tiny_models.py), written once per session into a configured model directory
+(CTXLENS_MODEL_DIRS) and chosen in the sidebar through the URL. Tests marked slow load the
+bundled models instead."""
 from __future__ import annotations
 
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import streamlit as st
 
 from app import compute
-from tests.app.fake_engine import FakeEngine
+from engine.api import Engine
+from tests.app import helpers
+from tests.tiny_models import save_bert, save_causal_lm, save_elmo
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ROOT / "app" / "pages"
 
+# Sentences typed by the app tests, besides the presets: the tiny vocabularies cover them all.
+TEST_SENTENCES = (
+    "The bank is open.", "A river bank.", "Nothing here.", "The bank closed.",
+    "Bank holiday today.", "Bank day.", "A brand new line about a mouse.", "Cats sleep.",
+    "Dogs bark loudly.", "A bat flew.", "He swung the bat.", "The bat slept.",
+    "The mouse number 0 ran.", "word", "mouse here", "a mouse",
+)
+
+
+@dataclass(frozen=True)
+class TinyModels:
+    """Model ids (folder paths) of the tiny checkpoints, one per sidebar family."""
+
+    root: Path
+    elmo: str
+    gpt: str
+    bert: str          # no masked-LM head, like the bundled minilm-l6
+    bert_mlm: str
+
+    def query(self) -> dict[str, str]:
+        return {"model_elmo": self.elmo, "model_gpt": self.gpt, "model_bert": self.bert}
+
+
+def vocabulary_sentences() -> tuple[str, ...]:
+    with open(ROOT / "assets" / "presets.toml", "rb") as f:
+        presets = tomllib.load(f)["presets"]
+    return tuple(s for p in presets.values() for s, _ in p["sentences"]) + TEST_SENTENCES
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory) -> TinyModels:
+    root = tmp_path_factory.mktemp("tiny-models")
+    sentences = vocabulary_sentences()
+    return TinyModels(
+        root=root,
+        elmo=str(save_elmo(root / "elmo", sentences).resolve()),
+        gpt=str(save_causal_lm(root / "gpt2", "gpt2", corpus=sentences,
+                               vocab_size=1000).resolve()),
+        bert=str(save_bert(root / "bert", masked_lm=False, sentences=sentences).resolve()),
+        bert_mlm=str(save_bert(root / "bert-mlm", sentences=sentences).resolve()))
+
 
 @pytest.fixture
-def fake_engine(monkeypatch):
-    monkeypatch.setattr(compute, "ENGINE_FACTORY", FakeEngine)
-    st.cache_resource.clear()
+def tiny_engine(tiny_models, monkeypatch) -> TinyModels:
+    """The real Engine with the tiny models offered in the sidebar and chosen by every page
+    that tests/app/helpers opens. The Engine (with its loaded models) is kept across tests;
+    derived results (st.cache_data) are cleared so each test computes its own."""
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(tiny_models.root))
+    monkeypatch.setattr(compute, "ENGINE_FACTORY", Engine)
+    monkeypatch.setattr(helpers, "DEFAULT_QUERY", tiny_models.query())
     st.cache_data.clear()
-    yield
-    st.cache_resource.clear()
+    yield tiny_models
     st.cache_data.clear()

@@ -9,10 +9,25 @@ import numpy as np
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
+# Query parameters every opened page starts with (the tiny_engine fixture puts its models here);
+# a test may override them before the first run.
+DEFAULT_QUERY: dict[str, str] = {}
+
+
+def with_query(at: AppTest) -> AppTest:
+    for k, v in DEFAULT_QUERY.items():
+        at.query_params[k] = v
+    return at
 
 
 def page(name: str, timeout: float = 120) -> AppTest:
-    return AppTest.from_file(str(ROOT / "app" / "pages" / f"{name}.py"), default_timeout=timeout)
+    return with_query(AppTest.from_file(str(ROOT / "app" / "pages" / f"{name}.py"),
+                                        default_timeout=timeout))
+
+
+def app(timeout: float = 120) -> AppTest:
+    """The whole app through st.navigation."""
+    return with_query(AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=timeout))
 
 
 def _decode(value):

@@ -1,10 +1,15 @@
-"""Attention page against the fake engine (fake-bert has [CLS]/[SEP], fake-gpt is causal)."""
+"""Attention page with the real engine on tiny random checkpoints: the tiny BERT has [CLS]/[SEP],
+the tiny GPT-2 is causal; every plotted map is checked against Engine().encode directly."""
 import numpy as np
 import pytest
 
+from engine.analysis import attention as att
+from engine.api import Engine
 from tests.app.helpers import figure, figures, messages, no_failures, page, title
+from tests.tiny_models import HEADS, LAYERS
 
-pytestmark = pytest.mark.usefixtures("fake_engine")
+pytestmark = pytest.mark.usefixtures("tiny_engine")
+FIRST = "Your mouse likes cheese."      # the mouse preset's first sentence, shown by default
 
 
 def _heatmap(at, name):
@@ -12,57 +17,77 @@ def _heatmap(at, name):
                 and f["data"][0]["type"] == "heatmap")
 
 
-def _bert(at):
-    return at.radio(key="att_model").set_value("fake-bert").run()
+def _bert(at, m):
+    return at.radio(key="att_model").set_value(m.bert).run()
 
 
-def test_one_head_heatmap_has_rows_summing_to_one_over_all_tokens():
-    at = _bert(page("attention").run())
+def _encoding(model_id):
+    return Engine().encode(model_id, [FIRST])[0]
+
+
+def test_one_head_heatmap_is_the_engines_map_with_rows_summing_to_one(tiny_engine):
+    m = tiny_engine
+    at = _bert(page("attention").run(), m)
     no_failures(at)
-    heat = _heatmap(at, "fake-bert, layer 1, head 0")
+    enc = _encoding(m.bert)
+    heat = _heatmap(at, f"{m.bert}, layer 1, head 0")
     z = np.array(heat["data"][0]["z"])
+    assert np.allclose(z, enc.attentions[0, 0], atol=1e-6)
     assert z.shape == (7, 7) and np.allclose(z.sum(1), 1.0, atol=1e-5)
+    assert [x.replace("\u200b", "") for x in heat["data"][0]["x"]] == list(enc.tokens)
     assert heat["data"][0]["x"][0] == "[CLS]"
-    lines = figure(at, "fake-bert, layer 1, head 0")   # the head view comes first
+    lines = figure(at, f"{m.bert}, layer 1, head 0")   # the head view comes first
     drawn = [t for tr in lines["data"] if tr["mode"] == "lines" for t in tr["text"] if t]
     assert any(t.startswith("[CLS] → ") for t in drawn)
 
 
-def test_hiding_special_tokens_drops_cls_and_sep_and_renormalises():
-    at = _bert(page("attention").run())
+def test_hiding_special_tokens_drops_cls_and_sep_and_renormalises(tiny_engine):
+    m = tiny_engine
+    at = _bert(page("attention").run(), m)
     at.toggle(key="att_hide").set_value(True).run()
     no_failures(at)
-    heat = _heatmap(at, "fake-bert, layer 1, head 0")
+    heat = _heatmap(at, f"{m.bert}, layer 1, head 0")
     assert "[CLS]" not in heat["data"][0]["x"] and "[SEP]" not in heat["data"][0]["x"]
     z = np.array(heat["data"][0]["z"])
+    inner = _encoding(m.bert).attentions[0, 0, 1:-1, 1:-1]
     assert z.shape == (5, 5) and np.allclose(z.sum(1), 1.0, atol=1e-5)
+    assert np.allclose(z, inner / inner.sum(1, keepdims=True), atol=1e-5)
 
 
-def test_average_over_heads_replaces_the_head_choice():
-    at = _bert(page("attention").run())
+def test_average_over_heads_replaces_the_head_choice(tiny_engine):
+    m = tiny_engine
+    at = _bert(page("attention").run(), m)
     at.toggle(key="att_average").set_value(True).run()
     no_failures(at)
-    assert figure(at, "fake-bert, layer 1, mean of heads")
+    heat = _heatmap(at, f"{m.bert}, layer 1, mean of heads")
+    mean = _encoding(m.bert).attentions[0].mean(axis=0)
+    assert np.allclose(heat["data"][0]["z"], mean, atol=1e-6)
 
 
-def test_model_view_statistics_and_rollout_are_drawn():
+def test_model_view_statistics_and_rollout_are_drawn(tiny_engine):
     at = page("attention").run()
     no_failures(at)
     grid = [f for f in figures(at) if f["layout"].get("xaxis", {}).get("ticktext", [""])[0] == "head 0"]
     assert grid, "model view missing"
+    enc = _encoding(tiny_engine.gpt)                       # the GPT is the first model offered
     prev = np.array(figure(at, "Previous-token score")["data"][0]["z"])
-    assert prev.shape == (3, 2)             # fake-gpt: 3 layers x 2 heads
+    assert prev.shape == (LAYERS, HEADS)
+    stats = att.head_stats(enc.attentions, enc.special_mask, enc.family)
+    assert np.allclose(prev, stats.previous_token, atol=1e-6)
     roll = np.array(figure(at, "Rollout to layer 1")["data"][0]["z"])
+    assert np.allclose(roll, att.rollout(enc.attentions)[0], atol=1e-6)
     assert np.allclose(roll.sum(1), 1.0, atol=1e-5)
     assert np.allclose(np.triu(roll, 1), 0.0)   # causal model: rollout stays causal
 
 
-def test_elmo_is_said_to_have_no_attention_and_shows_layer_contributions():
+def test_elmo_is_said_to_have_no_attention_and_shows_layer_contributions(tiny_engine):
     at = page("attention").run()
     assert any("has no attention" in i for i in messages(at)["info"])
-    shares = figure(at, "fake-elmo: layer contributions")
-    total = np.sum([tr["y"] for tr in shares["data"]], axis=0)
-    assert np.allclose(total, 1.0, atol=1e-5)
+    shares = figure(at, f"{tiny_engine.elmo}: layer contributions")
+    plotted = np.array([tr["y"] for tr in shares["data"]])
+    norms = np.linalg.norm(_encoding(tiny_engine.elmo).word_vectors("mean"), axis=2)
+    assert np.allclose(plotted, norms / norms.sum(axis=0), atol=1e-5)
+    assert np.allclose(plotted.sum(axis=0), 1.0, atol=1e-5)
 
 
 def test_a_layer_from_the_url_beyond_the_model_is_clamped():
@@ -70,16 +95,17 @@ def test_a_layer_from_the_url_beyond_the_model_is_clamped():
     at.query_params["att_layer"] = "99"
     at.run()
     no_failures(at)
-    assert at.slider(key="att_layer").value == 3
+    assert at.slider(key="att_layer").value == LAYERS
 
 
-def test_switching_model_resets_a_token_focus_that_no_longer_exists():
-    at = _bert(page("attention").run())
+def test_switching_model_resets_a_token_focus_that_no_longer_exists(tiny_engine):
+    m = tiny_engine
+    at = _bert(page("attention").run(), m)
     at.selectbox(key="att_focus").set_value("6: [SEP]").run()
     no_failures(at)
-    drawn = {t for tr in figure(at, "fake-bert, layer 1, head 0")["data"]
+    drawn = {t for tr in figure(at, f"{m.bert}, layer 1, head 0")["data"]
              if tr["mode"] == "lines" for t in tr["text"] if t}
     assert drawn and all("[SEP]" in t for t in drawn)      # only lines from or to the focus
-    at.radio(key="att_model").set_value("fake-gpt").run()
+    at.radio(key="att_model").set_value(m.gpt).run()
     no_failures(at)
     assert at.selectbox(key="att_focus").value == "(all)"

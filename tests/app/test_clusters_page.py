@@ -1,10 +1,33 @@
-"""Polysemy clusters page, run against the fake engine (tests/app/fake_engine.py)."""
+"""Polysemy clusters page with the real engine on tiny random checkpoints (tests/tiny_models.py)."""
 import numpy as np
 import pytest
 
-from tests.app.helpers import figure, figures, messages, no_failures, page, set_sentences
+from app import state
+from engine.api import Engine
+from tests.app.helpers import (figure, figures, messages, no_failures, page, set_sentences,
+                               title)
 
-pytestmark = pytest.mark.usefixtures("fake_engine")
+pytestmark = pytest.mark.usefixtures("tiny_engine")
+MOUSE = state.presets()["mouse"].sentences
+
+
+def _target_vectors(model_id, layer, target="mouse"):
+    """The target word's vectors at one layer, straight from the engine (mean pooling)."""
+    encs = Engine().encode(model_id, list(MOUSE))
+    return np.stack([e.word_vectors("mean")[layer, [w.lower() for w in e.words].index(target)]
+                     for e in encs])
+
+
+def _cosine_heatmap(at, model_id, models):
+    """The model's cosine heatmap: the pages draws one per model tab, ELMo, GPT, BERT."""
+    heats = [f for f in figures(at) if title(f).startswith("Cosine similarity")]
+    assert len(heats) == 3
+    return heats[[models.elmo, models.gpt, models.bert].index(model_id)]
+
+
+def _cosines(v):
+    v = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return v @ v.T
 
 
 def _scatter_points(fig, panel: int) -> np.ndarray:
@@ -14,45 +37,63 @@ def _scatter_points(fig, panel: int) -> np.ndarray:
     return np.array(pts)
 
 
-def test_preset_shows_one_scatter_and_heatmap_per_model_and_separation_charts():
+def test_preset_shows_one_scatter_and_heatmap_per_model_and_separation_charts(tiny_engine):
     at = page("clusters").run()
     no_failures(at)
-    scatter = figure(at, "fake-gpt: 'mouse' in 8 sentences")
+    scatter = figure(at, f"{tiny_engine.gpt}: 'mouse' in 8 sentences")
     # two panels (baseline layer 0, chosen layer), 8 sentences each, coloured by 2 senses
     assert len(_scatter_points(scatter, 1)) == 8 and len(_scatter_points(scatter, 2)) == 8
     assert {tr["name"] for tr in scatter["data"]} == {"animal", "device"}
-    assert "layer 0 (baseline)" in [a["text"] for a in scatter["layout"]["annotations"]]
-    heat = figure(at, "Cosine similarity")
+    names = Engine().encode(tiny_engine.gpt, [MOUSE[0]])[0].layer_names
+    assert [a["text"] for a in scatter["layout"]["annotations"]] == [f"{names[0]} (baseline)",
+                                                                     names[-1]]
+    heat = _cosine_heatmap(at, tiny_engine.gpt, tiny_engine)      # at the top layer
     z = np.array(heat["data"][0]["z"])
     assert z.shape == (8, 8) and np.allclose(np.diag(z), 1.0, atol=1e-5)
+    assert np.allclose(z, _cosines(_target_vectors(tiny_engine.gpt, -1)), atol=1e-5)
     assert figure(at, "Silhouette") and figure(at, "Nearest-centroid")
 
 
-def test_hover_text_is_the_sentence():
+def test_hover_text_is_the_sentence(tiny_engine):
     at = page("clusters").run()
-    scatter = figure(at, "fake-elmo")
+    scatter = figure(at, tiny_engine.elmo)
     hovers = [t for tr in scatter["data"] for t in tr["text"]]
     assert "Your <b>mouse</b> likes cheese." in hovers
 
 
-def test_moving_the_layer_slider_moves_the_right_panel_only():
+def test_moving_the_layer_slider_moves_the_right_panel_only(tiny_engine):
+    gpt = tiny_engine.gpt
     at = page("clusters").run()
-    before = figure(at, "fake-gpt")
-    at.slider(key="layer_fake-gpt").set_value(1).run()
+    before = figure(at, gpt)
+    at.slider(key=f"layer_{gpt}").set_value(1).run()
     no_failures(at)
-    after = figure(at, "fake-gpt")
+    after = figure(at, gpt)
     assert np.allclose(_scatter_points(before, 1), _scatter_points(after, 1))
     assert not np.allclose(_scatter_points(before, 2), _scatter_points(after, 2))
     assert "layer 1" in [a["text"] for a in after["layout"]["annotations"]]
 
 
-def test_missing_target_word_is_named_by_sentence_number():
+def test_elmo_layer_0_is_context_free_so_every_mouse_is_the_same_vector(tiny_engine):
+    elmo = tiny_engine.elmo
+    at = page("clusters").run()
+    at.slider(key=f"layer_{elmo}").set_value(0).run()
+    no_failures(at)
+    assert any("every context gives the same vector" in c.value for c in at.caption)
+    cos = _cosine_heatmap(at, elmo, tiny_engine)
+    assert np.allclose(cos["data"][0]["z"], 1.0, atol=1e-5)
+    at.slider(key=f"layer_{elmo}").set_value(2).run()   # the biLSTM layers see the context
+    top = _cosine_heatmap(at, elmo, tiny_engine)
+    assert not np.allclose(top["data"][0]["z"], 1.0, atol=1e-3)
+    assert np.allclose(top["data"][0]["z"], _cosines(_target_vectors(elmo, 2)), atol=1e-5)
+
+
+def test_missing_target_word_is_named_by_sentence_number(tiny_engine):
     at = page("clusters").run()
     set_sentences(at, ["The bank is open.", "A river bank.", "Nothing here.", "The bank closed.",
                        "Bank holiday today."], "bank").run()
     no_failures(at)
     assert any("missing from sentence 3" in w for w in messages(at)["warning"])
-    assert len(_scatter_points(figure(at, "fake-gpt"), 1)) == 4
+    assert len(_scatter_points(figure(at, tiny_engine.gpt), 1)) == 4
 
 
 def test_one_sentence_asks_for_at_least_three():
@@ -71,13 +112,13 @@ def test_empty_target_asks_for_one():
     assert not figures(at)
 
 
-def test_suggest_senses_relabels_sentences_by_clustering():
+def test_suggest_senses_relabels_sentences_by_clustering(tiny_engine):
     at = page("clusters").run()
     at.button[0].click().run()
     no_failures(at)
     labels = set(at.session_state["labels"].split("|"))
     assert labels == {"sense 1", "sense 2"}
-    assert {tr["name"] for tr in figure(at, "fake-gpt")["data"]} == {"sense 1", "sense 2"}
+    assert {tr["name"] for tr in figure(at, tiny_engine.gpt)["data"]} == {"sense 1", "sense 2"}
 
 
 def test_tsne_projection_notes_the_lowered_perplexity():
@@ -97,16 +138,16 @@ def test_a_sense_with_one_sentence_explains_the_missing_accuracy():
     assert any("at least two sentences for every sense" in c.value for c in at.caption)
 
 
-def test_labels_follow_their_sentences_when_lines_are_edited():
+def test_labels_follow_their_sentences_when_lines_are_edited(tiny_engine):
     at = page("clusters").run()
     lines = at.sidebar.text_area(key="sentences").value.splitlines()
     edited = ["A brand new line about a mouse."] + lines[1:]
     at.sidebar.text_area(key="sentences").set_value("\n".join(edited)).run()
     no_failures(at)
-    names = {tr["name"] for tr in figure(at, "fake-gpt")["data"]}
+    names = {tr["name"] for tr in figure(at, tiny_engine.gpt)["data"]}
     assert names == {"?", "device", "animal"}
     hovers = {t.replace("<b>", "").replace("</b>", ""): tr["name"]
-              for tr in figure(at, "fake-gpt")["data"] for t in tr["text"]}
+              for tr in figure(at, tiny_engine.gpt)["data"] for t in tr["text"]}
     assert hovers["A brand new line about a mouse."] == "?"
     assert hovers["Buy a new mouse for your computer."] == "device"
 

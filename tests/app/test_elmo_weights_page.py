@@ -1,10 +1,15 @@
-"""ELMo layer-weights page against the fake engine (fake-elmo: 3 layers)."""
+"""ELMo layer-weights page with the real engine on the tiny random ELMo (char CNN + 2 biLSTM
+layers, with an LM softmax; tests/tiny_models.py)."""
 import numpy as np
 import pytest
 
+from app import state
+from engine.analysis import senses
+from engine.api import Engine
 from tests.app.helpers import figure, messages, no_failures, page
 
-pytestmark = pytest.mark.usefixtures("fake_engine")
+pytestmark = pytest.mark.usefixtures("tiny_engine")
+MOUSE = state.presets()["mouse"]
 
 
 def _weights(at) -> np.ndarray:
@@ -16,11 +21,21 @@ def _button(at, label):
     return next(b for b in at.button if b.label == label)
 
 
-def test_default_mix_is_uniform_with_gamma_one():
+def _mouse_vectors(model_id) -> np.ndarray:
+    """[layers, sentences, dim]: 'mouse' in each preset sentence, straight from the engine."""
+    encs = Engine().encode(model_id, list(MOUSE.sentences))
+    return np.stack([e.word_vectors("mean")[:, [w.lower() for w in e.words].index("mouse")]
+                     for e in encs], axis=1)
+
+
+def test_default_mix_is_uniform_with_one_slider_per_elmo_layer(tiny_engine):
     at = page("elmo_weights").run()
     no_failures(at)
     assert np.allclose(_weights(at), 1 / 3)
-    assert [s.label for s in at.slider] == ["s for layer 0", "s for layer 1", "s for layer 2", "γ"]
+    names = Engine().encode(tiny_engine.elmo, [MOUSE.sentences[0]])[0].layer_names
+    assert [s.label for s in at.slider] == [f"s for {n}" for n in names] + ["γ"]
+    assert [s.label for s in at.slider][:3] == ["s for char CNN", "s for biLSTM 1",
+                                                "s for biLSTM 2"]
 
 
 def test_layer0_preset_puts_all_weight_on_layer_0():
@@ -31,18 +46,19 @@ def test_layer0_preset_puts_all_weight_on_layer_0():
     assert w[0] > 0.99 and w[1:].max() < 0.01
 
 
-def test_moving_a_slider_changes_the_weights_and_the_mixed_cluster_plot():
+def test_moving_a_slider_changes_the_weights_and_the_mixed_cluster_plot(tiny_engine):
     at = page("elmo_weights").run()
-    before = figure(at, "fake-elmo: 'mouse', mixed")["data"][0]["x"]
+    name = f"{tiny_engine.elmo}: 'mouse', mixed"
+    before = figure(at, name)["data"][0]["x"]
     at.slider(key="mix_s2").set_value(3.0).run()
     no_failures(at)
     w = _weights(at)
     assert np.isclose(w[2], np.exp(3) / (2 + np.exp(3)), atol=1e-3)
-    after = figure(at, "fake-elmo: 'mouse', mixed")["data"][0]["x"]
+    after = figure(at, name)["data"][0]["x"]
     assert not np.allclose(before, after)
 
 
-def test_learning_the_mix_reports_weights_and_separation_before_and_after():
+def test_learning_the_mix_reports_weights_and_separation_before_and_after(tiny_engine):
     at = page("elmo_weights").run()
     _button(at, "Learn the mix").click().run()
     no_failures(at)
@@ -51,8 +67,12 @@ def test_learning_the_mix_reports_weights_and_separation_before_and_after():
     assert "silhouette, uniform mix" in labels and "silhouette, learned mix" in labels
     learned = at.session_state["mix_learned"]
     assert np.allclose(_weights(at), learned.weights, atol=0.02)
-    # the fake's upper layers carry the context, so the learned mix leans away from layer 0
-    assert learned.weights[0] < 1 / 3
+    # the page learns from the engine's vectors of 'mouse' and the preset's sense labels
+    direct = senses.learn_mix(_mouse_vectors(tiny_engine.elmo), list(MOUSE.labels))
+    assert np.allclose(learned.weights, direct.weights, atol=1e-4)
+    assert learned.gamma == pytest.approx(direct.gamma, rel=1e-3)
+    # the char-CNN layer is context-free: one vector for every "mouse", no help with senses
+    assert learned.weights[0] < max(learned.weights[1:])
 
 
 def test_without_an_elmo_model_the_page_asks_for_one():

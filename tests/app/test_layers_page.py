@@ -1,23 +1,43 @@
-"""Compare-layers page against the fake engine."""
+"""Compare-layers page with the real engine and tiny random checkpoints (tests/tiny_models.py)."""
 import numpy as np
 import pytest
 
-from tests.app.helpers import figure, messages, no_failures, page, set_sentences, title, figures
+from app import state
+from engine.analysis import geometry
+from engine.api import Engine
+from tests.app.helpers import figure, messages, no_failures, page, set_sentences, title
 
-pytestmark = pytest.mark.usefixtures("fake_engine")
+pytestmark = pytest.mark.usefixtures("tiny_engine")
 
 
-def test_shows_four_metric_charts_with_a_line_per_model_and_a_cka_heatmap_per_model():
+def _preset_encodings(model_id):
+    return Engine().encode(model_id, list(state.presets()["mouse"].sentences))
+
+
+def test_shows_four_metric_charts_with_a_line_per_model_and_a_cka_heatmap_per_model(tiny_engine):
+    m = tiny_engine
     at = page("layers").run()
     no_failures(at)
     for name in ("Self-similarity − baseline", "Intra-sentence similarity − baseline",
                  "Anisotropy baseline", "Maximum explainable variance"):
         fig = figure(at, name)
-        assert {tr["name"] for tr in fig["data"]} == {"fake-elmo", "fake-gpt", "fake-bert"}
-    for model, layers in (("fake-gpt", 4), ("fake-elmo", 3)):
+        assert {tr["name"] for tr in fig["data"]} == {m.elmo, m.gpt, m.bert}
+    for model in (m.gpt, m.elmo, m.bert):
+        encs = _preset_encodings(model)
+        words = np.concatenate([e.word_vectors("mean") for e in encs], axis=1)
         cka = np.array(figure(at, model)["data"][0]["z"])
-        assert cka.shape == (layers, layers)
-        assert np.allclose(np.diag(cka), 1.0) and np.allclose(cka, cka.T)
+        assert np.allclose(cka, geometry.linear_cka_matrix(words), atol=1e-5)
+        assert cka.shape == (encs[0].n_layers,) * 2
+        assert np.allclose(np.diag(cka), 1.0, atol=1e-5) and np.allclose(cka, cka.T)
+
+
+def test_plotted_anisotropy_is_the_engines_per_layer_value(tiny_engine):
+    at = page("layers").run()
+    no_failures(at)
+    expected = geometry.layer_metrics(_preset_encodings(tiny_engine.gpt), pool="mean", seed=0)
+    line = next(tr for tr in figure(at, "Anisotropy baseline")["data"]
+                if tr["name"] == tiny_engine.gpt)
+    assert np.allclose(line["y"], expected.anisotropy, atol=1e-6)
 
 
 def test_raw_values_are_shown_when_the_baseline_toggle_is_off():
