@@ -2,13 +2,10 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app.helpers import ROOT, figures, messages, no_failures, set_sentences
+from tests.app.helpers import ROOT, app, figures, messages, no_failures, set_sentences, with_query
+from tests.tiny_models import LAYERS
 
-pytestmark = pytest.mark.usefixtures("fake_engine")
-
-
-def app() -> AppTest:
-    return AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=120)
+pytestmark = pytest.mark.usefixtures("tiny_engine")
 
 
 def test_every_page_renders_through_navigation_without_errors():
@@ -30,24 +27,27 @@ def test_sidebar_inputs_survive_a_page_switch():
     assert at.query_params["target"] == ["bat"] or at.query_params["target"] == "bat"
 
 
-def test_the_url_holds_the_state_and_reopens_it():
+def test_the_url_holds_the_state_and_reopens_it(tiny_engine):
+    layer = f"layer_{tiny_engine.gpt}"
     at = app().run()
     set_sentences(at, ["A bat flew.", "He swung the bat.", "The bat slept."], "bat")
     at.sidebar.radio(key="pool").set_value("last")
     at.run()
-    at.slider(key="layer_fake-gpt").set_value(1).run()
+    at.slider(key=layer).set_value(1).run()
     params = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
     assert params["target"] == "bat" and params["pool"] == "last"
-    assert params["layer_fake-gpt"] == "1"
+    assert params[layer] == "1" and params["model_gpt"] == tiny_engine.gpt
 
-    reopened = app()
+    # only the URL: no default models, so the link itself must name them
+    reopened = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=120)
     for k, v in params.items():
         reopened.query_params[k] = v
     reopened.run()
     no_failures(reopened)
     assert reopened.sidebar.text_area(key="sentences").value.splitlines()[1] == "He swung the bat."
     assert reopened.sidebar.radio(key="pool").value == "last"
-    assert reopened.slider(key="layer_fake-gpt").value == 1
+    assert reopened.slider(key=layer).value == 1
+    assert reopened.sidebar.selectbox(key="model_gpt").value == tiny_engine.gpt
 
 
 def test_a_too_long_sentence_is_one_line_not_a_traceback():
@@ -69,16 +69,17 @@ def test_typing_sentences_turns_the_preset_into_custom():
     assert at.session_state["labels"].split("|")[:2] == ["bird", "machine"]
 
 
-def test_a_hand_edited_link_with_bad_values_falls_back_to_defaults():
+def test_a_hand_edited_link_with_bad_values_falls_back_to_defaults(tiny_engine):
+    layer = f"layer_{tiny_engine.gpt}"
     at = app()
     at.query_params["projection"] = "MDS"
-    at.query_params["layer_fake-gpt"] = "banana"
+    at.query_params[layer] = "banana"
     at.query_params["pool"] = "max"
     at.query_params["preset"] = "unicorn"
     at.run()
     no_failures(at)
     assert at.radio(key="projection").value == "PCA"
-    assert at.slider(key="layer_fake-gpt").value == 3
+    assert at.slider(key=layer).value == LAYERS          # the top layer
     assert at.sidebar.radio(key="pool").value == "mean"
     assert at.sidebar.selectbox(key="preset").value == "mouse"      # the first-visit example
 
@@ -92,24 +93,26 @@ def test_more_than_24_sentences_are_capped_with_a_warning():
         f["layout"]["title"]["text"] for f in figures(at) if "title" in f["layout"])
 
 
-def _manifest_script():
+def _manifest_script(layer_key: str):
     import streamlit as st
 
     from app import state
 
-    state.url_key("layer_fake-gpt", default=3)
+    state.url_key(layer_key, default=2)
     state.sidebar()
     st.json(state.current_settings())
 
 
-def test_settings_manifest_lists_sentences_labels_models_and_layers():
+def test_settings_manifest_lists_sentences_labels_models_and_layers(tiny_engine):
     import json
 
-    at = AppTest.from_function(_manifest_script, default_timeout=60)
-    at.query_params["layer_fake-gpt"] = "2"
+    layer = f"layer_{tiny_engine.gpt}"
+    at = with_query(AppTest.from_function(_manifest_script, default_timeout=60, args=(layer,)))
+    at.query_params[layer] = "1"
     at.run()
     no_failures(at)
     manifest = json.loads(at.json[0].value)
-    assert manifest["layer_fake-gpt"] == 2 and manifest["model_gpt"] == "fake-gpt"
+    assert manifest[layer] == 1 and manifest["model_gpt"] == tiny_engine.gpt
+    assert manifest["model_elmo"] == tiny_engine.elmo and manifest["model_bert"] == tiny_engine.bert
     assert manifest["sentences"][0] == "Your mouse likes cheese."
     assert manifest["labels"][:2] == ["animal", "device"] and manifest["pool"] == "mean"

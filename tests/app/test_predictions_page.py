@@ -1,32 +1,56 @@
-"""Predictions page against the fake engine."""
+"""Predictions page with the real engine on tiny random checkpoints: a GPT-2, a BERT without and
+one with a masked-LM head, an ELMo with an LM softmax (tests/tiny_models.py). The bars must be
+the engine's own predictions for the same blank."""
 import numpy as np
 import pytest
 
+from engine.api import Engine
 from tests.app.helpers import figure, messages, no_failures, page
+from tests.tiny_models import LAYERS
 
-pytestmark = pytest.mark.usefixtures("fake_engine")
+pytestmark = pytest.mark.usefixtures("tiny_engine")
+BLANK = "Your [MASK] likes cheese."      # the mouse preset's first sentence, target masked
 
 
-def test_target_word_is_masked_by_default_and_three_families_answer():
+def _bars(fig) -> tuple[list[str], list[float]]:
+    """Drawn best at the top, so the trace lists the candidates worst first."""
+    bar = fig["data"][0]
+    return bar["y"][::-1], bar["x"][::-1]
+
+
+def _same(fig, pred) -> None:
+    tokens, probs = _bars(fig)
+    assert tokens == [repr(c.token)[1:-1] for c in pred.candidates]
+    assert np.allclose(probs, [c.prob for c in pred.candidates], atol=1e-6)
+    assert probs == sorted(probs, reverse=True) and all(0 < p <= 1 for p in probs)
+
+
+def test_target_word_is_masked_by_default_and_three_families_answer(tiny_engine):
+    m, eng = tiny_engine, Engine()
     at = page("predictions").run()
     no_failures(at)
-    assert any("Your [MASK] likes cheese." in m.value for m in at.markdown)
+    assert any(BLANK in md.value for md in at.markdown)
     nxt = figure(at, "Next word")
     assert len(nxt["data"][0]["y"]) == 8          # top k = 8 by default
-    assert figure(at, "Forward LM") and figure(at, "Backward LM")
+    _same(nxt, eng.predict_next(m.gpt, "Your", top_k=8))
+    _same(figure(at, "Forward LM"), eng.predict_next(m.elmo, "Your", top_k=8))
+    _same(figure(at, "Backward LM"), eng.predict_previous(m.elmo, "likes cheese.", top_k=8))
     lens = np.array(figure(at, "Top next token per layer")["data"][0]["z"])
-    assert lens.shape == (4, 1)                   # fake-gpt: 3 layers + embeddings, 1 prefix word
+    assert lens.shape == (LAYERS + 1, 1)          # embeddings + 2 layers, 1 prefix word
+    assert np.allclose(lens, eng.logit_lens(m.gpt, "Your").top_probs, atol=1e-6)
 
 
-def test_bert_without_mlm_head_says_so_and_offers_a_switch():
+def test_bert_without_mlm_head_says_so_and_offers_a_switch(tiny_engine):
+    m = tiny_engine
     at = page("predictions").run()
     assert any("no masked-LM head" in i for i in messages(at)["info"])
-    switch = next(b for b in at.button if b.label == "Switch to fake-bert-mlm")
+    switch = next(b for b in at.button if b.label == f"Switch to {m.bert_mlm}")
     switch.click().run()
     no_failures(at)
-    assert at.sidebar.selectbox(key="model_bert").value == "fake-bert-mlm"
-    probs = figure(at, "Masked LM")["data"][0]["x"]
-    assert len(probs) == 8 and all(0 <= p <= 1 for p in probs)
+    assert at.sidebar.selectbox(key="model_bert").value == m.bert_mlm
+    masked = figure(at, "Masked LM")
+    assert len(masked["data"][0]["x"]) == 8
+    _same(masked, Engine().predict_masked(m.bert_mlm, BLANK, top_k=8))
 
 
 def test_masking_the_first_word_leaves_no_prefix_for_gpt():
@@ -37,7 +61,9 @@ def test_masking_the_first_word_leaves_no_prefix_for_gpt():
     assert any("no prefix" in i for i in messages(at)["info"])
 
 
-def test_top_k_slider_sets_the_number_of_candidates():
+def test_top_k_slider_sets_the_number_of_candidates(tiny_engine):
     at = page("predictions").run()
     at.slider(key="top_k").set_value(4).run()
-    assert len(figure(at, "Next word")["data"][0]["y"]) == 4
+    nxt = figure(at, "Next word")
+    assert len(nxt["data"][0]["y"]) == 4
+    _same(nxt, Engine().predict_next(tiny_engine.gpt, "Your", top_k=4))
