@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from app import state
+from engine.analysis import senses
 from engine.api import Engine
 from tests.app.helpers import (figure, figures, messages, no_failures, page, set_sentences,
                                title)
@@ -11,11 +12,11 @@ pytestmark = pytest.mark.usefixtures("tiny_engine")
 MOUSE = state.presets()["mouse"].sentences
 
 
-def _target_vectors(model_id, layer, target="mouse"):
-    """The target word's vectors at one layer, straight from the engine (mean pooling)."""
+def _target_vectors(model_id, target="mouse"):
+    """[layers, sentences, dim]: the target word, straight from the engine (mean pooling)."""
     encs = Engine().encode(model_id, list(MOUSE))
-    return np.stack([e.word_vectors("mean")[layer, [w.lower() for w in e.words].index(target)]
-                     for e in encs])
+    return np.stack([e.word_vectors("mean")[:, [w.lower() for w in e.words].index(target)]
+                     for e in encs], axis=1)
 
 
 def _cosine_heatmap(at, model_id, models):
@@ -50,8 +51,13 @@ def test_preset_shows_one_scatter_and_heatmap_per_model_and_separation_charts(ti
     heat = _cosine_heatmap(at, tiny_engine.gpt, tiny_engine)      # at the top layer
     z = np.array(heat["data"][0]["z"])
     assert z.shape == (8, 8) and np.allclose(np.diag(z), 1.0, atol=1e-5)
-    assert np.allclose(z, _cosines(_target_vectors(tiny_engine.gpt, -1)), atol=1e-5)
-    assert figure(at, "Silhouette") and figure(at, "Nearest-centroid")
+    vectors = _target_vectors(tiny_engine.gpt)
+    assert np.allclose(z, _cosines(vectors[-1]), atol=1e-5)
+    expected = senses.sense_separation(vectors, list(state.presets()["mouse"].labels))
+    for name, values in (("Silhouette", expected.silhouette),
+                         ("Nearest-centroid", expected.nearest_centroid)):
+        line = next(tr for tr in figure(at, name)["data"] if tr["name"] == tiny_engine.gpt)
+        assert np.allclose(line["y"], values, atol=1e-5)
 
 
 def test_hover_text_is_the_sentence(tiny_engine):
@@ -84,7 +90,7 @@ def test_elmo_layer_0_is_context_free_so_every_mouse_is_the_same_vector(tiny_eng
     at.slider(key=f"layer_{elmo}").set_value(2).run()   # the biLSTM layers see the context
     top = _cosine_heatmap(at, elmo, tiny_engine)
     assert not np.allclose(top["data"][0]["z"], 1.0, atol=1e-3)
-    assert np.allclose(top["data"][0]["z"], _cosines(_target_vectors(elmo, 2)), atol=1e-5)
+    assert np.allclose(top["data"][0]["z"], _cosines(_target_vectors(elmo)[2]), atol=1e-5)
 
 
 def test_missing_target_word_is_named_by_sentence_number(tiny_engine):
