@@ -40,6 +40,18 @@ def common(r: dict) -> str:
 BUDGET_WORDS = 600_000
 
 
+def _status(model_ppl: float, bigram_ppl: float, r: dict) -> str:
+    first = next((h for h in r["history"] if h.get("heldout_loss") is not None), None)
+    last = r["history"][-1]
+    trend = (f" Its loss on a fixed held-out subset was still falling ({first['heldout_loss']:.2f} at "
+             f"{first['words']:,} words, {last['heldout_loss']:.2f} at {last['words']:,}).") if first else ""
+    if model_ppl < bigram_ppl:
+        return f"The model beats the bigram baseline ({model_ppl:.1f} vs {bigram_ppl:.1f}).{trend}"
+    return (f"**The model is still worse than the bigram baseline** ({model_ppl:.1f} vs "
+            f"{bigram_ppl:.1f}): the bigram is counted on twice the text the model saw once, and "
+            f"the model is far from converged.{trend}")
+
+
 def _fmt(x: float) -> str:
     return f"{x:,.1f}" if x >= 10 else f"{x:.3f}"
 
@@ -79,6 +91,8 @@ rounded to float16).
 |---|---|---|
 | gpt-brown | {_fmt(r['heldout_ppl_token'])} | {_fmt(r['heldout_ppl_word'])} |
 | interpolated Kneser-Ney bigram (same BPE tokens, same split) | {_fmt(r['bigram_ppl_token'])} | {_fmt(r['bigram_ppl_word'])} |
+
+{_status(r['heldout_ppl_token'], r['bigram_ppl_token'], r)}
 
 Per-word perplexity = exp(total NLL / number of words), words as the engine splits them
 (engine/text.py), so it can be set beside ELMo's word-level numbers (ELMo's vocabulary maps rare
@@ -121,6 +135,15 @@ loss {r['fp16']['float32']:.4f} in float32, {r['fp16']['float16_rounded']:.4f} r
 |---|---|---|---|
 | bert-brown-mlm | {_fmt(r['pseudo_ppl_token'])} | {_fmt(r['pseudo_ppl_word'])} | {r['pseudo_accuracy']:.1%} |
 | KN bigram, both neighbours | {_fmt(r['bigram_pseudo_ppl_token'])} | {_fmt(r['bigram_pseudo_ppl_word'])} | {r['bigram_pseudo_accuracy']:.1%} |
+
+{_status(r['pseudo_ppl_token'], r['bigram_pseudo_ppl_token'], r)}
+
+**Limitation.** In its budget ({r['steps']} optimizer steps) this BERT has not left the early
+"unigram plateau" of masked-LM training: its top candidates for a [MASK] are nearly the same in
+every context (the, ",", ".", of, and, ...), i.e. the corpus word frequencies. The masked-LM
+head works and is selectable, but for context-sensitive fill-in predictions use a pretrained
+BERT (bert-base-uncased) where the network allows. Its hidden states are those of an early,
+mostly context-blind BERT.
 
 The baseline is the masked-LM analogue of a bigram: P(w | left, right) ∝ P_KN(w | left) ·
 P_KN(right | w), renormalised over the WordPiece vocabulary, with the interpolated Kneser-Ney
@@ -170,6 +193,10 @@ count as <UNK>, for the model and the baseline alike.
 |---|---|---|
 | elmo-brown | {_fmt(r['heldout_ppl_forward'])} | {_fmt(r['heldout_ppl_backward'])} |
 | interpolated Kneser-Ney bigram (same vocabulary, same split) | {_fmt(r['bigram_ppl_forward'])} | {_fmt(r['bigram_ppl_backward'])} |
+
+{_status(r['heldout_ppl_forward'], r['bigram_ppl_forward'], r)} Its predictions do use
+context: the forward LM expects a noun phrase after "the" and a clause after "said that", the
+backward LM a determiner before a noun (tests/training/test_bundled_models.py checks this).
 
 ![learning curve](learning_curve.png)
 
