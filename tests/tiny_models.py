@@ -113,7 +113,9 @@ def save_causal_lm(path: Path, arch: str, corpus: Sequence[str] = GPT_CORPUS,
     if arch == "gpt2":
         tok = byte_level_tokenizer(corpus, vocab_size)
         model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=DIM, n_layer=LAYERS,
-                                           n_head=HEADS, n_positions=64))
+                                           n_head=HEADS, n_positions=64,
+                                           bos_token_id=tok.bos_token_id,
+                                           eos_token_id=tok.eos_token_id))
         norm = model.transformer.ln_f
     else:
         tok = sentencepiece_tokenizer(corpus)
