@@ -277,6 +277,9 @@ def part_app(timeout_s: float = 180) -> dict:
                     if time.perf_counter() > deadline:
                         raise
                     time.sleep(0.25)
+            served_s = time.perf_counter() - start
+            page.wait_for_selector("[data-testid='stSidebar']", timeout=timeout_s * 1000)
+            sidebar_s = time.perf_counter() - start
             remaining = max(1.0, deadline - time.perf_counter())
             page.wait_for_selector(".js-plotly-plot", timeout=remaining * 1000)
             elapsed = time.perf_counter() - start
@@ -287,7 +290,7 @@ def part_app(timeout_s: float = 180) -> dict:
             server.wait(timeout=10)
         except subprocess.TimeoutExpired:
             server.kill()
-    return {"first_chart_s": elapsed}
+    return {"first_chart_s": elapsed, "page_served_s": served_s, "sidebar_s": sidebar_s}
 
 
 PARTS = {"rss": part_rss, "bank": part_bank, "app": part_app}

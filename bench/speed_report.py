@@ -90,6 +90,17 @@ def speed_report(s: dict) -> str:
                 f"{e['matmul_gflops']:.1f} GFLOP/s; the engine runs at "
                 f"{e['engine_vs_bound']:.1f}× the FLOP bound (it also returns every layer's "
                 "attention maps, which the naive loop does not).", ""]
+    a = s.get("app", {})
+    if "page_served_s" in a:
+        out += ["## App start to first chart", "",
+                f"`streamlit run` to the page being served {a['page_served_s']:.1f} s, to the "
+                f"sidebar drawn {a['sidebar_s']:.1f} s, to the first plotly chart "
+                f"{a['first_chart_s']:.1f} s (headless Chromium; the default page loads and "
+                "runs its default models before the first chart)."
+                + (" Earlier run(s) in the same session: "
+                   + ", ".join(f"{x:.1f} s" for x in a["earlier_runs_s"])
+                   + " (while three training jobs shared the 2 cores)."
+                   if a.get("earlier_runs_s") else ""), ""]
     el = s.get("elmo", {})
     if "speedup" in el:
         out += ["## ELMo: fast path vs reference loop", "",
