@@ -67,7 +67,7 @@ def geometry_plot(results: list[dict], path: Path) -> None:
 def per_layer_plot(results: list[dict], series, title: str, ylabel: str, path: Path,
                    baselines: dict[str, float] | None = None) -> None:
     """series(result) -> (label, values per layer) pairs; one line per model and series."""
-    fig, ax = plt.subplots(figsize=(9, 5.5))
+    fig, ax = plt.subplots(figsize=(11, 5.5))
     for i, r in enumerate(results):
         for j, (label, ys) in enumerate(series(r)):
             ys = np.array(ys, dtype=float)
@@ -80,7 +80,7 @@ def per_layer_plot(results: list[dict], series, title: str, ylabel: str, path: P
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
