@@ -113,13 +113,14 @@ def test_embed_minilm_writes_every_layer_for_every_word(tmp_path):
                  "--pool", "first"]) == 0
     z = np.load(out)
     assert z["vectors"].dtype == np.float32
-    assert z["vectors"].shape == (13, 7, 384)  # 7 + 6 words, embeddings + 6 layers
-    assert z["sentence_index"].tolist() == [0] * 7 + [1] * 6
-    assert z["word_index"].tolist() == list(range(7)) + list(range(6))
-    assert z["words"][5] == "bank" and z["words"][11] == "bank"
+    assert z["vectors"].shape == (14, 7, 384)  # 7 + 7 words, embeddings + 6 layers
+    assert z["sentence_index"].tolist() == [0] * 7 + [1] * 7
+    assert z["word_index"].tolist() == list(range(7)) * 2
+    assert z["words"][5] == "bank" and z["words"][12] == "bank"
+    assert z["sentences"].tolist()[1] == "We fished from the river bank ."
     assert str(z["model"]) == "minilm-l6" and str(z["pooling"]) == "first"
     # contextual: the two "bank" vectors differ above the embedding layer
-    assert not np.allclose(z["vectors"][5, -1], z["vectors"][11, -1])
+    assert not np.allclose(z["vectors"][5, -1], z["vectors"][12, -1])
 
 
 @pytest.mark.slow
@@ -161,3 +162,55 @@ def test_predict_next_is_json_best_first(capsys):
     probs = [p["prob"] for p in preds]
     assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1.0 + 1e-6
     assert "Paris" in [p["token"].strip() for p in preds]
+
+
+def test_embed_allennlp_directory_gives_three_elmo_layers(model_dir, capsys):
+    from tests.engine.elmo_tiny import TINY_OPTIONS, write_tiny_elmo
+
+    elmo = write_tiny_elmo(model_dir / "tiny-elmo", seed=3)
+    src = model_dir / "in.txt"
+    src.write_text("the bank of the river .\nthe money is a bank\n")
+    out = model_dir / "o.npz"
+    assert main(["embed", "--model", str(elmo), "--input", str(src), "--output", str(out),
+                 "--device", "cpu"]) == 0
+    z = np.load(out)
+    dim = 2 * TINY_OPTIONS["lstm"]["projection_dim"]
+    assert z["vectors"].shape == (11, 3, dim)
+    bank = [i for i, w in enumerate(z["words"]) if w == "bank"]
+    # layer 0 (char CNN) ignores context; the biLSTM layers do not
+    np.testing.assert_array_equal(z["vectors"][bank[0], 0], z["vectors"][bank[1], 0])
+    assert not np.allclose(z["vectors"][bank[0], 2], z["vectors"][bank[1], 2])
+
+
+def test_predict_masked_on_an_elmo_is_one_line(model_dir):
+    from tests.engine.elmo_tiny import write_tiny_elmo
+
+    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+    proc = run_cli("predict", "--model", str(elmo), "--text", "the [MASK] of the river",
+                   env={"CTXLENS_MODEL_DIRS": str(model_dir)})
+    assert_one_line_error(proc, "masked-LM")
+
+
+@pytest.mark.slow
+def test_embed_smollm2_aligns_bpe_tokens_to_words(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("Unbelievably, the fisherman sat on the bank.\n")
+    out = tmp_path / "o.npz"
+    assert main(["embed", "--model", "smollm2-135m", "--input", str(src), "--output", str(out),
+                 "--pool", "last"]) == 0
+    z = np.load(out)
+    assert z["words"].tolist() == ["Unbelievably", ",", "the", "fisherman", "sat", "on", "the",
+                                   "bank", "."]
+    assert z["vectors"].shape == (9, 31, 576)  # embeddings + 30 blocks
+
+
+@pytest.mark.slow
+def test_predict_masked_and_previous_word_with_trained_models(capsys):
+    assert main(["predict", "--model", "bert-brown-mlm", "--text", "The [MASK] barked .",
+                 "--top-k", "3"]) == 0
+    masked = json.loads(capsys.readouterr().out)
+    assert len(masked) == 3 and masked[0]["prob"] >= masked[-1]["prob"]
+    assert main(["predict", "--model", "elmo-brown", "--previous", "river flooded the town",
+                 "--top-k", "4"]) == 0
+    previous = json.loads(capsys.readouterr().out)
+    assert len(previous) == 4 and all(0 < p["prob"] < 1 for p in previous)
