@@ -27,7 +27,8 @@ from engine.families.elmo_weights import Softmax, save_allennlp
 from engine.text import _WORD_RE
 from engine.training import corpus
 from engine.training.bigram import KneserNeyBigram
-from engine.training.loop import RunConfig, count_parameters, plot_curves, seed_everything, train
+from engine.training.loop import (RunConfig, count_parameters, plot_curves,
+                                   seed_everything, train, trainer_parser)
 
 UNK = "<UNK>"
 IGNORE = -100
@@ -227,22 +228,13 @@ def run(args) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description="Train the bundled ELMo biLM on the Brown corpus")
-    ap.add_argument("--budget-minutes", type=float, default=35)
-    ap.add_argument("--max-words", type=int, default=300_000)
-    ap.add_argument("--corpus", type=Path, default=corpus.DATA / "corpus")
-    ap.add_argument("--run-dir", type=Path, default=corpus.ROOT / "training_runs" / "elmo-brown")
-    ap.add_argument("--out", type=Path, default=corpus.ROOT / "assets" / "models" / "elmo-brown")
+    ap = trainer_parser("Train the bundled ELMo biLM on the Brown corpus", "elmo-brown",
+                        budget_minutes=35, max_words=300_000, batch_size=32, lr=2e-3,
+                        eval_every=50)
     ap.add_argument("--vocab-size", type=int, default=12000)
     ap.add_argument("--min-count", type=int, default=3)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--grad-clip", type=float, default=5.0)
-    ap.add_argument("--eval-every", type=int, default=50)
     ap.add_argument("--eval-sentences", type=int, default=300)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--cell-size", type=int, default=0, help="LSTM cells (default: SMALL_ELMO)")
     ap.add_argument("--proj-dim", type=int, default=0, help="projection (default: SMALL_ELMO)")
     ap.add_argument("--filters", default="", help='char CNN filters as JSON, e.g. "[[1,8],[2,8]]"')

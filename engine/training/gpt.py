@@ -21,7 +21,8 @@ from engine.training import corpus
 from engine.training.bigram import KneserNeyBigram
 from engine.training.blocks import BlockStream, count_words, cut_blocks
 from engine.training.export import fp16_check, write_safetensors_model
-from engine.training.loop import RunConfig, count_parameters, plot_curves, seed_everything, train
+from engine.training.loop import (RunConfig, add_transformer_args, count_parameters,
+                                   plot_curves, seed_everything, train, trainer_parser)
 
 EOT = "<|endoftext|>"
 ROOT = corpus.ROOT
@@ -112,24 +113,10 @@ def _mean(pair: tuple[float, int]) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description="Train the bundled GPT on the Brown corpus")
-    ap.add_argument("--budget-minutes", type=float, default=20)
-    ap.add_argument("--max-words", type=int, default=1_100_000)
-    ap.add_argument("--corpus", type=Path, default=corpus.DATA / "corpus")
-    ap.add_argument("--run-dir", type=Path, default=ROOT / "training_runs" / "gpt-brown")
-    ap.add_argument("--out", type=Path, default=ROOT / "assets" / "models" / "gpt-brown")
-    ap.add_argument("--vocab-size", type=int, default=8192)
-    ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--dim", type=int, default=256)
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--warmup", type=int, default=30)
-    ap.add_argument("--eval-every", type=int, default=25)
-    ap.add_argument("--eval-blocks", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=13)
+    ap = trainer_parser("Train the bundled GPT on the Brown corpus", "gpt-brown",
+                        budget_minutes=20, max_words=1_100_000, batch_size=32, lr=1e-3,
+                        eval_every=25)
+    add_transformer_args(ap)
     return ap
 
 

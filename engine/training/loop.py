@@ -171,3 +171,36 @@ def count_parameters(model: torch.nn.Module, embedding_names: tuple[str, ...]) -
         if any(e in name for e in embedding_names):
             emb += p.numel()
     return {"total": total, "embedding": emb, "non_embedding": total - emb}
+
+
+def trainer_parser(description: str, model_id: str, *, budget_minutes: float, max_words: int,
+                   batch_size: int, lr: float, eval_every: int, warmup: int = 30):
+    """The arguments every trainer shares (budget, data, output, optimiser, seed); each
+    trainer adds its architecture's own."""
+    import argparse
+
+    from engine.training import corpus
+
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--budget-minutes", type=float, default=budget_minutes)
+    ap.add_argument("--max-words", type=int, default=max_words)
+    ap.add_argument("--corpus", type=Path, default=corpus.DATA / "corpus")
+    ap.add_argument("--run-dir", type=Path, default=corpus.ROOT / "training_runs" / model_id)
+    ap.add_argument("--out", type=Path, default=corpus.ROOT / "assets" / "models" / model_id)
+    ap.add_argument("--batch-size", type=int, default=batch_size)
+    ap.add_argument("--lr", type=float, default=lr)
+    ap.add_argument("--warmup", type=int, default=warmup)
+    ap.add_argument("--eval-every", type=int, default=eval_every)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=13)
+    return ap
+
+
+def add_transformer_args(ap, eval_blocks: int = 64) -> None:
+    """Shape of the small transformers (GPT, BERT): same defaults so budgets compare."""
+    ap.add_argument("--vocab-size", type=int, default=8192)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--dim", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--eval-blocks", type=int, default=eval_blocks)
