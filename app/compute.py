@@ -159,7 +159,7 @@ def cosine_matrix(model_id: str, sentences: tuple[str, ...], target: str, pool: 
 @st.cache_data(show_spinner="Computing layer metrics …", max_entries=32)
 def layer_geometry(model_id: str, sentences: tuple[str, ...], pool: str):
     encs = encodings(model_id, sentences)
-    metrics = geometry.layer_metrics(encs, pool=pool, seed=0)
+    metrics = geometry.layer_metrics(encs, pool=pool, seed=0, lowercase=False)
     words = np.concatenate([e.word_vectors(pool) for e in encs], axis=1)
     return metrics, geometry.linear_cka_matrix(words)
 

@@ -91,7 +91,8 @@ def availability(entry: ModelEntry) -> str:
     """bundled / installed / needs network / missing."""
     p = local_path(entry)
     if entry.package or entry.path:
-        if p is not None and p.exists():
+        # a folder must hold the model's files, not just exist (an interrupted copy is empty)
+        if p is not None and p.exists() and (p.is_file() or any(p.iterdir())):
             return "bundled" if entry.bundled else "installed"
         return "missing"
     if _hub_cached(entry):

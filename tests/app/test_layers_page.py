@@ -34,7 +34,8 @@ def test_shows_four_metric_charts_with_a_line_per_model_and_a_cka_heatmap_per_mo
 def test_plotted_anisotropy_is_the_engines_per_layer_value(tiny_engine):
     at = page("layers").run()
     no_failures(at)
-    expected = geometry.layer_metrics(_preset_encodings(tiny_engine.gpt), pool="mean", seed=0)
+    expected = geometry.layer_metrics(_preset_encodings(tiny_engine.gpt), pool="mean", seed=0,
+                                      lowercase=False)
     line = next(tr for tr in figure(at, "Anisotropy baseline")["data"]
                 if tr["name"] == tiny_engine.gpt)
     assert np.allclose(line["y"], expected.anisotropy, atol=1e-6)
