@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,11 +21,21 @@ HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors"]
 def _reachable(host: str, port: int = 443) -> bool:
     if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("CTXLENS_OFFLINE") == "1":
         return False
-    try:
-        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
-            return True
-    except OSError:
-        return False
+    # The connect timeout does not bound the DNS lookup, which can stall for much longer on a
+    # machine without a network; a daemon thread caps the whole probe.
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    worker = threading.Thread(target=probe, daemon=True)
+    worker.start()
+    worker.join(CONNECT_TIMEOUT_S + 0.5)
+    return bool(result and result[0])
 
 
 def _offline_message(entry: ModelEntry, host: str) -> str:

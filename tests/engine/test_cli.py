@@ -214,3 +214,20 @@ def test_predict_masked_and_previous_word_with_trained_models(capsys):
                  "--top-k", "4"]) == 0
     previous = json.loads(capsys.readouterr().out)
     assert len(previous) == 4 and all(0 < p["prob"] < 1 for p in previous)
+
+
+def test_reachability_probe_is_bounded_even_when_dns_stalls(monkeypatch):
+    import socket
+
+    from engine import fetch
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(fetch, "CONNECT_TIMEOUT_S", 0.5)
+    def stalled_lookup(*args, **kwargs):
+        time.sleep(30)
+        raise OSError("name resolution timed out")
+
+    monkeypatch.setattr(socket, "create_connection", stalled_lookup)
+    start = time.monotonic()
+    assert fetch._reachable("huggingface.co") is False
+    assert time.monotonic() - start < 2
