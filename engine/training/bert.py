@@ -26,7 +26,8 @@ from engine.training.bigram import KneserNeyBigram
 from engine.training.blocks import BlockStream, count_words, cut_blocks
 from engine.training.export import fp16_check, write_safetensors_model
 from engine.training.loop import (RunConfig, add_transformer_args, count_parameters,
-                                   plot_curves, seed_everything, train, trainer_parser)
+                                   plot_curves, run_tokenizer, seed_everything, train,
+                                   trainer_parser)
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, UNK, CLS, SEP, MASK_ID = range(5)
@@ -113,7 +114,8 @@ def bigram_pseudo(kn: KneserNeyBigram, sentences: list[list[int]]) -> dict:
 def run(args) -> dict:
     seed_everything(args.seed)
     train_docs, held_docs = corpus.load_texts("train", args.corpus), corpus.load_texts("heldout", args.corpus)
-    tok = train_tokenizer(args.corpus / "brown_train.txt", args.vocab_size, args.seq_len)
+    tok = run_tokenizer(args.run_dir, lambda: train_tokenizer(
+        args.corpus / "brown_train.txt", args.vocab_size, args.seq_len), PreTrainedTokenizerFast)
     V = len(tok)
 
     def ids(text: str) -> list[int]:

@@ -22,7 +22,8 @@ from engine.training.bigram import KneserNeyBigram
 from engine.training.blocks import BlockStream, count_words, cut_blocks
 from engine.training.export import fp16_check, write_safetensors_model
 from engine.training.loop import (RunConfig, add_transformer_args, count_parameters,
-                                   plot_curves, seed_everything, train, trainer_parser)
+                                   plot_curves, run_tokenizer, seed_everything, train,
+                                   trainer_parser)
 
 EOT = "<|endoftext|>"
 ROOT = corpus.ROOT
@@ -67,7 +68,8 @@ def heldout_loss(model, blocks: torch.Tensor, batch_size: int = 32) -> tuple[flo
 def run(args) -> dict:
     seed_everything(args.seed)
     train_docs, held_docs = corpus.load_texts("train", args.corpus), corpus.load_texts("heldout", args.corpus)
-    tok = train_tokenizer(args.corpus / "brown_train.txt", args.vocab_size, args.seq_len)
+    tok = run_tokenizer(args.run_dir, lambda: train_tokenizer(
+        args.corpus / "brown_train.txt", args.vocab_size, args.seq_len), GPT2TokenizerFast)
     train_ids, held_ids = doc_stream(tok, train_docs), doc_stream(tok, held_docs)
     train_words = count_words([s for d in train_docs for s in d])
     held_words = count_words([s for d in held_docs for s in d])

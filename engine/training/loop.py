@@ -204,3 +204,16 @@ def add_transformer_args(ap, eval_blocks: int = 64) -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--eval-blocks", type=int, default=eval_blocks)
+
+
+def run_tokenizer(run_dir: Path, train_fn: Callable[[], Any], tokenizer_cls) -> Any:
+    """The tokenizer a run trains with, kept in its run folder: a resumed run must reuse the
+    vocabulary its checkpoint was trained with (retraining WordPiece can renumber pieces of equal
+    count, which would silently scramble the learned embeddings)."""
+    path = Path(run_dir) / "tokenizer"
+    if path.is_dir():
+        return tokenizer_cls.from_pretrained(str(path))
+    tok = train_fn()
+    path.mkdir(parents=True, exist_ok=True)
+    tok.save_pretrained(str(path))
+    return tok
