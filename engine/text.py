@@ -14,9 +14,11 @@ import numpy as np
 
 MASK = "[MASK]"
 
-# A word is [MASK], a run of letters/digits joined by inner apostrophes or hyphens, or one
-# punctuation character. Keeping "don't" and "well-known" whole matches what a reader calls a word.
-_WORD_RE = re.compile(r"\[MASK\]|\w+(?:['’\-]\w+)*|[^\w\s]", re.UNICODE)
+# A word is [MASK], a run of letters/digits joined by inner apostrophes or hyphens, or a run of
+# punctuation. Keeping "don't" and "well-known" whole matches what a reader calls a word; keeping
+# "--", "..." and '."' whole matters because byte-level BPE merges such runs into one token,
+# and a token must not span two words.
+WORD_RE = re.compile(r"\[MASK\]|\w+(?:['’\-]\w+)*|(?:(?!\[MASK\])[^\w\s])+", re.UNICODE)
 
 MAX_WORDS = 128
 MAX_CHARS = 1000
@@ -53,8 +55,8 @@ def _check(text: str, n_words: int) -> None:
 
 
 def split_words(text: str) -> WordText:
-    """Split typed text into words (see _WORD_RE); the text itself is kept unchanged."""
-    matches = list(_WORD_RE.finditer(text))
+    """Split typed text into words (see WORD_RE); the text itself is kept unchanged."""
+    matches = list(WORD_RE.finditer(text))
     _check(text, len(matches))
     return WordText(text, tuple(m.group() for m in matches), tuple(m.span() for m in matches))
 

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.text import _WORD_RE  # the engine's own word definition, so "words" mean the same
+from engine.text import WORD_RE  # the engine's own word definition, so "words" mean the same
 
 
 def count_words(texts: list[str]) -> int:
-    return sum(len(_WORD_RE.findall(t)) for t in texts)
+    return sum(len(WORD_RE.findall(t)) for t in texts)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import torch
 from engine.families.elmo_chars import BOS_TOKEN, EOS_TOKEN, batch_char_ids
 from engine.families.elmo_modules import CharCNN, ElmoBiLm
 from engine.families.elmo_weights import Softmax, save_allennlp
-from engine.text import _WORD_RE
+from engine.text import WORD_RE
 from engine.training import corpus
 from engine.training.bigram import KneserNeyBigram
 from engine.training.loop import (RunConfig, count_parameters, plot_curves,
@@ -64,7 +64,7 @@ def sentence_words(docs: list[list[str]]) -> list[list[str]]:
     out = []
     for doc in docs:
         for s in doc:
-            words = _WORD_RE.findall(s)
+            words = WORD_RE.findall(s)
             out.extend(words[i:i + MAX_SENTENCE_WORDS] for i in range(0, len(words), MAX_SENTENCE_WORDS))
     return [w for w in out if w]
 

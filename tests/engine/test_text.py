@@ -1,0 +1,60 @@
+"""The shared word tokeniser and token -> word alignment."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.text import (MAX_CHARS, MAX_WORDS, TextError, align_offsets, from_words,
+                         split_words, to_word_text)
+
+
+def test_words_keep_contractions_hyphens_and_punctuation_runs_whole():
+    wt = split_words('"Don\'t go -- it\'s well-known," she said...')
+    assert wt.words == ('"', "Don't", "go", "--", "it's", "well-known", ',"', "she", "said",
+                        "...")
+    for w, (s, e) in zip(wt.words, wt.spans):
+        assert wt.text[s:e] == w
+
+
+def test_mask_is_one_word_even_next_to_punctuation():
+    wt = split_words("x.[MASK]!")
+    assert wt.words == ("x", ".", "[MASK]", "!")
+    assert wt.mask_indices == [2]
+
+
+def test_pretokenized_mode_takes_whitespace_tokens_as_given():
+    wt = to_word_text("don't  stop-me now!", pretokenized=True)
+    assert wt.words == ("don't", "stop-me", "now!")
+    assert wt.text == "don't stop-me now!"
+    assert [wt.text[s:e] for s, e in wt.spans] == list(wt.words)
+    assert from_words(["a", "b"]).spans == ((0, 1), (2, 3))
+
+
+@pytest.mark.parametrize("text", ["", "   ", "x" * (MAX_CHARS + 1), "w " * (MAX_WORDS + 1)])
+def test_empty_and_overlong_texts_are_refused_with_the_cap(text):
+    with pytest.raises(TextError) as err:
+        split_words(text)
+    assert "empty" in str(err.value) or "cap" in str(err.value)
+
+
+def test_alignment_ignores_leading_spaces_and_marks_special_tokens():
+    wt = split_words("The riverbank flooded.")
+    # [CLS], "The", " river", "bank", " flooded", ".", [SEP] as a BPE/WordPiece would cut it
+    offsets = [(0, 0), (0, 3), (3, 9), (9, 13), (13, 21), (21, 22), (0, 0)]
+    assert align_offsets(offsets, wt.spans, wt.text).tolist() == [-1, 0, 1, 1, 2, 3, -1]
+
+
+def test_a_whitespace_only_token_belongs_to_no_word():
+    wt = split_words("a  b")
+    got = align_offsets([(0, 1), (1, 2), (2, 4)], wt.spans, wt.text)
+    assert got.tolist() == [0, -1, 1]
+    assert got.dtype == np.int64
+
+
+@pytest.mark.slow
+def test_byte_level_bpe_runs_of_punctuation_align_in_smollm2():
+    from engine.api import Engine
+
+    enc = Engine().encode("smollm2-135m", ['He said -- twice -- "no."'])[0]
+    assert enc.words == ("He", "said", "--", "twice", "--", '"', "no", '."')
+    assert set(enc.token_to_word[enc.token_to_word >= 0].tolist()) == set(range(8))
