@@ -89,3 +89,14 @@ def test_scalar_mix_agrees_with_the_elmo_family_implementation():
     s, gamma = [0.3, -1.2, 2.0], 0.7
     assert np.allclose(scalar_mix(layers, s, gamma), elmo_mix.scalar_mix(layers, s, gamma),
                        atol=1e-6)
+
+
+def test_silhouette_equals_sklearns_cosine_silhouette():
+    from sklearn.metrics import silhouette_score
+
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(10, 12))
+    labels = ["a"] * 4 + ["b"] * 3 + ["c"] * 3
+    codes = [0] * 4 + [1] * 3 + [2] * 3
+    assert silhouette(vectors, labels) == pytest.approx(
+        silhouette_score(vectors, codes, metric="cosine"), abs=1e-12)
