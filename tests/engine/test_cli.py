@@ -33,6 +33,15 @@ def assert_one_line_error(proc, *fragments: str) -> None:
         assert f in err, err
 
 
+def embed(folder: Path, model: str, text: str, *flags: str):
+    """Run `ctxlens embed` in-process on `text` (one sentence per line); the NPZ it wrote."""
+    src, out = folder / "in.txt", folder / "o.npz"
+    src.write_text(text)
+    assert main(["embed", "--model", model, "--input", str(src), "--output", str(out),
+                 *flags]) == 0
+    return np.load(out)
+
+
 def test_models_lists_every_registry_entry_with_availability(capsys):
     assert main(["models"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
@@ -106,12 +115,9 @@ def test_path_outside_model_dirs_is_refused(tmp_path):
 
 @pytest.mark.slow
 def test_embed_minilm_writes_every_layer_for_every_word(tmp_path):
-    src = tmp_path / "in.txt"
-    src.write_text("I deposited cash at the bank .\n\nWe fished from the river bank .\n")
-    out = tmp_path / "o.npz"
-    assert main(["embed", "--model", "minilm-l6", "--input", str(src), "--output", str(out),
-                 "--pool", "first"]) == 0
-    z = np.load(out)
+    z = embed(tmp_path, "minilm-l6",
+              "I deposited cash at the bank .\n\nWe fished from the river bank .\n",
+              "--pool", "first")
     assert z["vectors"].dtype == np.float32
     assert z["vectors"].shape == (14, 7, 384)  # 7 + 7 words, embeddings + 6 layers
     assert z["sentence_index"].tolist() == [0] * 7 + [1] * 7
@@ -125,12 +131,8 @@ def test_embed_minilm_writes_every_layer_for_every_word(tmp_path):
 
 @pytest.mark.slow
 def test_embed_pretokenized_keeps_whitespace_tokens(tmp_path):
-    src = tmp_path / "in.txt"
-    src.write_text("don't stop-me now!\n")
-    out = tmp_path / "o.npz"
-    assert main(["embed", "--model", "minilm-l6", "--input", str(src), "--output", str(out),
-                 "--pretokenized"]) == 0
-    assert np.load(out)["words"].tolist() == ["don't", "stop-me", "now!"]
+    z = embed(tmp_path, "minilm-l6", "don't stop-me now!\n", "--pretokenized")
+    assert z["words"].tolist() == ["don't", "stop-me", "now!"]
 
 
 @pytest.mark.slow
@@ -168,12 +170,8 @@ def test_embed_allennlp_directory_gives_three_elmo_layers(model_dir, capsys):
     from tests.engine.elmo_tiny import TINY_OPTIONS, write_tiny_elmo
 
     elmo = write_tiny_elmo(model_dir / "tiny-elmo", seed=3)
-    src = model_dir / "in.txt"
-    src.write_text("the bank of the river .\nthe money is a bank\n")
-    out = model_dir / "o.npz"
-    assert main(["embed", "--model", str(elmo), "--input", str(src), "--output", str(out),
-                 "--device", "cpu"]) == 0
-    z = np.load(out)
+    z = embed(model_dir, str(elmo), "the bank of the river .\nthe money is a bank\n",
+              "--device", "cpu")
     dim = 2 * TINY_OPTIONS["lstm"]["projection_dim"]
     assert z["vectors"].shape == (11, 3, dim)
     bank = [i for i, w in enumerate(z["words"]) if w == "bank"]
@@ -193,12 +191,8 @@ def test_predict_masked_on_an_elmo_is_one_line(model_dir):
 
 @pytest.mark.slow
 def test_embed_smollm2_aligns_bpe_tokens_to_words(tmp_path):
-    src = tmp_path / "in.txt"
-    src.write_text("Unbelievably, the fisherman sat on the bank.\n")
-    out = tmp_path / "o.npz"
-    assert main(["embed", "--model", "smollm2-135m", "--input", str(src), "--output", str(out),
-                 "--pool", "last"]) == 0
-    z = np.load(out)
+    z = embed(tmp_path, "smollm2-135m", "Unbelievably, the fisherman sat on the bank.\n",
+              "--pool", "last")
     assert z["words"].tolist() == ["Unbelievably", ",", "the", "fisherman", "sat", "on", "the",
                                    "bank", "."]
     assert z["vectors"].shape == (9, 31, 576)  # embeddings + 30 blocks
