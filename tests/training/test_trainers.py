@@ -39,6 +39,26 @@ def test_bert_trainer_lowers_masked_lm_loss(tiny_corpus, tmp_path):
     assert report["pseudo_ppl_token"] < 200
 
 
+def test_masked_only_head_gives_the_loss_bert_for_masked_lm_gives():
+    import torch
+
+    class Shape:
+        dim, layers, heads, seq_len = 32, 2, 2, 24
+
+    torch.manual_seed(0)
+    model = bert.build_model(300, Shape).eval()
+    ids = torch.randint(5, 300, (6, 24))
+    inputs, labels = bert.mask_tokens(ids, 7, 300)
+    sel = labels != bert.IGNORE
+    with torch.no_grad():
+        full = model(input_ids=inputs, labels=labels).loss
+        mine = torch.nn.functional.cross_entropy(bert.masked_logits(model, inputs, sel), labels[sel])
+        logits = model(input_ids=inputs).logits[sel]
+    assert sel.sum() > 5
+    assert abs(float(full) - float(mine)) < 1e-5
+    assert torch.allclose(bert.masked_logits(model, inputs, sel), logits, atol=1e-5)
+
+
 def test_bert_masking_follows_80_10_10_and_skips_special_tokens():
     import torch
 
