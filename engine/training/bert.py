@@ -26,8 +26,8 @@ from engine.training.bigram import KneserNeyBigram
 from engine.training.blocks import BlockStream, count_words, cut_blocks
 from engine.training.export import fp16_check, write_safetensors_model
 from engine.training.loop import (RunConfig, add_transformer_args, count_parameters,
-                                   plot_curves, run_tokenizer, seed_everything, train,
-                                   trainer_parser)
+                                   model_device, plot_curves, run_tokenizer, seed_everything,
+                                   train, trainer_parser)
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, UNK, CLS, SEP, MASK_ID = range(5)
@@ -83,6 +83,7 @@ def mlm_eval(model, blocks: torch.Tensor, vocab_size: int, seed: int, batch_size
     total, correct, n = 0.0, 0, 0
     for i in range(0, len(blocks), batch_size):
         inputs, labels = mask_tokens(blocks[i:i + batch_size], seed + i, vocab_size)
+        inputs, labels = inputs.to(model_device(model)), labels.to(model_device(model))
         sel = labels != IGNORE
         logits = masked_logits(model, inputs, sel)
         total += float(torch.nn.functional.cross_entropy(logits, labels[sel], reduction="sum"))
@@ -96,15 +97,16 @@ def pseudo_perplexity(model, sentences: list[list[int]], batch_size: int = 64) -
     score it given all the others. Returns total NLL, tokens and argmax hits."""
     total, n, correct = 0.0, 0, 0
     for ids in sentences:
-        seq = torch.tensor([CLS, *ids, SEP])
-        pos = torch.arange(1, len(seq) - 1)
+        seq = torch.tensor([CLS, *ids, SEP], device=model_device(model))
+        pos = torch.arange(1, len(seq) - 1, device=seq.device)
         for j in range(0, len(pos), batch_size):
             p = pos[j:j + batch_size]
             x = seq.repeat(len(p), 1)
-            x[torch.arange(len(p)), p] = MASK_ID
-            logp = model(input_ids=x).logits[torch.arange(len(p)), p].log_softmax(-1)
+            rows = torch.arange(len(p), device=seq.device)
+            x[rows, p] = MASK_ID
+            logp = model(input_ids=x).logits[rows, p].float().log_softmax(-1)
             target = seq[p]
-            total -= float(logp[torch.arange(len(p)), target].sum())
+            total -= float(logp[rows, target].sum())
             correct += int((logp.argmax(-1) == target).sum())
             n += len(p)
     return {"nll": total, "tokens": n, "correct": correct}
@@ -148,7 +150,8 @@ def run(args) -> dict:
 
     cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words, budget_minutes=args.budget_minutes,
                     lr=args.lr, warmup_steps=args.warmup, eval_every=args.eval_every, seed=args.seed,
-                    threads=args.threads, words_per_step=stream.words_per_block * args.batch_size)
+                    threads=args.threads, words_per_step=stream.words_per_block * args.batch_size,
+                    device=args.device)
     quick = held_blocks[: args.eval_blocks]
     state = train(model, loss_fn, batch_at, lambda m: mlm_eval(m, quick, V, args.seed), cfg)
     model.eval()

@@ -27,8 +27,8 @@ from engine.families.elmo_weights import Softmax, save_allennlp
 from engine.text import WORD_RE
 from engine.training import corpus
 from engine.training.bigram import KneserNeyBigram
-from engine.training.loop import (RunConfig, count_parameters, plot_curves,
-                                   seed_everything, train, trainer_parser)
+from engine.training.loop import (RunConfig, count_parameters, model_device, plot_curves,
+                                   seed_everything, to_device, train, trainer_parser)
 
 UNK = "<UNK>"
 IGNORE = -100
@@ -150,7 +150,8 @@ def evaluate(model: BiLmWithSoftmax, data: Batches, sentences: list[list[str]], 
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     tot = {"fwd": 0.0, "bwd": 0.0, "n_fwd": 0, "n_bwd": 0}
     for i in range(0, len(order), bs):
-        r = lm_nll(model.bilm, model.softmax, *data.tensors([sentences[j] for j in order[i:i + bs]]))
+        batch = to_device(data.tensors([sentences[j] for j in order[i:i + bs]]), model_device(model))
+        r = lm_nll(model.bilm, model.softmax, *batch)
         for k in tot:
             tot[k] += float(r[k])
     return {"loss": 0.5 * (tot["fwd"] / tot["n_fwd"] + tot["bwd"] / tot["n_bwd"]),
@@ -198,7 +199,7 @@ def run(args) -> dict:
     cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words, budget_minutes=args.budget_minutes,
                     lr=args.lr, warmup_steps=args.warmup, eval_every=args.eval_every, seed=args.seed,
                     threads=args.threads, words_per_step=train_words / len(data.epoch(0)),
-                    grad_clip=args.grad_clip)
+                    grad_clip=args.grad_clip, device=args.device)
     quick = held_s[: args.eval_sentences]
     state = train(model, lambda m, b: m.loss(b), data.batch,
                   lambda m: {k: v for k, v in evaluate(m, data, quick).items() if "loss" in k}, cfg)

@@ -22,8 +22,8 @@ from engine.training.bigram import KneserNeyBigram
 from engine.training.blocks import BlockStream, count_words, cut_blocks
 from engine.training.export import fp16_check, write_safetensors_model
 from engine.training.loop import (RunConfig, add_transformer_args, count_parameters,
-                                   plot_curves, run_tokenizer, seed_everything, train,
-                                   trainer_parser)
+                                   model_device, plot_curves, run_tokenizer, seed_everything,
+                                   train, trainer_parser)
 
 EOT = "<|endoftext|>"
 ROOT = corpus.ROOT
@@ -57,7 +57,7 @@ def heldout_loss(model, blocks: torch.Tensor, batch_size: int = 32) -> tuple[flo
     total, n = 0.0, 0
     with torch.no_grad():
         for i in range(0, len(blocks), batch_size):
-            b = blocks[i:i + batch_size]
+            b = blocks[i:i + batch_size].to(model_device(model))
             out = model(input_ids=b, labels=b)
             k = b.numel() - len(b)
             total += float(out.loss) * k
@@ -78,7 +78,8 @@ def run(args) -> dict:
     model = build_model(len(tok), args)
     cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words, budget_minutes=args.budget_minutes,
                     lr=args.lr, warmup_steps=args.warmup, eval_every=args.eval_every, seed=args.seed,
-                    threads=args.threads, words_per_step=stream.words_per_block * args.batch_size)
+                    threads=args.threads, words_per_step=stream.words_per_block * args.batch_size,
+                    device=args.device)
     quick = held_blocks[: args.eval_blocks]
     state = train(model, lambda m, b: m(input_ids=b, labels=b).loss,
                   lambda step: stream.batch(step, args.batch_size),

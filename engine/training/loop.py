@@ -8,6 +8,7 @@ models can be given the same amount of text whatever their tokenisation.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -34,6 +35,7 @@ class RunConfig:
     seed: int = 13
     threads: int = 1
     words_per_step: float = 1.0   # for the cosine schedule's length
+    device: str = "cpu"       # "cuda" trains in bfloat16 autocast; the model returns on the CPU
 
 
 @dataclass
@@ -91,6 +93,7 @@ def train(model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor],
           cfg: RunConfig, resume: bool = True, progress: bool = True) -> TrainState:
     torch.set_num_threads(cfg.threads)
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
+    model.to(cfg.device)
     opt = make_optimizer(model, cfg)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg))
     ckpt = cfg.run_dir / "checkpoint.pt"
@@ -103,7 +106,8 @@ def train(model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor],
     while state.words < cfg.max_words and time.monotonic() - start < cfg.budget_minutes * 60:
         model.train()
         batch, n_words = batch_at(state.step)
-        loss = loss_fn(model, batch)
+        with _autocast(cfg.device):
+            loss = loss_fn(model, to_device(batch, cfg.device))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -122,12 +126,20 @@ def train(model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor],
         _checkpoint(model, opt, sched, state, evaluate, recent, start, ckpt)
     state.wall_s = time.monotonic() - start
     (cfg.run_dir / "history.json").write_text(json.dumps(asdict(state), indent=1))
+    model.to("cpu")   # the trainers' final evaluation and export run on the CPU
     return state
+
+
+def _autocast(device: str):
+    # bfloat16 needs no loss scaling; on the CPU autocast stays off (float32 is faster there)
+    if device.startswith("cuda"):
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def _checkpoint(model, opt, sched, state: TrainState, evaluate, recent, start, ckpt) -> None:
     model.eval()
-    with torch.no_grad():
+    with torch.no_grad(), _autocast(str(model_device(model))):
         ev = evaluate(model)
     state.wall_s = time.monotonic() - start
     state.history.append({"step": state.step, "words": state.words, "wall_s": round(state.wall_s, 1),
@@ -173,6 +185,32 @@ def count_parameters(model: torch.nn.Module, embedding_names: tuple[str, ...]) -
     return {"total": total, "embedding": emb, "non_embedding": total - emb}
 
 
+def resolve_device(name: str) -> str:
+    """'auto' is CUDA when present, else the CPU; asking for CUDA without it is a one-line error."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"--device {name}: PyTorch sees no CUDA device here; use --device cpu")
+    if name != "cpu" and not name.startswith("cuda"):
+        raise SystemExit(f"--device {name}: expected auto, cpu or cuda[:N]")
+    return name
+
+
+def to_device(obj: Any, device: str) -> Any:
+    """Tensors inside tuples, lists and dicts moved to `device` (batches are such nests)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device, non_blocking=True)
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(to_device(x, device) for x in obj)
+    if isinstance(obj, dict):
+        return {k: to_device(v, device) for k, v in obj.items()}
+    return obj
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
 def trainer_parser(description: str, model_id: str, *, budget_minutes: float, max_words: int,
                    batch_size: int, lr: float, eval_every: int, warmup: int = 30):
     """The arguments every trainer shares (budget, data, output, optimiser, seed); each
@@ -192,6 +230,8 @@ def trainer_parser(description: str, model_id: str, *, budget_minutes: float, ma
     ap.add_argument("--warmup", type=int, default=warmup)
     ap.add_argument("--eval-every", type=int, default=eval_every)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", type=resolve_device, default="cpu",
+                    help="cpu (default), cuda or auto; on CUDA steps run in bfloat16 autocast")
     ap.add_argument("--seed", type=int, default=13)
     return ap
 

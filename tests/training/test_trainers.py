@@ -91,3 +91,20 @@ def test_elmo_trainer_lowers_both_directions_losses(tiny_elmo):
     assert hist[-1]["heldout_fwd_loss"] < hist[0]["heldout_fwd_loss"] - 0.5
     assert hist[-1]["heldout_bwd_loss"] < hist[0]["heldout_bwd_loss"] - 0.5
     assert report["heldout_ppl_forward"] < 30 and report["heldout_ppl_backward"] < 30
+
+
+def test_device_flag_resolves_and_refuses_cuda_it_does_not_have():
+    import torch
+
+    from engine.training.loop import resolve_device, to_device
+
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(SystemExit, match="expected auto, cpu or cuda"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="no CUDA device"):
+            resolve_device("cuda")
+    nest = to_device(({"a": torch.ones(2)}, [torch.zeros(1), 3]), "cpu")
+    assert isinstance(nest, tuple) and isinstance(nest[1], list) and nest[1][1] == 3
+    assert nest[0]["a"].device.type == "cpu"
