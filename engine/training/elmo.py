@@ -17,6 +17,7 @@ import functools
 import json
 import math
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -73,6 +74,19 @@ def build_vocab(sentences: list[list[str]], min_count: int, max_size: int) -> li
     counts = collections.Counter(w for s in sentences for w in s)
     words = [w for w, n in counts.most_common(max_size) if n >= min_count]
     return [BOS_TOKEN, EOS_TOKEN, UNK, *words]
+
+
+def run_vocab(run_dir: Path, build: Callable[[], list[str]]) -> list[str]:
+    """The softmax vocabulary a run trains with, kept in its run folder: a resumed run must keep
+    the rows its checkpoint learned (a rebuilt vocabulary can shift ranks, e.g. after a change
+    to the word splitter, which would hand each row to another word)."""
+    path = Path(run_dir) / "vocab.txt"
+    if path.exists():
+        return path.read_text(encoding="utf-8").split("\n")
+    vocab = build()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(vocab), encoding="utf-8")
+    return vocab
 
 
 class Batches:
@@ -192,7 +206,7 @@ def run(args) -> dict:
     options = options_from_args(args)
     train_s = sentence_words(corpus.load_texts("train", args.corpus))
     held_s = sentence_words(corpus.load_texts("heldout", args.corpus))
-    vocab = build_vocab(train_s, args.min_count, args.vocab_size)
+    vocab = run_vocab(args.run_dir, lambda: build_vocab(train_s, args.min_count, args.vocab_size))
     data = Batches(train_s, vocab, args.batch_size, args.seed)
     model = build_model(len(vocab), args.seed, options)
     train_words = sum(map(len, train_s))

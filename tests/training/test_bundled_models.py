@@ -148,6 +148,38 @@ def test_bert_masked_lm_is_selectable_and_has_learned_the_word_prior(engine):
     assert len(BROWN_TOP10 & set(top)) >= 4, top
 
 
+# The issue asks for these two; the shipped BERT fails them (it has not left the unigram plateau
+# on the CPU budget: see its MODEL_CARD.md). strict: a BERT that passes turns them red until the
+# marker goes.
+BERT_PLATEAU = pytest.mark.xfail(
+    strict=True, reason="bert-brown-mlm is still on the unigram plateau (issue 4 left open)")
+
+PUNCT = {".", ",", ";", ":", "!", "?", '"', "'", "(", ")", "-", "--", "[SEP]", "[CLS]"}
+
+
+@BERT_PLATEAU
+def test_bert_puts_content_words_above_punctuation_after_bank_of_the(engine):
+    """The issue's check: a random model ranks tokens about uniformly; a unigram-plateau model
+    puts "," "." "the" on top; a trained masked LM wants a noun after "the bank of the"."""
+    _need("bert-brown-mlm")
+    pred = engine.predict_masked("bert-brown-mlm", "he sat on the bank of the [MASK].", top_k=10)
+    tokens = [c.token for c in pred.candidates]
+    content = [t for t in tokens if t.isalpha() and t not in BROWN_TOP10 and len(t) > 2]
+    first_punct = next((i for i, t in enumerate(tokens) if t in PUNCT), len(tokens))
+    assert tokens[0] in content, tokens
+    assert len(content[:10]) >= 5 and first_punct >= 3, tokens
+
+
+@BERT_PLATEAU
+def test_bert_fills_the_same_mask_differently_in_different_contexts(engine):
+    _need("bert-brown-mlm")
+    a = engine.predict_masked("bert-brown-mlm", "she [MASK] to the store yesterday.", top_k=5)
+    b = engine.predict_masked("bert-brown-mlm", "the [MASK] of the committee said no.", top_k=5)
+    top_a, top_b = [c.token for c in a.candidates], [c.token for c in b.candidates]
+    # a context-blind (unigram) model gives the same list twice
+    assert len(set(top_a) & set(top_b)) <= 2, (top_a, top_b)
+
+
 def test_bert_pseudo_perplexity_on_heldout_is_far_below_uniform(engine):
     _need("bert-brown-mlm")
     adapter = engine.adapter("bert-brown-mlm", progress=False)

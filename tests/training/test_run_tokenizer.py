@@ -21,3 +21,11 @@ def test_second_call_loads_the_saved_tokenizer_instead_of_retraining(tmp_path):
     assert calls == [1]
     assert second.get_vocab() == first.get_vocab()
     assert second.mask_token == first.mask_token == "[MASK]"
+
+
+def test_elmo_run_keeps_its_softmax_vocabulary(tmp_path):
+    from engine.training.elmo import run_vocab
+
+    first = run_vocab(tmp_path, lambda: ["<S>", "</S>", "<UNK>", "the", "--", "."])
+    again = run_vocab(tmp_path, lambda: ["<S>", "</S>", "<UNK>", "--", "the"])
+    assert again == first == ["<S>", "</S>", "<UNK>", "the", "--", "."]
