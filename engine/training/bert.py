@@ -81,9 +81,10 @@ def masked_logits(model: BertForMaskedLM, inputs: torch.Tensor, sel: torch.Tenso
 def mlm_eval(model, blocks: torch.Tensor, vocab_size: int, seed: int, batch_size: int = 32) -> dict:
     """Masked-token loss and accuracy on held-out blocks with a fixed masking."""
     total, correct, n = 0.0, 0, 0
+    device = model_device(model)
     for i in range(0, len(blocks), batch_size):
         inputs, labels = mask_tokens(blocks[i:i + batch_size], seed + i, vocab_size)
-        inputs, labels = inputs.to(model_device(model)), labels.to(model_device(model))
+        inputs, labels = inputs.to(device), labels.to(device)
         sel = labels != IGNORE
         logits = masked_logits(model, inputs, sel)
         total += float(torch.nn.functional.cross_entropy(logits, labels[sel], reduction="sum"))
@@ -96,8 +97,9 @@ def pseudo_perplexity(model, sentences: list[list[int]], batch_size: int = 64) -
     """Pseudo-log-likelihood (Salazar et al. 2020, section 2.3): mask each token in turn and
     score it given all the others. Returns total NLL, tokens and argmax hits."""
     total, n, correct = 0.0, 0, 0
+    device = model_device(model)
     for ids in sentences:
-        seq = torch.tensor([CLS, *ids, SEP], device=model_device(model))
+        seq = torch.tensor([CLS, *ids, SEP], device=device)
         pos = torch.arange(1, len(seq) - 1, device=seq.device)
         for j in range(0, len(pos), batch_size):
             p = pos[j:j + batch_size]

@@ -48,9 +48,9 @@ BUDGET_WORDS = 6_000_000
 def _status(model_ppl: float, bigram_ppl: float, r: dict) -> str:
     first = next((h for h in r["history"] if h.get("heldout_loss") is not None), None)
     last = r["history"][-1]
-    trend = (f" Its loss on a fixed held-out subset was still falling ({first['heldout_loss']:.2f} at "
+    verb = "fell" if _flat(r) else "was still falling"
+    trend = (f" Its loss on a fixed held-out subset {verb} ({first['heldout_loss']:.2f} at "
              f"{first['words']:,} words, {last['heldout_loss']:.2f} at {last['words']:,}).") if first else ""
-    trend = trend.replace("was still falling", "fell") if _flat(r) else trend
     if model_ppl < bigram_ppl:
         return (f"The model beats the bigram baseline: {model_ppl:.1f} vs {bigram_ppl:.1f}, "
                 f"{1 - model_ppl / bigram_ppl:.0%} lower.{trend}")
@@ -251,7 +251,8 @@ held-out split, so the held-out numbers above are slightly optimistic.
 """
 
 
-# Runs stopped early, recorded by hand from their logs (training_runs/ is not committed).
+# Runs stopped early and flaws of shipped runs, recorded by hand from their logs
+# (training_runs/ is not committed).
 STOPPED_RUNS = {
     "bert-brown-mlm": "\nA third configuration (batch 16, lr 2e-3, 40 warm-up steps, one 600k-word leg) was "
                       "stopped at 209,750 words: its held-out MLM loss rose from 7.14 to 7.53 between "
@@ -261,16 +262,13 @@ STOPPED_RUNS = {
                       "pieces (##a ...) got new ids, so their embeddings restarted from ones learned "
                       "for other pieces. The shipped tokenizer and weights are those of that leg and "
                       "consistent with each other; trainers now keep the run's tokenizer.\n",
+    "elmo-brown": "\nA flaw of the fourth leg: the trainer rebuilt its softmax vocabulary from the corpus, and "
+                  "the changed word splitter (runs of punctuation such as `\".` and `--` are now words) shifted "
+                  "the ranks of most words below rank 18 by one or two places, so their softmax rows restarted "
+                  "from rows learned for neighbouring words; 4.8M words of training followed. The shipped vocab.txt "
+                  "and weights are those of that leg and consistent with each other; the trainer now keeps the "
+                  "run's vocabulary in its run folder.\n",
 }
-
-
-STOPPED_RUNS["elmo-brown"] = (
-    "\nA flaw of the fourth leg: the trainer rebuilt its softmax vocabulary from the corpus, and "
-    "the changed word splitter (runs of punctuation such as `\".` and `--` are now words) shifted "
-    "the ranks of most words below rank 18 by one or two places, so their softmax rows restarted "
-    "from rows learned for neighbouring words; 4.8M words of training followed. The shipped vocab.txt "
-    "and weights are those of that leg and consistent with each other; the trainer now keeps the "
-    "run's vocabulary in its run folder.\n")
 
 
 CARDS = {"gpt-brown": gpt_card, "bert-brown-mlm": bert_card, "elmo-brown": elmo_card}
