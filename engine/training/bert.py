@@ -25,6 +25,7 @@ from engine.training import corpus
 from engine.training.bigram import KneserNeyBigram
 from engine.training.blocks import BlockStream, count_words, cut_blocks
 from engine.training.export import fp16_check, write_safetensors_model
+from engine.training.locality import annealed, init_sinusoidal, locality_bias
 from engine.training.loop import (RunConfig, add_transformer_args, count_parameters,
                                    model_device, plot_curves, run_tokenizer, seed_everything,
                                    train, trainer_parser)
@@ -66,15 +67,21 @@ def build_model(vocab_size: int, args) -> BertForMaskedLM:
     cfg = BertConfig(vocab_size=vocab_size, hidden_size=args.dim, num_hidden_layers=args.layers,
                      num_attention_heads=args.heads, intermediate_size=4 * args.dim,
                      max_position_embeddings=args.seq_len, type_vocab_size=2,
-                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=PAD)
-    return BertForMaskedLM(cfg)
+                     hidden_dropout_prob=args.dropout,
+                     attention_probs_dropout_prob=args.dropout, pad_token_id=PAD)
+    model = BertForMaskedLM(cfg)
+    if args.pos_init == "sinusoidal":
+        init_sinusoidal(model.bert.embeddings.position_embeddings, cfg.initializer_range)
+    return model
 
 
-def masked_logits(model: BertForMaskedLM, inputs: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
+def masked_logits(model: BertForMaskedLM, inputs: torch.Tensor, sel: torch.Tensor,
+                  bias: torch.Tensor | None = None) -> torch.Tensor:
     """MLM-head logits at the selected positions only. The same numbers BertForMaskedLM computes
     there, without the vocabulary projection at the 85% of positions the loss ignores (that
-    projection is about 40% of a training step's arithmetic at our sizes)."""
-    hidden = model.bert(input_ids=inputs).last_hidden_state
+    projection is about 40% of a training step's arithmetic at our sizes). `bias` is an additive
+    (1, heads, T, T) attention bias, used only early in training (engine/training/locality.py)."""
+    hidden = model.bert(input_ids=inputs, attention_mask=bias).last_hidden_state
     return model.cls(hidden[sel])
 
 
@@ -143,17 +150,19 @@ def run(args) -> dict:
 
     def batch_at(step: int):
         b, words = stream.batch(step, args.batch_size)
-        return mask_tokens(b, args.seed * 100_003 + step, V), words
+        strength = annealed(args.local_bias, args.local_bias_steps, step)
+        return (*mask_tokens(b, args.seed * 100_003 + step, V),
+                locality_bias(strength, args.heads, args.seq_len)), words
 
     def loss_fn(m, batch):
-        inputs, labels = batch
+        inputs, labels, bias = batch
         sel = labels != IGNORE
-        return torch.nn.functional.cross_entropy(masked_logits(m, inputs, sel), labels[sel])
+        return torch.nn.functional.cross_entropy(masked_logits(m, inputs, sel, bias), labels[sel])
 
     cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words, budget_minutes=args.budget_minutes,
                     lr=args.lr, warmup_steps=args.warmup, eval_every=args.eval_every, seed=args.seed,
                     threads=args.threads, words_per_step=stream.words_per_block * args.batch_size,
-                    device=args.device)
+                    device=args.device, adam_beta2=args.adam_beta2)
     quick = held_blocks[: args.eval_blocks]
     state = train(model, loss_fn, batch_at, lambda m: mlm_eval(m, quick, V, args.seed), cfg)
     model.eval()

@@ -21,6 +21,7 @@ from engine.training import corpus
 from engine.training.bigram import KneserNeyBigram
 from engine.training.blocks import BlockStream, count_words, cut_blocks
 from engine.training.export import fp16_check, write_safetensors_model
+from engine.training.locality import annealed, init_sinusoidal, locality_bias
 from engine.training.loop import (RunConfig, add_transformer_args, count_parameters,
                                    model_device, plot_curves, run_tokenizer, seed_everything,
                                    train, trainer_parser)
@@ -48,8 +49,12 @@ def doc_stream(tok, docs: list[list[str]]) -> list[int]:
 def build_model(vocab_size: int, args) -> GPT2LMHeadModel:
     cfg = GPT2Config(vocab_size=vocab_size, n_positions=args.seq_len, n_embd=args.dim,
                      n_layer=args.layers, n_head=args.heads, bos_token_id=vocab_size - 1,
-                     eos_token_id=vocab_size - 1, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    return GPT2LMHeadModel(cfg)
+                     eos_token_id=vocab_size - 1, resid_pdrop=args.dropout, embd_pdrop=args.dropout,
+                     attn_pdrop=args.dropout)
+    model = GPT2LMHeadModel(cfg)
+    if args.pos_init == "sinusoidal":
+        init_sinusoidal(model.transformer.wpe, cfg.initializer_range)
+    return model
 
 
 def heldout_loss(model, blocks: torch.Tensor, batch_size: int = 32) -> tuple[float, int]:
@@ -81,8 +86,16 @@ def run(args) -> dict:
                     threads=args.threads, words_per_step=stream.words_per_block * args.batch_size,
                     device=args.device)
     quick = held_blocks[: args.eval_blocks]
-    state = train(model, lambda m, b: m(input_ids=b, labels=b).loss,
-                  lambda step: stream.batch(step, args.batch_size),
+    def batch_at(step: int):
+        b, words = stream.batch(step, args.batch_size)
+        strength = annealed(args.local_bias, args.local_bias_steps, step)
+        return (b, locality_bias(strength, args.heads, args.seq_len, causal=True)), words
+
+    def loss_fn(m, batch):
+        ids, bias = batch
+        return m(input_ids=ids, attention_mask=bias, labels=ids).loss
+
+    state = train(model, loss_fn, batch_at,
                   lambda m: {"loss": _mean(heldout_loss(m, quick))}, cfg)
     model.eval()
     nll, n_tok = heldout_loss(model, held_blocks)

@@ -36,6 +36,7 @@ class RunConfig:
     threads: int = 1
     words_per_step: float = 1.0   # for the cosine schedule's length
     device: str = "cpu"       # "cuda" trains in bfloat16 autocast; the model returns on the CPU
+    adam_beta2: float = 0.999
 
 
 @dataclass
@@ -69,7 +70,8 @@ def make_optimizer(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optimi
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
     return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr)
+                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr,
+                             betas=(0.9, cfg.adam_beta2))
 
 
 def _save(path: Path, model, opt, sched, state: TrainState) -> None:
@@ -228,6 +230,7 @@ def trainer_parser(description: str, model_id: str, *, budget_minutes: float, ma
     ap.add_argument("--batch-size", type=int, default=batch_size)
     ap.add_argument("--lr", type=float, default=lr)
     ap.add_argument("--warmup", type=int, default=warmup)
+    ap.add_argument("--adam-beta2", type=float, default=0.999)
     ap.add_argument("--eval-every", type=int, default=eval_every)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", type=resolve_device, default="cpu",
@@ -244,6 +247,15 @@ def add_transformer_args(ap, eval_blocks: int = 64) -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--eval-blocks", type=int, default=eval_blocks)
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help="residual, embedding and attention dropout (GPT-2 and BERT used 0.1)")
+    ap.add_argument("--pos-init", choices=["learned", "sinusoidal"], default="learned",
+                    help="initial position embeddings (trained either way)")
+    ap.add_argument("--local-bias", type=float, default=0.0,
+                    help="peak strength of the annealed locality attention bias (0: none; "
+                         "engine/training/locality.py)")
+    ap.add_argument("--local-bias-steps", type=int, default=0,
+                    help="steps over which that bias decays linearly to zero")
 
 
 def run_tokenizer(run_dir: Path, train_fn: Callable[[], Any], tokenizer_cls) -> Any:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from engine.training import bert, elmo, gpt
+from engine.training import bert, elmo, gpt, locality
 
 
 def _run(module, tiny_corpus, tmp_path, extra):
@@ -39,11 +39,103 @@ def test_bert_trainer_lowers_masked_lm_loss(tiny_corpus, tmp_path):
     assert report["pseudo_ppl_token"] < 200
 
 
+def test_bert_trainer_with_locality_bias_and_sinusoids_exports_a_plain_model(tiny_corpus, tmp_path):
+    from transformers import BertForMaskedLM
+
+    report, hist = _run(bert, tiny_corpus, tmp_path, [
+        "--max-words", "6000", "--vocab-size", "200", "--seq-len", "16", "--dim", "32",
+        "--layers", "1", "--heads", "2", "--batch-size", "8", "--lr", "3e-3",
+        "--eval-blocks", "8", "--pppl-sentences", "4", "--pos-init", "sinusoidal",
+        "--local-bias", "4", "--local-bias-steps", "15"])
+    assert hist[-1]["heldout_loss"] < hist[0]["heldout_loss"] - 0.5
+    loaded = BertForMaskedLM.from_pretrained(tmp_path / "out")
+    assert loaded.config.max_position_embeddings == 16 and report["steps"] > 15
+
+
+def test_gpt_trainer_with_locality_bias_and_sinusoids_exports_a_plain_model(tiny_corpus, tmp_path):
+    from transformers import GPT2LMHeadModel
+
+    report, hist = _run(gpt, tiny_corpus, tmp_path, [
+        "--max-words", "2000", "--vocab-size", "300", "--seq-len", "16", "--dim", "32",
+        "--layers", "1", "--heads", "2", "--batch-size", "8", "--lr", "3e-3",
+        "--eval-blocks", "8", "--pos-init", "sinusoidal", "--dropout", "0.1",
+        "--local-bias", "4", "--local-bias-steps", "10"])
+    assert hist[-1]["heldout_loss"] < hist[0]["heldout_loss"] - 0.5
+    loaded = GPT2LMHeadModel.from_pretrained(tmp_path / "out")
+    assert loaded.config.resid_pdrop == 0.1 and report["steps"] > 10
+
+
+def test_causal_locality_bias_keeps_the_model_causal():
+    import argparse
+
+    import torch
+
+    args = argparse.Namespace(dim=32, layers=1, heads=2, seq_len=16, dropout=0.0, pos_init="learned")
+    torch.manual_seed(0)
+    model = gpt.build_model(100, args).eval()
+    ids = torch.randint(0, 100, (2, 16))
+    changed = ids.clone()
+    changed[:, 10:] = (changed[:, 10:] + 1) % 100
+    bias = locality.locality_bias(4.0, 2, 16, causal=True)
+    assert torch.isinf(bias[0, :, 3, 4]).all() and not torch.isinf(bias[0, :, 4, 3]).any()
+    with torch.no_grad():
+        plain = model(input_ids=ids, labels=ids).loss
+        faint = model(input_ids=ids, attention_mask=locality.locality_bias(1e-9, 2, 16, causal=True),
+                      labels=ids).loss
+        a = model(input_ids=ids, attention_mask=bias).logits[:, :10]
+        b = model(input_ids=changed, attention_mask=bias).logits[:, :10]
+    assert abs(float(plain) - float(faint)) < 1e-5    # a vanishing bias is the model's own causal mask
+    assert torch.allclose(a, b, atol=1e-6)            # later tokens never reach earlier positions
+
+
+def test_locality_bias_is_alibi_shaped_and_annealed_to_nothing():
+    b = locality.locality_bias(4.0, heads=4, length=6)[0]
+    assert b.shape == (4, 6, 6)
+    assert (b.diagonal(dim1=1, dim2=2) == 0).all()
+    assert float(b[0, 2, 0]) == float(b[0, 2, 4]) == -2.0          # symmetric, slope 1/4 * 4
+    assert (b[:-1, 0, 1] < b[1:, 0, 1]).all()                     # later heads look further
+    assert locality.locality_bias(0.0, 4, 6) is None
+    assert locality.annealed(4.0, 100, 0) == 4.0 and locality.annealed(4.0, 100, 50) == 2.0
+    assert locality.annealed(4.0, 100, 100) == 0.0 == locality.annealed(4.0, 100, 500) == locality.annealed(4.0, 0, 0)
+
+
+def test_locality_bias_reaches_the_attention_and_steeper_heads_look_less_far():
+    import torch
+
+    class Shape:
+        dim, layers, heads, seq_len, dropout, pos_init = 32, 1, 2, 24, 0.0, "learned"
+
+    torch.manual_seed(0)
+    model = bert.build_model(300, Shape).eval()
+    model.config._attn_implementation = "eager"     # to read the attention weights back
+    ids = torch.randint(5, 300, (1, 24))
+    with torch.no_grad():
+        plain = model.bert(input_ids=ids, output_attentions=True).attentions[0][0]
+        local = model.bert(input_ids=ids, attention_mask=locality.locality_bias(8.0, 2, 24),
+                           output_attentions=True).attentions[0][0]
+    far = local[:, 0, 20] / plain[:, 0, 20]           # per head, weight on a token 20 away
+    near = local[:, 0, 1] / plain[:, 0, 1]
+    assert (near > far).all()
+    assert float(far[0]) < 1e-3 < float(far[1])        # slopes 8/16 and 8/256
+
+
+def test_sinusoidal_positions_make_dot_products_depend_on_offset_only():
+    import torch
+
+    class Shape:
+        dim, layers, heads, seq_len, dropout, pos_init = 32, 1, 2, 24, 0.0, "sinusoidal"
+
+    p = bert.build_model(300, Shape).bert.embeddings.position_embeddings.weight.detach()
+    assert abs(float(p.pow(2).mean().sqrt()) - 0.02) < 1e-3        # the default init's scale
+    assert torch.allclose(p[3] @ p[5], p[10] @ p[12], atol=1e-7)
+    assert not torch.allclose(p[3] @ p[5], p[3] @ p[9], atol=1e-6)
+
+
 def test_masked_only_head_gives_the_loss_bert_for_masked_lm_gives():
     import torch
 
     class Shape:
-        dim, layers, heads, seq_len = 32, 2, 2, 24
+        dim, layers, heads, seq_len, dropout, pos_init = 32, 2, 2, 24, 0.0, "learned"
 
     torch.manual_seed(0)
     model = bert.build_model(300, Shape).eval()
