@@ -23,23 +23,33 @@ documents (25, chosen by a seeded shuffle, seed 13) held out for evaluation. No 
 ## Hardware and budget
 CPU only, one PyTorch thread per model, on a 2-core machine; no GPU was lent to this work. All
 three bundled models (gpt-brown, bert-brown-mlm, elmo-brown) were given the same budget of
-training text: {budget:,} corpus words (about {epochs:.2f} epochs of the training split), in four
-legs: a run to 300,000 words on a warm-up + cosine schedule, then the same command resumed from
-its checkpoint with `--max-words` 600,000, 1,200,000 and {budget:,}; each resume stretches the
-cosine (a warm restart: the learning rate goes back up, then decays to 10% at the new end). The
-first three legs ran `nice`d beside other jobs; in the fourth the ELMo had one core to itself and
-the GPT and the BERT shared the other. They are small teaching models trained on 1M words:
-enough to show contextual geometry and context-dependent predictions, far below published
-models. The Kneser-Ney bigram baselines are counted on the whole training split. Words are
-counted by the engine's word splitter (engine/text.py), whose rule changed between the third and
-fourth legs (a run of punctuation became one word): the training split is now {train_words:,}
-words (1,116,458 by the old count), so the first 1.2M counted words held about 1.5% more text.
+training text: {budget:,} corpus words (about {epochs:.2f} epochs of the training split, whose
+{train_words:,} words are counted by the engine's word splitter, engine/text.py). {schedule}
+They are small teaching models trained on about 1M words: enough to show contextual geometry and
+context-dependent predictions, far below published models. The Kneser-Ney bigram baselines are
+counted on the whole training split.
 """
 
 
-def common(r: dict) -> str:
+def common(r: dict, model_id: str) -> str:
     return COMMON.format(budget=BUDGET_WORDS, epochs=BUDGET_WORDS / r["train_words"],
-                         train_words=r["train_words"])
+                         train_words=r["train_words"], schedule=SCHEDULES[model_id])
+
+
+_ONE_RUN = ("This model was trained in one run from scratch to that budget on one warm-up + cosine "
+            "schedule, beside one other trainer on the second core.")
+SCHEDULES = {
+    "elmo-brown": (
+        "This model was trained in four legs: a run to 300,000 words on a warm-up + cosine schedule, "
+        "then the same command resumed from its checkpoint with `--max-words` 600,000, 1,200,000 and "
+        "6,000,000; each resume stretches the cosine (a warm restart: the learning rate goes back up, "
+        "then decays to 10% at the new end). The first three legs ran `nice`d beside other jobs; in the "
+        "fourth it had one core to itself. The word splitter's rule changed between the third and "
+        "fourth legs (a run of punctuation became one word; the split was 1,116,458 words by the old "
+        "count), so the first 1.2M counted words held about 1.5% more text."),
+    "gpt-brown": _ONE_RUN,
+    "bert-brown-mlm": _ONE_RUN,
+}
 
 
 BUDGET_WORDS = 6_000_000
@@ -90,13 +100,13 @@ def gpt_card(r: dict) -> str:
     return f"""# gpt-brown: a small GPT-2 trained on the Brown corpus
 
 `GPT2LMHeadModel` from a config: {c['layers']} layers, {c['dim']} dims, {c['heads']} heads,
-context {c['seq_len']} tokens, tied input/output embeddings, no dropout. Byte-level BPE
+context {c['seq_len']} tokens, tied input/output embeddings, {_dropout(c)}. Byte-level BPE
 (`tokenizers` ByteLevelBPETokenizer, vocabulary {c['vocab_size']}) trained on the training split,
 saved as a transformers fast tokenizer. Weights stored as float16 safetensors (held-out
 perplexity {r['fp16']['float32']:.2f} in float32, {r['fp16']['float16_rounded']:.2f} with weights
 rounded to float16).
 
-{common(r)}
+{common(r, 'gpt-brown')}
 ## Training
 - AdamW, lr {c['lr']}, {c['warmup']} warm-up steps then cosine decay to 10%, weight decay 0.01,
   gradient clipping 1.0, batch {c['batch_size']} blocks x {c['seq_len']} tokens, seed {c['seed']}.
@@ -127,7 +137,7 @@ def bert_card(r: dict) -> str:
     return f"""# bert-brown-mlm: a small BERT masked LM trained on the Brown corpus
 
 `BertForMaskedLM` from a config: {c['layers']} layers, {c['dim']} dims, {c['heads']} heads,
-feed-forward {4 * int(c['dim'])}, {c['seq_len']} positions, no dropout, tied MLM decoder. Lower-cased
+feed-forward {4 * int(c['dim'])}, {c['seq_len']} positions, {_dropout(c)}, tied MLM decoder. Lower-cased
 WordPiece vocabulary ({c['vocab_size']}, `tokenizers` BertWordPieceTokenizer) trained on the
 training split. Masking: our own `mask_tokens` (engine/training/bert.py), not
 DataCollatorForLanguageModeling, so a batch is a pure function of (seed, step): 15% of tokens,
@@ -135,11 +145,11 @@ DataCollatorForLanguageModeling, so a batch is a pure function of (seed, step): 
 WordPieces of running text inside [CLS] ... [SEP]. Stored as float16 safetensors (held-out MLM
 loss {r['fp16']['float32']:.4f} in float32, {r['fp16']['float16_rounded']:.4f} rounded to float16).
 
-{common(r)}
+{common(r, 'bert-brown-mlm')}
 ## Training
 - AdamW, lr {c['lr']}, {c['warmup']} warm-up steps then cosine decay to 10%, weight decay 0.01,
   gradient clipping 1.0, batch {c['batch_size']} x {c['seq_len']} tokens, seed {c['seed']}.
-{_training(r)}- tokens seen: {r['tokens_seen']:,} WordPieces
+{_bert_recipe(c)}{_training(r)}- tokens seen: {r['tokens_seen']:,} WordPieces
 - parameters: {p['total']:,} total, {p['non_embedding']:,} non-embedding
   ({p['embedding']:,} in the word, position and segment embeddings)
 
@@ -164,6 +174,26 @@ bigram fitted on the training split's sentences ([CLS] ... [SEP]); same sentence
 
 {_size_lines(MODELS / 'bert-brown-mlm')}
 """
+
+
+def _dropout(c: dict) -> str:
+    rate = float(c.get("dropout", 0.0))
+    return f"dropout {rate:g} (residual, embedding, attention)" if rate else "no dropout"
+
+
+def _bert_recipe(c: dict) -> str:
+    """The two departures from a default BertForMaskedLM start, when a run used them."""
+    out = ""
+    if c.get("pos_init") == "sinusoidal":
+        out += ("- position embeddings start as Vaswani et al.'s sinusoids at the default init's RMS "
+                "(0.02), then are learned as usual\n")
+    if float(c.get("local_bias", 0)):
+        out += (f"- for the first {int(c['local_bias_steps']):,} steps an ALiBi-shaped attention bias "
+                f"-s * m_h * |i - j| (ALiBi slopes m_h = 2^(-8h/H), heads h = 1..H) is added in training, s falling linearly from "
+                f"{float(c['local_bias']):g} to 0, so that neighbours are informative before the model "
+                f"has learned positional attention; afterwards, and in every evaluation and in the "
+                f"exported model, there is no bias: a plain BertForMaskedLM\n")
+    return out
 
 
 def _bert_limitation(r: dict) -> str:
@@ -198,7 +228,7 @@ CNN keeps filter widths 1-5 (512 filters instead of 2048; widths 6 and 7 held th
 the filters and, with the 2048-wide highway, most of the step time) and the LSTMs have 512 cells
 instead of 1024 (about half the recurrent cost). Projection 128, clipping and residual are kept.
 
-{common(r)}
+{common(r, 'elmo-brown')}
 ## Training
 - Loss: mean of the forward and backward LM cross-entropies (full softmax). AdamW, lr {c['lr']},
   {c['warmup']} warm-up steps then cosine decay to 10%, gradient clipping {c['grad_clip']}, batches of

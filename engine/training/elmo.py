@@ -213,7 +213,7 @@ def run(args) -> dict:
     cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words, budget_minutes=args.budget_minutes,
                     lr=args.lr, warmup_steps=args.warmup, eval_every=args.eval_every, seed=args.seed,
                     threads=args.threads, words_per_step=train_words / len(data.epoch(0)),
-                    grad_clip=args.grad_clip, device=args.device)
+                    grad_clip=args.grad_clip, device=args.device, adam_beta2=args.adam_beta2)
     quick = held_s[: args.eval_sentences]
     state = train(model, lambda m, b: m.loss(b), data.batch,
                   lambda m: {k: v for k, v in evaluate(m, data, quick).items() if "loss" in k}, cfg)

@@ -84,7 +84,7 @@ def run(args) -> dict:
     cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words, budget_minutes=args.budget_minutes,
                     lr=args.lr, warmup_steps=args.warmup, eval_every=args.eval_every, seed=args.seed,
                     threads=args.threads, words_per_step=stream.words_per_block * args.batch_size,
-                    device=args.device)
+                    device=args.device, adam_beta2=args.adam_beta2)
     quick = held_blocks[: args.eval_blocks]
     def batch_at(step: int):
         b, words = stream.batch(step, args.batch_size)
