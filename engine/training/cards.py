@@ -47,7 +47,8 @@ SCHEDULES = {
         "fourth it had one core to itself. The word splitter's rule changed between the third and "
         "fourth legs (a run of punctuation became one word; the split was 1,116,458 words by the old "
         "count), so the first 1.2M counted words held about 1.5% more text."),
-    "gpt-brown": _ONE_RUN,
+    "gpt-brown": _ONE_RUN[:-1] + "; it was stopped at step 4,900 and resumed with two threads "
+                              "once the BERT had finished (same batches).",
     "bert-brown-mlm": _ONE_RUN,
 }
 
@@ -110,7 +111,7 @@ rounded to float16).
 ## Training
 - AdamW, lr {c['lr']}, {c['warmup']} warm-up steps then cosine decay to 10%, weight decay 0.01,
   gradient clipping 1.0, batch {c['batch_size']} blocks x {c['seq_len']} tokens, seed {c['seed']}.
-{_training(r)}- tokens seen: {r['tokens_seen']:,} BPE tokens
+{_recipe(c, 'GPT2LMHeadModel')}{_training(r)}- tokens seen: {r['tokens_seen']:,} BPE tokens
 - parameters: {p['total']:,} total, {p['non_embedding']:,} non-embedding
   ({p['embedding']:,} in the token and position embeddings, the output layer is tied)
 
@@ -149,7 +150,7 @@ loss {r['fp16']['float32']:.4f} in float32, {r['fp16']['float16_rounded']:.4f} r
 ## Training
 - AdamW, lr {c['lr']}, {c['warmup']} warm-up steps then cosine decay to 10%, weight decay 0.01,
   gradient clipping 1.0, batch {c['batch_size']} x {c['seq_len']} tokens, seed {c['seed']}.
-{_bert_recipe(c)}{_training(r)}- tokens seen: {r['tokens_seen']:,} WordPieces
+{_recipe(c, 'BertForMaskedLM')}{_training(r)}- tokens seen: {r['tokens_seen']:,} WordPieces
 - parameters: {p['total']:,} total, {p['non_embedding']:,} non-embedding
   ({p['embedding']:,} in the word, position and segment embeddings)
 
@@ -181,7 +182,7 @@ def _dropout(c: dict) -> str:
     return f"dropout {rate:g} (residual, embedding, attention)" if rate else "no dropout"
 
 
-def _bert_recipe(c: dict) -> str:
+def _recipe(c: dict, architecture: str) -> str:
     """The two departures from a default BertForMaskedLM start, when a run used them."""
     out = ""
     if c.get("pos_init") == "sinusoidal":
@@ -192,7 +193,7 @@ def _bert_recipe(c: dict) -> str:
                 f"-s * m_h * |i - j| (ALiBi slopes m_h = 2^(-8h/H), heads h = 1..H) is added in training, s falling linearly from "
                 f"{float(c['local_bias']):g} to 0, so that neighbours are informative before the model "
                 f"has learned positional attention; afterwards, and in every evaluation and in the "
-                f"exported model, there is no bias: a plain BertForMaskedLM (the learning curve's "
+                f"exported model, there is no bias: a plain {architecture} (the learning curve's "
                 f"training loss includes the bias during those steps)\n")
     return out
 
