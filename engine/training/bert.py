@@ -25,7 +25,7 @@ from engine.training import corpus
 from engine.training.bigram import KneserNeyBigram
 from engine.training.blocks import BlockStream, count_words, cut_blocks
 from engine.training.export import fp16_check, write_safetensors_model
-from engine.training.locality import annealed, init_sinusoidal, locality_bias
+from engine.training.locality import annealed_bias, init_sinusoidal
 from engine.training.loop import (RunConfig, add_transformer_args, count_parameters,
                                    model_device, plot_curves, run_tokenizer, seed_everything,
                                    train, trainer_parser)
@@ -148,11 +148,11 @@ def run(args) -> dict:
     stream = BlockStream(blocks, (args.seq_len - 2) * train_words / len(train_ids), args.seed)
     model = build_model(V, args)
 
+    bias_at = annealed_bias(args.local_bias, args.local_bias_steps, args.heads, args.seq_len)
+
     def batch_at(step: int):
         b, words = stream.batch(step, args.batch_size)
-        strength = annealed(args.local_bias, args.local_bias_steps, step)
-        return (*mask_tokens(b, args.seed * 100_003 + step, V),
-                locality_bias(strength, args.heads, args.seq_len)), words
+        return (*mask_tokens(b, args.seed * 100_003 + step, V), bias_at(step)), words
 
     def loss_fn(m, batch):
         inputs, labels, bias = batch

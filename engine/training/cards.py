@@ -47,8 +47,9 @@ SCHEDULES = {
         "fourth it had one core to itself. The word splitter's rule changed between the third and "
         "fourth legs (a run of punctuation became one word; the split was 1,116,458 words by the old "
         "count), so the first 1.2M counted words held about 1.5% more text."),
-    "gpt-brown": _ONE_RUN[:-1] + "; it was stopped at step 4,900 and resumed with two threads "
-                              "once the BERT had finished (same batches).",
+    "gpt-brown": ("This model was trained in one run from scratch to that budget on one warm-up + "
+                  "cosine schedule, beside one other trainer on the second core; it was stopped at "
+                  "step 4,900 and resumed with two threads once the BERT had finished (same batches)."),
     "bert-brown-mlm": _ONE_RUN,
 }
 
@@ -183,7 +184,7 @@ def _dropout(c: dict) -> str:
 
 
 def _recipe(c: dict, architecture: str) -> str:
-    """The two departures from a default BertForMaskedLM start, when a run used them."""
+    """The two departures from the default start of the architecture, when a run used them."""
     out = ""
     if c.get("pos_init") == "sinusoidal":
         out += ("- position embeddings start as Vaswani et al.'s sinusoids at the default init's RMS "
@@ -270,13 +271,13 @@ def float_or(v):
 RECIPE_DEFAULTS = {"dropout": "0.0", "pos_init": "learned", "local_bias": "0.0", "local_bias_steps": "0"}
 
 
-def previous_run_note(folder: Path) -> str:
-    """The model this one replaced (same shape, corpus and budget; another recipe)."""
+def previous_run_note(folder: Path, now: dict) -> str:
+    """The model this one replaced (same shape, corpus and budget; another recipe); `now` is the
+    shipped run's config."""
     path = folder / "training_report_previous.json"
     if not path.exists():
         return ""
     r = json.loads(path.read_text())
-    now = json.loads((folder / "training_report.json").read_text())["config"]
     diff = ", ".join(f"{k} {r['config'].get(k, v)} (now {now.get(k, v)})" for k, v in RECIPE_DEFAULTS.items()
                      if float_or(r["config"].get(k, v)) != float_or(now.get(k, v)))
     if "heldout_ppl_token" in r:
@@ -316,7 +317,7 @@ def write(model_id: str) -> Path:
     report = json.loads((folder / "training_report.json").read_text())
     card = folder / "MODEL_CARD.md"
     for _ in range(2):   # twice: the size table then lists the card itself at its final size
-        card.write_text(CARDS[model_id](report) + previous_run_note(folder)
+        card.write_text(CARDS[model_id](report) + previous_run_note(folder, report["config"])
                         + STOPPED_RUNS.get(model_id, ""))
     return card
 

@@ -21,7 +21,7 @@ from engine.training import corpus
 from engine.training.bigram import KneserNeyBigram
 from engine.training.blocks import BlockStream, count_words, cut_blocks
 from engine.training.export import fp16_check, write_safetensors_model
-from engine.training.locality import annealed, init_sinusoidal, locality_bias
+from engine.training.locality import annealed_bias, init_sinusoidal
 from engine.training.loop import (RunConfig, add_transformer_args, count_parameters,
                                    model_device, plot_curves, run_tokenizer, seed_everything,
                                    train, trainer_parser)
@@ -86,10 +86,12 @@ def run(args) -> dict:
                     threads=args.threads, words_per_step=stream.words_per_block * args.batch_size,
                     device=args.device, adam_beta2=args.adam_beta2)
     quick = held_blocks[: args.eval_blocks]
+    bias_at = annealed_bias(args.local_bias, args.local_bias_steps, args.heads, args.seq_len,
+                            causal=True)
+
     def batch_at(step: int):
         b, words = stream.batch(step, args.batch_size)
-        strength = annealed(args.local_bias, args.local_bias_steps, step)
-        return (b, locality_bias(strength, args.heads, args.seq_len, causal=True)), words
+        return (b, bias_at(step)), words
 
     def loss_fn(m, batch):
         ids, bias = batch

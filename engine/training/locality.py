@@ -11,6 +11,7 @@ and inference never sees a bias.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 
@@ -33,6 +34,17 @@ def locality_bias(strength: float, heads: int, length: int, causal: bool = False
     if causal:
         bias = bias.masked_fill(offset > 0, float("-inf"))
     return bias[None]
+
+
+def annealed_bias(peak: float, steps: int, heads: int, length: int,
+                  causal: bool = False) -> Callable[[int], torch.Tensor | None]:
+    """step -> the bias at that step (None once annealed away); the bias's shape is built once."""
+    unit = locality_bias(1.0, heads, length, causal)
+
+    def at(step: int) -> torch.Tensor | None:
+        s = annealed(peak, steps, step)
+        return unit * s if s > 0 else None
+    return at
 
 
 def sinusoids(n: int, dim: int) -> torch.Tensor:

@@ -1,11 +1,23 @@
 """Each trainer, on a tiny corpus for a few dozen steps: the loss falls, the export loads."""
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
 
 from engine.training import bert, elmo, gpt, locality
+
+
+# a one-layer transformer on 16-token blocks: enough for the loss to fall within seconds
+TINY_TRANSFORMER = ["--seq-len", "16", "--dim", "32", "--layers", "1", "--heads", "2",
+                    "--batch-size", "8", "--lr", "3e-3", "--eval-blocks", "8"]
+
+
+def _shape(seq_len: int = 24, layers: int = 1, pos_init: str = "learned"):
+    """The arguments build_model reads, for models built outside a trainer run."""
+    return argparse.Namespace(dim=32, layers=layers, heads=2, seq_len=seq_len, dropout=0.0,
+                              pos_init=pos_init)
 
 
 def _run(module, tiny_corpus, tmp_path, extra):
@@ -20,9 +32,7 @@ def _run(module, tiny_corpus, tmp_path, extra):
 
 def test_gpt_trainer_lowers_heldout_loss_and_beats_nothing_learned(tiny_corpus, tmp_path):
     report, hist = _run(gpt, tiny_corpus, tmp_path, [
-        "--max-words", "2000", "--vocab-size", "300", "--seq-len", "16", "--dim", "32",
-        "--layers", "1", "--heads", "2", "--batch-size", "8", "--lr", "3e-3",
-        "--eval-blocks", "8"])
+        "--max-words", "2000", "--vocab-size", "300", *TINY_TRANSFORMER])
     assert report["steps"] >= 20
     assert hist[-1]["heldout_loss"] < hist[0]["heldout_loss"] - 0.5
     assert (tmp_path / "out" / "model.safetensors").exists()
@@ -31,9 +41,7 @@ def test_gpt_trainer_lowers_heldout_loss_and_beats_nothing_learned(tiny_corpus, 
 
 def test_bert_trainer_lowers_masked_lm_loss(tiny_corpus, tmp_path):
     report, hist = _run(bert, tiny_corpus, tmp_path, [
-        "--max-words", "6000", "--vocab-size", "200", "--seq-len", "16", "--dim", "32",
-        "--layers", "1", "--heads", "2", "--batch-size", "8", "--lr", "3e-3",
-        "--eval-blocks", "8", "--pppl-sentences", "4"])
+        "--max-words", "6000", "--vocab-size", "200", *TINY_TRANSFORMER, "--pppl-sentences", "4"])
     assert report["steps"] >= 20
     assert hist[-1]["heldout_loss"] < hist[0]["heldout_loss"] - 0.5
     assert report["pseudo_ppl_token"] < 200
@@ -43,10 +51,8 @@ def test_bert_trainer_with_locality_bias_and_sinusoids_exports_a_plain_model(tin
     from transformers import BertForMaskedLM
 
     report, hist = _run(bert, tiny_corpus, tmp_path, [
-        "--max-words", "6000", "--vocab-size", "200", "--seq-len", "16", "--dim", "32",
-        "--layers", "1", "--heads", "2", "--batch-size", "8", "--lr", "3e-3",
-        "--eval-blocks", "8", "--pppl-sentences", "4", "--pos-init", "sinusoidal",
-        "--local-bias", "4", "--local-bias-steps", "15"])
+        "--max-words", "6000", "--vocab-size", "200", *TINY_TRANSFORMER, "--pppl-sentences", "4",
+        "--pos-init", "sinusoidal", "--local-bias", "4", "--local-bias-steps", "15"])
     assert hist[-1]["heldout_loss"] < hist[0]["heldout_loss"] - 0.5
     loaded = BertForMaskedLM.from_pretrained(tmp_path / "out")
     assert loaded.config.max_position_embeddings == 16 and report["steps"] > 15
@@ -56,21 +62,17 @@ def test_gpt_trainer_with_locality_bias_and_sinusoids_exports_a_plain_model(tiny
     from transformers import GPT2LMHeadModel
 
     report, hist = _run(gpt, tiny_corpus, tmp_path, [
-        "--max-words", "2000", "--vocab-size", "300", "--seq-len", "16", "--dim", "32",
-        "--layers", "1", "--heads", "2", "--batch-size", "8", "--lr", "3e-3",
-        "--eval-blocks", "8", "--pos-init", "sinusoidal", "--dropout", "0.1",
-        "--local-bias", "4", "--local-bias-steps", "10"])
+        "--max-words", "2000", "--vocab-size", "300", *TINY_TRANSFORMER, "--pos-init", "sinusoidal",
+        "--dropout", "0.1", "--local-bias", "4", "--local-bias-steps", "10"])
     assert hist[-1]["heldout_loss"] < hist[0]["heldout_loss"] - 0.5
     loaded = GPT2LMHeadModel.from_pretrained(tmp_path / "out")
     assert loaded.config.resid_pdrop == 0.1 and report["steps"] > 10
 
 
 def test_causal_locality_bias_keeps_the_model_causal():
-    import argparse
-
     import torch
 
-    args = argparse.Namespace(dim=32, layers=1, heads=2, seq_len=16, dropout=0.0, pos_init="learned")
+    args = _shape(seq_len=16)
     torch.manual_seed(0)
     model = gpt.build_model(100, args).eval()
     ids = torch.randint(0, 100, (2, 16))
@@ -102,11 +104,9 @@ def test_locality_bias_is_alibi_shaped_and_annealed_to_nothing():
 def test_locality_bias_reaches_the_attention_and_steeper_heads_look_less_far():
     import torch
 
-    class Shape:
-        dim, layers, heads, seq_len, dropout, pos_init = 32, 1, 2, 24, 0.0, "learned"
-
+    shape = _shape()
     torch.manual_seed(0)
-    model = bert.build_model(300, Shape).eval()
+    model = bert.build_model(300, shape).eval()
     model.config._attn_implementation = "eager"     # to read the attention weights back
     ids = torch.randint(5, 300, (1, 24))
     with torch.no_grad():
@@ -122,10 +122,8 @@ def test_locality_bias_reaches_the_attention_and_steeper_heads_look_less_far():
 def test_sinusoidal_positions_make_dot_products_depend_on_offset_only():
     import torch
 
-    class Shape:
-        dim, layers, heads, seq_len, dropout, pos_init = 32, 1, 2, 24, 0.0, "sinusoidal"
-
-    p = bert.build_model(300, Shape).bert.embeddings.position_embeddings.weight.detach()
+    shape = _shape(pos_init="sinusoidal")
+    p = bert.build_model(300, shape).bert.embeddings.position_embeddings.weight.detach()
     assert abs(float(p.pow(2).mean().sqrt()) - 0.02) < 1e-3        # the default init's scale
     assert torch.allclose(p[3] @ p[5], p[10] @ p[12], atol=1e-7)
     assert not torch.allclose(p[3] @ p[5], p[3] @ p[9], atol=1e-6)
@@ -134,11 +132,9 @@ def test_sinusoidal_positions_make_dot_products_depend_on_offset_only():
 def test_masked_only_head_gives_the_loss_bert_for_masked_lm_gives():
     import torch
 
-    class Shape:
-        dim, layers, heads, seq_len, dropout, pos_init = 32, 2, 2, 24, 0.0, "learned"
-
+    shape = _shape(layers=2)
     torch.manual_seed(0)
-    model = bert.build_model(300, Shape).eval()
+    model = bert.build_model(300, shape).eval()
     ids = torch.randint(5, 300, (6, 24))
     inputs, labels = bert.mask_tokens(ids, 7, 300)
     sel = labels != bert.IGNORE
