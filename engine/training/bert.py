@@ -23,7 +23,7 @@ from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
 from engine.training import corpus
 from engine.training.bigram import KneserNeyBigram
-from engine.training.blocks import BlockStream, count_words, cut_blocks
+from engine.training.blocks import BlockStream, count_words, cut_blocks, sentence_chunks
 from engine.training.export import fp16_check, write_safetensors_model
 from engine.training.locality import annealed_bias, init_sinusoidal
 from engine.training.loop import (RunConfig, add_transformer_args, count_parameters,
@@ -61,6 +61,25 @@ def mask_tokens(ids: torch.Tensor, seed: int, vocab_size: int,
 def wrap(blocks: torch.Tensor) -> torch.Tensor:
     n = len(blocks)
     return torch.cat([torch.full((n, 1), CLS), blocks, torch.full((n, 1), SEP)], dim=1)
+
+
+def pad_chunks(chunks: list[list[int]], length: int) -> torch.Tensor:
+    """Each chunk wrapped as [CLS] ... [SEP] and padded with [PAD] to `length`."""
+    out = torch.full((len(chunks), length), PAD)
+    for i, c in enumerate(chunks):
+        out[i, : len(c) + 2] = torch.tensor([CLS, *c, SEP])
+    return out
+
+
+def padded_attention(inputs: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor | None:
+    """The additive attention mask for a batch: the locality bias (if any) plus a large negative
+    number at [PAD] keys (only sentence-packed batches have padding)."""
+    pad = inputs == PAD
+    if not bool(pad.any()):
+        return bias
+    keys = torch.zeros(pad.shape, dtype=torch.float32, device=inputs.device)
+    keys = keys.masked_fill(pad, -1e9)[:, None, None, :]
+    return keys if bias is None else bias + keys
 
 
 def build_model(vocab_size: int, args) -> BertForMaskedLM:
@@ -143,9 +162,16 @@ def run(args) -> dict:
     train_ids = [i for d in train_docs for i in ids(" ".join(d))]
     held_ids = [i for d in held_docs for i in ids(" ".join(d))]
     train_words = count_words([s for d in train_docs for s in d])
-    blocks = wrap(cut_blocks(train_ids, args.seq_len - 2))
     held_blocks = wrap(cut_blocks(held_ids, args.seq_len - 2))
-    stream = BlockStream(blocks, (args.seq_len - 2) * train_words / len(train_ids), args.seed)
+    if args.packing == "sentences":
+        chunks, chunk_words = sentence_chunks([[ids(s) for s in d] for d in train_docs],
+                                              [[count_words([s]) for s in d] for d in train_docs],
+                                              args.seq_len - 2, args.single_sentence_prob, args.seed)
+        stream = BlockStream(pad_chunks(chunks, args.seq_len), float(chunk_words.mean()), args.seed,
+                             chunk_words)
+    else:
+        blocks = wrap(cut_blocks(train_ids, args.seq_len - 2))
+        stream = BlockStream(blocks, (args.seq_len - 2) * train_words / len(train_ids), args.seed)
     model = build_model(V, args)
 
     bias_at = annealed_bias(args.local_bias, args.local_bias_steps, args.heads, args.seq_len)
@@ -157,7 +183,8 @@ def run(args) -> dict:
     def loss_fn(m, batch):
         inputs, labels, bias = batch
         sel = labels != IGNORE
-        return torch.nn.functional.cross_entropy(masked_logits(m, inputs, sel, bias), labels[sel])
+        logits = masked_logits(m, inputs, sel, padded_attention(inputs, bias))
+        return torch.nn.functional.cross_entropy(logits, labels[sel])
 
     cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words, budget_minutes=args.budget_minutes,
                     lr=args.lr, warmup_steps=args.warmup, eval_every=args.eval_every, seed=args.seed,
@@ -178,7 +205,7 @@ def run(args) -> dict:
     kb = bigram_pseudo(kn, pppl_ids)
     report = {
         "params": count_parameters(model, ("embeddings",)),
-        "tokens_seen": state.step * args.batch_size * (args.seq_len - 2), "words_seen": state.words,
+        "tokens_seen": round(state.words * len(train_ids) / train_words), "words_seen": state.words,
         "steps": state.step, "wall_s": round(state.wall_s, 1), "epochs": state.words / train_words,
         "train_words": train_words, "train_tokens": len(train_ids), "heldout_tokens": len(held_ids),
         "heldout_mlm_loss": mlm["loss"], "heldout_mlm_accuracy": mlm["accuracy"],
@@ -208,6 +235,11 @@ def parser() -> argparse.ArgumentParser:
                         eval_every=25)
     add_transformer_args(ap)
     ap.add_argument("--pppl-sentences", type=int, default=150)
+    ap.add_argument("--packing", choices=["stream", "sentences"], default="stream",
+                    help="stream: a document's tokens cut into full blocks; sentences: whole "
+                         "sentences packed into padded blocks that end at a sentence end")
+    ap.add_argument("--single-sentence-prob", type=float, default=0.1,
+                    help="with --packing sentences, the share of blocks that hold one sentence")
     return ap
 
 

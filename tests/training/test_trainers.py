@@ -164,6 +164,52 @@ def test_bert_masking_follows_80_10_10_and_skips_special_tokens():
     assert torch.equal(bert.mask_tokens(ids, 0, 1000)[0], inputs)
 
 
+def test_sentence_chunks_end_at_sentence_ends_and_keep_every_word():
+    from engine.training.blocks import sentence_chunks
+
+    docs = [[[1] * 5, [2] * 4, [3] * 20, [4] * 3], [[5] * 2, [6] * 2]]
+    words = [[4, 3, 15, 2], [1, 2]]
+    chunks, chunk_words = sentence_chunks(docs, words, 8, 0.0, seed=0)
+    assert all(len(c) <= 8 for c in chunks)
+    # greedy, never across documents, a long sentence cut into full pieces
+    assert chunks[:2] == [[1] * 5, [2] * 4] and chunks[-1] == [5, 5, 6, 6]
+    assert [3] * 8 in chunks and [3, 3, 3, 3, 4, 4, 4] in chunks
+    assert chunk_words.sum() == pytest.approx(27)
+    singles, _ = sentence_chunks(docs, words, 8, 1.0, seed=0)
+    assert [5, 5] in singles and [6, 6] in singles  # one sentence per chunk
+
+
+def test_padded_sentence_batches_attend_as_if_unpadded():
+    import torch
+
+    torch.manual_seed(0)
+    model = bert.build_model(60, _shape(seq_len=12)).eval()
+    x = bert.pad_chunks([[7, 8, 9], [10, 11, 12, 13, 14, 15]], 12)
+    assert x[0].tolist() == [bert.CLS, 7, 8, 9, bert.SEP] + [bert.PAD] * 7
+    with torch.no_grad():
+        padded = model.bert(input_ids=x, attention_mask=bert.padded_attention(x, None)).last_hidden_state
+        alone = model.bert(input_ids=x[:1, :5]).last_hidden_state
+        bias = locality.locality_bias(2.0, 2, 12)
+        both = model.bert(input_ids=x, attention_mask=bert.padded_attention(x, bias)).last_hidden_state
+        alone_b = model.bert(input_ids=x[:1, :5], attention_mask=bias[..., :5, :5]).last_hidden_state
+    assert torch.allclose(padded[0, :5], alone[0], atol=1e-5)
+    assert torch.allclose(both[0, :5], alone_b[0], atol=1e-5)
+    assert not torch.allclose(both[0, :5], alone[0], atol=1e-3)  # and the bias still counts
+    assert bert.padded_attention(x[:, :5], bias) is bias  # nothing to mask: the bias alone
+
+
+def test_bert_trainer_with_sentence_packing_counts_words_and_learns(tiny_corpus, tmp_path):
+    report, hist = _run(bert, tiny_corpus, tmp_path, [
+        "--max-words", "6000", "--vocab-size", "200", *TINY_TRANSFORMER, "--pppl-sentences", "4",
+        "--packing", "sentences", "--local-bias", "4", "--local-bias-steps", "15"])
+    assert hist[-1]["heldout_loss"] < hist[0]["heldout_loss"] - 0.5
+    # padded blocks hold fewer words than full ones, so the same words take more steps
+    stream, _ = _run(bert, tiny_corpus, tmp_path / "stream", [
+        "--max-words", "6000", "--vocab-size", "200", *TINY_TRANSFORMER, "--pppl-sentences", "4"])
+    assert 6000 <= report["words_seen"] < 6000 + 8 * 16
+    assert report["steps"] > stream["steps"]
+
+
 @pytest.fixture(scope="module")
 def tiny_elmo(tiny_corpus, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("elmo")
