@@ -36,8 +36,6 @@ def common(r: dict, model_id: str) -> str:
                          train_words=r["train_words"], schedule=SCHEDULES[model_id])
 
 
-_ONE_RUN = ("This model was trained in one run from scratch to that budget on one warm-up + cosine "
-            "schedule, beside one other trainer on the second core.")
 SCHEDULES = {
     "elmo-brown": (
         "This model was trained in four legs: a run to 300,000 words on a warm-up + cosine schedule, "
@@ -50,7 +48,8 @@ SCHEDULES = {
     "gpt-brown": ("This model was trained in one run from scratch to that budget on one warm-up + "
                   "cosine schedule, beside one other trainer on the second core; it was stopped at "
                   "step 4,900 and resumed with two threads once the BERT had finished (same batches)."),
-    "bert-brown-mlm": _ONE_RUN,
+    "bert-brown-mlm": ("This model was trained in one run from scratch to that budget on one warm-up "
+                       "+ cosine schedule, on one core, beside other training runs on the second."),
 }
 
 
@@ -143,14 +142,13 @@ feed-forward {4 * int(c['dim'])}, {c['seq_len']} positions, {_dropout(c)}, tied 
 WordPiece vocabulary ({c['vocab_size']}, `tokenizers` BertWordPieceTokenizer) trained on the
 training split. Masking: our own `mask_tokens` (engine/training/bert.py), not
 DataCollatorForLanguageModeling, so a batch is a pure function of (seed, step): 15% of tokens,
-80% [MASK] / 10% random / 10% unchanged. No next-sentence prediction: blocks of {int(c['seq_len']) - 2}
-WordPieces of running text inside [CLS] ... [SEP]. Stored as float16 safetensors (held-out MLM
+80% [MASK] / 10% random / 10% unchanged. No next-sentence prediction: {_bert_packing(c)}. Stored as float16 safetensors (held-out MLM
 loss {r['fp16']['float32']:.4f} in float32, {r['fp16']['float16_rounded']:.4f} rounded to float16).
 
 {common(r, 'bert-brown-mlm')}
 ## Training
 - AdamW, lr {c['lr']}, {c['warmup']} warm-up steps then cosine decay to 10%, weight decay 0.01,
-  gradient clipping 1.0, batch {c['batch_size']} x {c['seq_len']} tokens, seed {c['seed']}.
+  gradient clipping 1.0, batch {c['batch_size']} x {'up to ' if c.get('packing') == 'sentences' else ''}{c['seq_len']} tokens, seed {c['seed']}.
 {_recipe(c, 'BertForMaskedLM')}{_training(r)}- tokens seen: {r['tokens_seen']:,} WordPieces
 - parameters: {p['total']:,} total, {p['non_embedding']:,} non-embedding
   ({p['embedding']:,} in the word, position and segment embeddings)
@@ -181,6 +179,16 @@ bigram fitted on the training split's sentences ([CLS] ... [SEP]); same sentence
 def _dropout(c: dict) -> str:
     rate = float(c.get("dropout", 0.0))
     return f"dropout {rate:g} (residual, embedding, attention)" if rate else "no dropout"
+
+
+def _bert_packing(c: dict) -> str:
+    n = int(c["seq_len"]) - 2
+    if c.get("packing") == "sentences":
+        return (f"whole consecutive sentences of one document packed into up to {n} WordPieces "
+                f"inside [CLS] ... [SEP] and padded (padding masked out of attention), so every block "
+                f"ends where a sentence ends; {float(c['single_sentence_prob']):.0%} of the blocks hold "
+                f"a single sentence, the form the app and the pseudo-perplexity give the model")
+    return f"blocks of {n} WordPieces of running text inside [CLS] ... [SEP]"
 
 
 def _recipe(c: dict, architecture: str) -> str:
@@ -268,7 +276,22 @@ def float_or(v):
         return v
 
 
-RECIPE_DEFAULTS = {"dropout": "0.0", "pos_init": "learned", "local_bias": "0.0", "local_bias_steps": "0"}
+RECIPE_DEFAULTS = {"dropout": "0.0", "pos_init": "learned", "local_bias": "0.0", "local_bias_steps": "0",
+                   "packing": "stream", "lr": "0.001"}
+
+# How each replaced model was trained and what it looked like inside (from its run; by hand).
+PREVIOUS = {
+    "gpt-brown": ("in four resumed legs", "its attention stayed close to uniform in every head (a "
+                  "bag-of-words model)"),
+    "bert-brown-mlm": ("in one run", "layer 2 head 1 put 0.93 of its attention on the next token and "
+                       "layer 3 head 1 0.72 on the previous one; the other heads stayed broad"),
+}
+CHOSEN_BY = {
+    "gpt-brown": "The new recipe was chosen by the held-out loss on a 48-block subset of the held-out split",
+    "bert-brown-mlm": ("The new recipe was chosen among runs stopped early by the held-out loss on a "
+                       "48-block subset of the held-out split (engine/training/README.md), and kept "
+                       "because its pseudo-perplexity was lower"),
+}
 
 
 def previous_run_note(folder: Path, now: dict) -> str:
@@ -289,11 +312,10 @@ def previous_run_note(folder: Path, now: dict) -> str:
                f"{r['bigram_pseudo_accuracy']:.1%}), MLM accuracy {r['heldout_mlm_accuracy']:.1%}")
     return f"""
 ## The model this one replaced
-The previous {folder.name} had the same shape, data and budget ({r['words_seen']:,} words, in four
-resumed legs, {r['wall_s'] / 60:.0f} min); its recipe differed in {diff}. It reached {got}; its
-attention stayed close to uniform in every head (a bag-of-words model). Its report is `training_report_previous.json`. The new recipe was chosen by the held-out
-loss on a 48-block subset of the held-out split, so the held-out numbers above are slightly
-optimistic.
+The previous {folder.name} had the same shape, data and budget ({r['words_seen']:,} words,
+{PREVIOUS[folder.name][0]}, {r['wall_s'] / 60:.0f} min); its recipe differed in {diff}. It reached
+{got}; {PREVIOUS[folder.name][1]}. Its report is `training_report_previous.json`.
+{CHOSEN_BY[folder.name]}, so the held-out numbers above are slightly optimistic.
 """
 
 
