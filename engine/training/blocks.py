@@ -57,12 +57,14 @@ def sentence_chunks(docs: list[list[list[int]]], doc_words: list[list[int]], len
             for piece in pieces:
                 w = n * len(piece) / max(len(ids), 1)
                 if cur and (single or len(cur) + len(piece) > length):
-                    chunks.append(cur), words.append(cur_words)
+                    chunks.append(cur)
+                    words.append(cur_words)
                     cur, cur_words = [], 0.0
                 if not cur:
                     single = bool(rng.random() < single_prob)
                 cur += piece
                 cur_words += w
         if cur:
-            chunks.append(cur), words.append(cur_words)
+            chunks.append(cur)
+            words.append(cur_words)
     return chunks, np.asarray(words)
