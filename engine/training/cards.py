@@ -49,7 +49,9 @@ SCHEDULES = {
                   "cosine schedule, beside one other trainer on the second core; it was stopped at "
                   "step 4,900 and resumed with two threads once the BERT had finished (same batches)."),
     "bert-brown-mlm": ("This model was trained in one run from scratch to that budget on one warm-up "
-                       "+ cosine schedule, on one core, beside other training runs on the second."),
+                       "+ cosine schedule, on one core, beside other training runs on the second; it "
+                       "was stopped at 4.1M words and resumed from its checkpoint with a larger "
+                       "wall-clock budget (same batches)."),
 }
 
 
