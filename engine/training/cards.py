@@ -150,7 +150,7 @@ loss {r['fp16']['float32']:.4f} in float32, {r['fp16']['float16_rounded']:.4f} r
 {common(r, 'bert-brown-mlm')}
 ## Training
 - AdamW, lr {c['lr']}, {c['warmup']} warm-up steps then cosine decay to 10%, weight decay 0.01,
-  gradient clipping 1.0, batch {c['batch_size']} x {'up to ' if c.get('packing') == 'sentences' else ''}{c['seq_len']} tokens, seed {c['seed']}.
+  gradient clipping 1.0, batch {c['batch_size']} x {'up to ' if _sentence_packed(c) else ''}{c['seq_len']} tokens, seed {c['seed']}.
 {_recipe(c, 'BertForMaskedLM')}{_training(r)}- tokens seen: {r['tokens_seen']:,} WordPieces
 - parameters: {p['total']:,} total, {p['non_embedding']:,} non-embedding
   ({p['embedding']:,} in the word, position and segment embeddings)
@@ -183,9 +183,13 @@ def _dropout(c: dict) -> str:
     return f"dropout {rate:g} (residual, embedding, attention)" if rate else "no dropout"
 
 
+def _sentence_packed(c: dict) -> bool:
+    return c.get("packing") == "sentences"
+
+
 def _bert_packing(c: dict) -> str:
     n = int(c["seq_len"]) - 2
-    if c.get("packing") == "sentences":
+    if _sentence_packed(c):
         return (f"whole consecutive sentences of one document packed into up to {n} WordPieces "
                 f"inside [CLS] ... [SEP] and padded (padding masked out of attention), so every block "
                 f"ends where a sentence ends; {float(c['single_sentence_prob']):.0%} of the blocks hold "
@@ -281,16 +285,16 @@ def float_or(v):
 RECIPE_DEFAULTS = {"dropout": "0.0", "pos_init": "learned", "local_bias": "0.0", "local_bias_steps": "0",
                    "packing": "stream", "lr": "0.001"}
 
-# How each replaced model was trained and what it looked like inside (from its run; by hand).
+# Each replaced model, by hand from its run: how it was trained, what its attention looked like,
+# and how the recipe that replaced it was chosen.
 PREVIOUS = {
     "gpt-brown": ("in four resumed legs", "its attention stayed close to uniform in every head (a "
-                  "bag-of-words model)"),
+                  "bag-of-words model)",
+                  "The new recipe was chosen by the held-out loss on a 48-block subset of the "
+                  "held-out split"),
     "bert-brown-mlm": ("in one run", "layer 2 head 1 put 0.93 of its attention on the next token and "
-                       "layer 3 head 1 0.72 on the previous one; the other heads stayed broad"),
-}
-CHOSEN_BY = {
-    "gpt-brown": "The new recipe was chosen by the held-out loss on a 48-block subset of the held-out split",
-    "bert-brown-mlm": ("The new recipe was chosen among runs stopped early by the held-out loss on a "
+                       "layer 3 head 1 0.72 on the previous one; the other heads stayed broad",
+                       "The new recipe was chosen among runs stopped early by the held-out loss on a "
                        "48-block subset of the held-out split (engine/training/README.md), and kept "
                        "because its pseudo-perplexity was lower"),
 }
@@ -303,6 +307,7 @@ def previous_run_note(folder: Path, now: dict) -> str:
     if not path.exists():
         return ""
     r = json.loads(path.read_text())
+    how, inside, chosen_by = PREVIOUS[folder.name]
     diff = ", ".join(f"{k} {r['config'].get(k, v)} (now {now.get(k, v)})" for k, v in RECIPE_DEFAULTS.items()
                      if float_or(r["config"].get(k, v)) != float_or(now.get(k, v)))
     if "heldout_ppl_token" in r:
@@ -315,9 +320,9 @@ def previous_run_note(folder: Path, now: dict) -> str:
     return f"""
 ## The model this one replaced
 The previous {folder.name} had the same shape, data and budget ({r['words_seen']:,} words,
-{PREVIOUS[folder.name][0]}, {r['wall_s'] / 60:.0f} min); its recipe differed in {diff}. It reached
-{got}; {PREVIOUS[folder.name][1]}. Its report is `training_report_previous.json`.
-{CHOSEN_BY[folder.name]}, so the held-out numbers above are slightly optimistic.
+{how}, {r['wall_s'] / 60:.0f} min); its recipe differed in {diff}. It reached
+{got}; {inside}. Its report is `training_report_previous.json`.
+{chosen_by}, so the held-out numbers above are slightly optimistic.
 """
 
 
