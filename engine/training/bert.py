@@ -178,7 +178,7 @@ def run(args) -> dict:
 
     def batch_at(step: int):
         b, words = stream.batch(step, args.batch_size)
-        return (*mask_tokens(b, args.seed * 100_003 + step, V), bias_at(step)), words
+        return (*mask_tokens(b, args.seed * 100_003 + step, V, args.mask_prob), bias_at(step)), words
 
     def loss_fn(m, batch):
         inputs, labels, bias = batch
@@ -240,6 +240,9 @@ def parser() -> argparse.ArgumentParser:
                          "sentences packed into padded blocks that end at a sentence end")
     ap.add_argument("--single-sentence-prob", type=float, default=0.1,
                     help="with --packing sentences, the share of blocks that hold one sentence")
+    ap.add_argument("--mask-prob", type=float, default=0.15,
+                    help="share of tokens chosen for prediction in training (80/10/10 as always); "
+                         "every evaluation masks 15%%")
     return ap
 
 

@@ -147,21 +147,22 @@ def test_masked_only_head_gives_the_loss_bert_for_masked_lm_gives():
     assert torch.allclose(bert.masked_logits(model, inputs, sel), logits, atol=1e-5)
 
 
-def test_bert_masking_follows_80_10_10_and_skips_special_tokens():
+@pytest.mark.parametrize("prob", [0.15, 0.4])
+def test_bert_masking_follows_80_10_10_and_skips_special_tokens(prob):
     import torch
 
     ids = torch.randint(5, 1000, (400, 50))
     ids[:, 0] = bert.CLS
-    inputs, labels = bert.mask_tokens(ids, seed=0, vocab_size=1000)
+    inputs, labels = bert.mask_tokens(ids, seed=0, vocab_size=1000, prob=prob)
     chosen = labels != bert.IGNORE
     assert not chosen[:, 0].any()
-    assert abs(chosen.float().mean().item() - 0.15 * 49 / 50) < 0.01
+    assert abs(chosen.float().mean().item() - prob * 49 / 50) < 0.01
     as_mask = (inputs == bert.MASK_ID) & chosen
     unchanged = (inputs == ids) & chosen
     assert abs(as_mask.sum().item() / chosen.sum().item() - 0.8) < 0.02
     assert abs(unchanged.sum().item() / chosen.sum().item() - 0.1) < 0.02
     # the same seed gives the same batch: resumed runs see identical masks
-    assert torch.equal(bert.mask_tokens(ids, 0, 1000)[0], inputs)
+    assert torch.equal(bert.mask_tokens(ids, 0, 1000, prob=prob)[0], inputs)
 
 
 def test_sentence_chunks_end_at_sentence_ends_and_keep_every_word():
