@@ -143,8 +143,7 @@ def bert_card(r: dict) -> str:
 feed-forward {4 * int(c['dim'])}, {c['seq_len']} positions, {_dropout(c)}, tied MLM decoder. Lower-cased
 WordPiece vocabulary ({c['vocab_size']}, `tokenizers` BertWordPieceTokenizer) trained on the
 training split. Masking: our own `mask_tokens` (engine/training/bert.py), not
-DataCollatorForLanguageModeling, so a batch is a pure function of (seed, step): 15% of tokens,
-80% [MASK] / 10% random / 10% unchanged. No next-sentence prediction: {_bert_packing(c)}. Stored as float16 safetensors (held-out MLM
+DataCollatorForLanguageModeling, so a batch is a pure function of (seed, step): {_masking(c)}. No next-sentence prediction: {_bert_packing(c)}. Stored as float16 safetensors (held-out MLM
 loss {r['fp16']['float32']:.4f} in float32, {r['fp16']['float16_rounded']:.4f} rounded to float16).
 
 {common(r, 'bert-brown-mlm')}
@@ -176,6 +175,15 @@ bigram fitted on the training split's sentences ([CLS] ... [SEP]); same sentence
 
 {_size_lines(MODELS / 'bert-brown-mlm')}
 """
+
+
+def _masking(c: dict) -> str:
+    rate = float(c.get("mask_prob", 0.15))
+    if rate == 0.15:
+        return "15% of tokens,\n80% [MASK] / 10% random / 10% unchanged"
+    return (f"{rate:.0%} of tokens chosen in training (BERT's recipe is 15%;\n"
+            f"engine/training/README.md, masking rate), 80% [MASK] / 10% random / 10% unchanged; "
+            f"every evaluation below masks 15%")
 
 
 def _dropout(c: dict) -> str:
@@ -283,7 +291,7 @@ def float_or(v):
 
 
 RECIPE_DEFAULTS = {"dropout": "0.0", "pos_init": "learned", "local_bias": "0.0", "local_bias_steps": "0",
-                   "packing": "stream", "lr": "0.001"}
+                   "packing": "stream", "lr": "0.001", "mask_prob": "0.15"}
 
 # Each replaced model, by hand from its run: how it was trained, what its attention looked like,
 # and how the recipe that replaced it was chosen.
