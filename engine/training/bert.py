@@ -33,6 +33,7 @@ from engine.training.loop import (RunConfig, add_transformer_args, count_paramet
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, UNK, CLS, SEP, MASK_ID = range(5)
 IGNORE = -100
+MASK_PROB = 0.15   # Devlin et al.'s rate: the default in training and the rate of every evaluation
 
 
 def train_tokenizer(train_txt: Path, vocab_size: int, max_len: int) -> PreTrainedTokenizerFast:
@@ -45,7 +46,7 @@ def train_tokenizer(train_txt: Path, vocab_size: int, max_len: int) -> PreTraine
 
 
 def mask_tokens(ids: torch.Tensor, seed: int, vocab_size: int,
-                prob: float = 0.15) -> tuple[torch.Tensor, torch.Tensor]:
+                prob: float = MASK_PROB) -> tuple[torch.Tensor, torch.Tensor]:
     """(inputs, labels) with BERT's 80/10/10 corruption; labels are IGNORE where not chosen."""
     g = torch.Generator().manual_seed(seed)
     special = ids < len(SPECIALS)
@@ -240,9 +241,9 @@ def parser() -> argparse.ArgumentParser:
                          "sentences packed into padded blocks that end at a sentence end")
     ap.add_argument("--single-sentence-prob", type=float, default=0.1,
                     help="with --packing sentences, the share of blocks that hold one sentence")
-    ap.add_argument("--mask-prob", type=float, default=0.15,
+    ap.add_argument("--mask-prob", type=float, default=MASK_PROB,
                     help="share of tokens chosen for prediction in training (80/10/10 as always); "
-                         "every evaluation masks 15%%")
+                         f"every evaluation masks {MASK_PROB * 100:g}%%")
     return ap
 
 
