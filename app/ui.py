@@ -49,29 +49,37 @@ def run_page(render: Callable[[state.Inputs], None]) -> None:
         state.write_url()
 
 
-def ready_models(inputs: state.Inputs, families: tuple[str, ...] = state.SHOWN_FAMILIES,
-                 ) -> list[tuple[str, str]]:
-    """Load and run the chosen models; a model that fails is reported in one line and skipped."""
+def chosen_models(inputs: state.Inputs, families: tuple[str, ...] = state.SHOWN_FAMILIES,
+                  ) -> list[tuple[str, str]]:
+    """The sidebar's models of `families`, not loaded yet; says what to do when there are none."""
     if not inputs.sentences:
         st.info("Type some sentences in the sidebar (one per line), or pick a preset.")
         return []
-    ok = []
-    for family, model_id in inputs.models:
-        if family not in families:
-            continue
-        try:
-            compute.prepare([model_id], inputs.sentences)
-            ok.append((family, model_id))
-        except Exception as exc:  # noqa: BLE001 - one model failing must not hide the others
-            st.error(f"{model_id}: {one_line(exc)}")
-    if not ok and not any(f in families for f, _ in inputs.models):
+    chosen = [(f, m) for f, m in inputs.models if f in families]
+    if not chosen:
         names = " or ".join(state.FAMILY_NAMES[f] for f in families)
         if any(compute.available_models(f) for f in families):
             article = "an" if names[0] in "AEIOU" else "a"
             st.info(f"Choose {article} {names} model in the sidebar.")
         else:
             st.info(f"No {names} model is installed here (see `ctxlens models`).")
-    return ok
+    return chosen
+
+
+def prepared(model_id: str, inputs: state.Inputs) -> bool:
+    """Load and run one model; a model that fails is reported in one line (False)."""
+    try:
+        compute.prepare([model_id], inputs.sentences)
+        return True
+    except Exception as exc:  # noqa: BLE001 - one model failing must not hide the others
+        st.error(f"{model_id}: {one_line(exc)}")
+        return False
+
+
+def ready_models(inputs: state.Inputs, families: tuple[str, ...] = state.SHOWN_FAMILIES,
+                 ) -> list[tuple[str, str]]:
+    """Load and run the chosen models; a model that fails is reported in one line and skipped."""
+    return [(f, m) for f, m in chosen_models(inputs, families) if prepared(m, inputs)]
 
 
 def missing_target_note(target: str, missing: tuple[int, ...], n: int) -> bool:

@@ -21,12 +21,16 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
         if c3.button("Suggest senses", disabled=suggest_from is None,
                      help=f"Cluster {suggest_from[1] if suggest_from else ''}'s top layer"
                      ) and suggest_from:
-            tv = compute.target_vectors(suggest_from[1], inputs.sentences, inputs.target,
-                                        inputs.pool)
-            found = senses.suggest_senses(tv.vectors[-1], k=int(k), method=how)
-            for row, lab in zip(tv.rows, found):
-                labels[row] = f"sense {lab + 1}"
-            state.set_sense_labels(labels, inputs.sentences)
+            try:  # the model may fail to load: say so here and keep the page
+                tv = compute.target_vectors(suggest_from[1], inputs.sentences, inputs.target,
+                                            inputs.pool)
+                found = senses.suggest_senses(tv.vectors[-1], k=int(k), method=how)
+            except Exception as exc:  # noqa: BLE001
+                ui.show_error(exc)
+            else:
+                for row, lab in zip(tv.rows, found):
+                    labels[row] = f"sense {lab + 1}"
+                state.set_sense_labels(labels, inputs.sentences)
         table = pd.DataFrame({"sentence": inputs.sentences, "sense": labels})
         edited = st.data_editor(table, disabled=["sentence"], hide_index=True,
                                 width="stretch", key=f"senses-{hash(tuple(labels))}")
@@ -104,7 +108,8 @@ def render(inputs: state.Inputs) -> None:
     if not inputs.target:
         st.info("Type a target word in the sidebar.")
         return
-    models = ui.ready_models(inputs)
+    # Each tab loads its own model, so the first chart shows while the next models load.
+    models = ui.chosen_models(inputs)
     if not models:
         return
     method = METHODS[st.radio("Projection", list(METHODS), horizontal=True, key=state.url_key(
@@ -115,7 +120,8 @@ def render(inputs: state.Inputs) -> None:
     for tab, (family, model_id) in zip(tabs, models):
         with tab:
             try:
-                if model_view(inputs, model_id, method, labels) is not None:
+                if ui.prepared(model_id, inputs) and model_view(inputs, model_id, method,
+                                                                labels) is not None:
                     shown.append((family, model_id))
             except Exception as exc:  # noqa: BLE001 - keep the other models' tabs
                 ui.show_error(exc)

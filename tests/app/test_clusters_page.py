@@ -165,3 +165,25 @@ def test_a_target_in_no_sentence_is_one_clear_error_per_model():
     errors = messages(at)["error"]
     assert len(errors) == 3 and all("'giraffe' is in none of the sentences" in e for e in errors)
     assert not figures(at)
+
+
+def test_a_model_that_fails_to_load_is_one_line_in_its_tab_and_the_others_still_plot(
+        tiny_engine, tmp_path, monkeypatch):
+    broken = tmp_path / "broken-gpt"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "gpt2", "architectures": '
+                                        '["GPT2LMHeadModel"]}')   # no weights beside it
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", f"{tiny_engine.root}:{tmp_path}")
+    at = page("clusters")
+    at.query_params["model_gpt"] = str(broken.resolve())
+    at.run()
+    assert not at.exception
+    errors = messages(at)["error"]
+    assert len(errors) == 1 and errors[0].startswith(f"{broken.resolve()}: ")
+    assert "\n" not in errors[0]
+    shown = [title(f) for f in figures(at)]
+    for model_id in (tiny_engine.elmo, tiny_engine.bert):
+        assert f"{model_id}: 'mouse' in 8 sentences" in shown
+    assert not any(t.startswith(str(broken)) for t in shown)
+    line_models = {tr["name"] for tr in figure(at, "Silhouette")["data"]}
+    assert line_models == {tiny_engine.elmo, tiny_engine.bert}
