@@ -118,7 +118,9 @@ def _anisotropy(unit: np.ndarray, occ: _Occurrences, n_pairs: int, seed: int) ->
     a, b = a[ok][:n_pairs], b[ok][:n_pairs]
     if len(a) == 0:
         return np.full(unit.shape[0], np.nan)
-    return np.einsum("lpd,lpd->lp", unit[:, a], unit[:, b]).mean(axis=1)
+    # One layer at a time: gathering [layers, pairs, dim] at once costs 2-4x more (measured
+    # 54-74 ms vs 13-29 ms for 31 layers of 576 dims), as the per-layer rows stay in cache.
+    return np.array([np.einsum("pd,pd->p", layer[a], layer[b]).mean() for layer in unit])
 
 
 def _mev(raw: np.ndarray) -> np.ndarray:
