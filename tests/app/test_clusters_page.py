@@ -1,4 +1,6 @@
 """Polysemy clusters page with the real engine on tiny random checkpoints (tests/tiny_models.py)."""
+import os
+
 import numpy as np
 import pytest
 
@@ -173,7 +175,8 @@ def test_a_model_that_fails_to_load_is_one_line_in_its_tab_and_the_others_still_
     broken.mkdir()
     (broken / "config.json").write_text('{"model_type": "gpt2", "architectures": '
                                         '["GPT2LMHeadModel"]}')   # no weights beside it
-    monkeypatch.setenv("CTXLENS_MODEL_DIRS", f"{tiny_engine.root}:{tmp_path}")
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS",
+                       os.pathsep.join([str(tiny_engine.root), str(tmp_path)]))
     at = page("clusters")
     at.query_params["model_gpt"] = str(broken.resolve())
     at.run()
