@@ -99,12 +99,8 @@ def speed_report(s: dict) -> str:
                 f"{a['first_chart_s']:.1f} s (headless Chromium; the default page, polysemy "
                 "clusters, loads and runs the first tab's model, draws its charts, then loads "
                 "the next)."
-                + (f" Before each tab loaded its own model (all default models first): "
-                   f"{a['before_s']:.1f} s." if "before_s" in a else "")
-                + (" Earlier run(s) in the same session: "
-                   + ", ".join(f"{x:.1f} s" for x in a["earlier_runs_s"])
-                   + " (while three training jobs shared the 2 cores)."
-                   if a.get("earlier_runs_s") else ""), ""]
+                + "".join(f" Earlier: {r['first_chart_s']:.1f} s ({r['why']})."
+                          for r in a.get("earlier_runs", [])), ""]
     el = s.get("elmo", {})
     if "speedup" in el:
         out += ["## ELMo: fast path vs reference loop", "",
