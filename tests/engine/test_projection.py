@@ -93,3 +93,30 @@ def test_repeated_projection_is_served_from_the_cache_and_read_only():
     assert projection.project(changed, method="tsne", seed=0) is not first
     with pytest.raises(ValueError):
         first.coords[0, 0, 0] = 5.0
+
+
+_CACHE_STATS = """
+import json
+from engine.analysis import projection
+projection.warm_umap()
+import umap.umap_ as u
+stats = u.smooth_knn_dist.stats
+print(json.dumps({"hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values())}))
+"""
+
+
+@pytest.mark.slow
+def test_a_second_process_loads_umaps_kernels_from_numbas_disk_cache(tmp_path):
+    # umap-learn compiles smooth_knn_dist without cache=True: before the fix every process
+    # compiled it (a cache miss) and none could load it
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", _CACHE_STATS], env=env, check=True,
+                                      capture_output=True, text=True).stdout.splitlines()[-1])
+            for _ in range(2)]
+    assert runs[0]["misses"] >= 1 and runs[0]["hits"] == 0
+    assert runs[1]["hits"] >= 1 and runs[1]["misses"] == 0
