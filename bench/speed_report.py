@@ -20,7 +20,7 @@ def speed_rows(s: dict) -> list[list]:
     if "warm_s" in b:
         rows.append(["bank preset analysis, warm", f"{b['warm_s']:.2f} s",
                      f"≤ {TARGETS['warm']} s", _ok(b["warm_s"] <= TARGETS["warm"])])
-        rows.append(["bank preset analysis, cold (models loaded, UMAP compiled)",
+        rows.append(["bank preset analysis, cold (models loaded, UMAP imported)",
                      f"{b['cold_s']:.2f} s", f"≤ {TARGETS['cold']} s",
                      _ok(b["cold_s"] <= TARGETS["cold"])])
         if "umap_jit_s" in b:

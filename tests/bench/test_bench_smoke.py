@@ -105,7 +105,7 @@ def test_speed_report_flags_missed_targets():
                          "rss": {"models": ["m"], "peak_rss_gb": 2.0},
                          "app": {"error": "no browser"}})
     assert "| bank preset analysis, warm | 0.10 s | ≤ 0.2 s | meets target |" in text
-    assert ("| bank preset analysis, cold (models loaded, UMAP compiled) | 3.00 s | ≤ 2.0 s "
+    assert ("| bank preset analysis, cold (models loaded, UMAP imported) | 3.00 s | ≤ 2.0 s "
             "| MISSES target |") in text
     assert "MISSES target" in text.split("peak RSS")[1].splitlines()[0]
     assert "- app: no browser" in text
