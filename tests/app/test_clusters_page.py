@@ -136,6 +136,17 @@ def test_tsne_projection_notes_the_lowered_perplexity():
     assert any("perplexity" in c.value for c in at.caption)
 
 
+def test_umap_projection_plots_every_sentence_and_notes_its_few_neighbours(tiny_engine):
+    at = page("clusters").run()
+    at.radio(key="projection").set_value("UMAP").run()
+    no_failures(at)
+    assert any("UMAP n_neighbors=7 for 8 points" in c.value for c in at.caption)
+    scatter = figure(at, f"{tiny_engine.gpt}: 'mouse' in 8 sentences")
+    for panel in (1, 2):
+        pts = _scatter_points(scatter, panel)
+        assert pts.shape == (8, 2) and np.isfinite(pts).all() and pts.std(axis=0).min() > 0
+
+
 def test_a_sense_with_one_sentence_explains_the_missing_accuracy():
     at = page("clusters")
     at.query_params["sentences"] = "The bank is open.\nA river bank.\nThe bank closed.\nBank day."
