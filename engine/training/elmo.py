@@ -146,8 +146,10 @@ class BiLmWithSoftmax(torch.nn.Module):
         return 0.5 * (r["fwd"] / r["n_fwd"] + r["bwd"] / r["n_bwd"])
 
 
-def build_model(vocab_size: int, seed: int, options: dict = SMALL_ELMO) -> BiLmWithSoftmax:
-    bilm = ElmoBiLm.from_options(options, seed=seed)
+def build_model(vocab_size: int, seed: int, options: dict = SMALL_ELMO,
+                dropout: float = 0.0) -> BiLmWithSoftmax:
+    """dropout: on each LSTM layer's input while training (bilm-tf trained with 0.1)."""
+    bilm = ElmoBiLm.from_options(options, seed=seed, dropout=dropout)
     fast = UniqueWordCharCNN(bilm.options)
     fast.load_state_dict(bilm.char_cnn.state_dict())
     bilm.char_cnn = fast
@@ -208,7 +210,7 @@ def run(args) -> dict:
     held_s = sentence_words(corpus.load_texts("heldout", args.corpus))
     vocab = run_vocab(args.run_dir, lambda: build_vocab(train_s, args.min_count, args.vocab_size))
     data = Batches(train_s, vocab, args.batch_size, args.seed)
-    model = build_model(len(vocab), args.seed, options)
+    model = build_model(len(vocab), args.seed, options, dropout=args.dropout)
     train_words = sum(map(len, train_s))
     cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words, budget_minutes=args.budget_minutes,
                     lr=args.lr, warmup_steps=args.warmup, eval_every=args.eval_every, seed=args.seed,
@@ -250,6 +252,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--min-count", type=int, default=3)
     ap.add_argument("--grad-clip", type=float, default=5.0)
     ap.add_argument("--eval-sentences", type=int, default=300)
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help="on each LSTM layer's input while training (bilm-tf used 0.1)")
     ap.add_argument("--cell-size", type=int, default=0, help="LSTM cells (default: SMALL_ELMO)")
     ap.add_argument("--proj-dim", type=int, default=0, help="projection (default: SMALL_ELMO)")
     ap.add_argument("--filters", default="", help='char CNN filters as JSON, e.g. "[[1,8],[2,8]]"')

@@ -217,7 +217,29 @@ def tiny_elmo(tiny_corpus, tmp_path_factory):
     return _run(elmo, tiny_corpus, tmp, [
         "--max-words", "3000", "--vocab-size", "100", "--min-count", "1", "--batch-size", "8",
         "--cell-size", "32", "--proj-dim", "16", "--filters", "[[1, 8], [2, 8], [3, 16]]",
-        "--lr", "1e-2", "--eval-sentences", "20"]) + (tmp / "out",)
+        "--lr", "1e-2", "--eval-sentences", "20", "--dropout", "0.1"]) + (tmp / "out",)
+
+
+def test_elmo_dropout_acts_in_training_only_and_leaves_the_weights_alone():
+    import torch
+
+    from engine.families.elmo_chars import batch_char_ids
+
+    options = {"lstm": {"dim": 32, "projection_dim": 16, "n_layers": 2, "cell_clip": 3.0,
+                        "proj_clip": 3.0, "use_skip_connections": True},
+               "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 8], [2, 8]], "n_highway": 1,
+                            "activation": "relu", "n_characters": 262,
+                            "max_characters_per_token": 50}}
+    chars = torch.from_numpy(batch_char_ids([["the", "bank", "of", "the", "river"]]))
+    plain = elmo.build_model(20, seed=4, options=options)
+    dropped = elmo.build_model(20, seed=4, options=options, dropout=0.3)
+    assert dropped.bilm.dropout == 0.3
+    with torch.no_grad():
+        train_a, train_b = (dropped.bilm(chars).layers for _ in range(2))
+        assert not torch.allclose(train_a[1:], train_b[1:])     # LSTM layers see dropped inputs
+        assert torch.equal(train_a[0], train_b[0])              # the char CNN layer does not
+        dropped.eval(), plain.eval()
+        assert torch.equal(dropped.bilm(chars).layers, plain.bilm(chars).layers)
 
 
 def test_elmo_trainer_lowers_both_directions_losses(tiny_elmo):
