@@ -21,7 +21,7 @@ POS tags stripped, Brown's `` '' quotes written as ", tokens joined as running t
 documents (25, chosen by a seeded shuffle, seed 13) held out for evaluation. No other text.
 
 ## Hardware and budget
-CPU only, one PyTorch thread per model, on a 2-core machine; no GPU was lent to this work. All
+CPU only, on a 2-core machine (PyTorch threads per run below); no GPU was lent to this work. All
 three bundled models (gpt-brown, bert-brown-mlm, elmo-brown) were given the same budget of
 training text: {budget:,} corpus words (about {epochs:.2f} epochs of the training split, whose
 {train_words:,} words are counted by the engine's word splitter, engine/text.py). {schedule}
@@ -31,13 +31,20 @@ counted on the whole training split.
 """
 
 
+def budget_words(r: dict) -> int:
+    return int(float(r["config"]["max_words"]))
+
+
 def common(r: dict, model_id: str) -> str:
-    return COMMON.format(budget=BUDGET_WORDS, epochs=BUDGET_WORDS / r["train_words"],
-                         train_words=r["train_words"], schedule=SCHEDULES[model_id])
+    budget = budget_words(r)
+    return COMMON.format(budget=budget, epochs=budget / r["train_words"],
+                         train_words=r["train_words"], schedule=SCHEDULES[model_id][budget])
 
 
+# How each model reached its budget, by budget (a run resumed to a larger budget keeps the
+# story of its first part)
 SCHEDULES = {
-    "elmo-brown": (
+    "elmo-brown": {6_000_000: (
         "This model was trained in four legs: a run to 300,000 words on a warm-up + cosine schedule, "
         "then the same command resumed from its checkpoint with `--max-words` 600,000, 1,200,000 and "
         "6,000,000; each resume stretches the cosine (a warm restart: the learning rate goes back up, "
@@ -45,17 +52,40 @@ SCHEDULES = {
         "fourth it had one core to itself. The word splitter's rule changed between the third and "
         "fourth legs (a run of punctuation became one word; the split was 1,116,458 words by the old "
         "count), so the first 1.2M counted words held about 1.5% more text."),
-    "gpt-brown": ("This model was trained in one run from scratch to that budget on one warm-up + "
-                  "cosine schedule, beside one other trainer on the second core; it was stopped at "
-                  "step 4,900 and resumed with two threads once the BERT had finished (same batches)."),
-    "bert-brown-mlm": ("This model was trained in one run from scratch to that budget on one warm-up "
-                       "+ cosine schedule, on one core, beside other training runs on the second; it "
-                       "was stopped at 4.1M words and resumed from its checkpoint with a larger "
-                       "wall-clock budget (same batches)."),
+        18_000_000: (
+        "This model was trained in two parts. First the former 6M-word model: four legs (a run to "
+        "300,000 words on a warm-up + cosine schedule, then resumed from its checkpoint with "
+        "`--max-words` 600,000, 1,200,000 and 6,000,000; each resume stretches the cosine, a warm "
+        "restart: the learning rate goes back up, then decays to 10% at the new end), no dropout, one "
+        "thread; the word splitter's rule changed between the third and fourth legs (a run of "
+        "punctuation became one word), so the first 1.2M counted words held about 1.5% more text. "
+        "Then its 6M checkpoint resumed with `--max-words` 18,000,000 and dropout 0.1 (a warm "
+        "restart: the learning rate back at 78% of its peak), one thread beside the GPT on the other "
+        "core; runs stopped by the end of a working session resumed from their last checkpoint "
+        "(every 50 steps) with the same batches.")},
+    "gpt-brown": {6_000_000: (
+        "This model was trained in one run from scratch to that budget on one warm-up + "
+        "cosine schedule, beside one other trainer on the second core; it was stopped at "
+        "step 4,900 and resumed with two threads once the BERT had finished (same batches)."),
+        18_000_000: (
+        "This model was trained in one run from scratch to 6M words on one warm-up + cosine "
+        "schedule (stopped at step 4,900 and resumed with two threads once the BERT had finished; "
+        "same batches), then resumed from its 6M checkpoint with `--max-words` 18,000,000: a warm "
+        "restart (the learning rate back at 78% of its peak, decaying to 10% at 18M words), one "
+        "thread beside the ELMo on the other core; runs stopped by the end of a working session "
+        "resumed from their last checkpoint (every 100 steps) with the same batches.")},
+    "bert-brown-mlm": {6_000_000: (
+        "This model was trained in one run from scratch to that budget on one warm-up "
+        "+ cosine schedule, on one core, beside other training runs on the second; it "
+        "was stopped at 4.1M words and resumed from its checkpoint with a larger "
+        "wall-clock budget (same batches)."),
+        18_000_000: (
+        "This model was trained in one run from scratch to 6M words on one warm-up + cosine "
+        "schedule, on one core beside other training runs (stopped at 4.1M words and resumed with a "
+        "larger wall-clock budget; same batches), then resumed from its 6M checkpoint with "
+        "`--max-words` 18,000,000: a warm restart (the learning rate back at 78% of its peak, "
+        "decaying to 10% at 18M words), with two threads (122.7 min for those 12M words).")},
 }
-
-
-BUDGET_WORDS = 6_000_000
 
 
 def _status(model_ppl: float, bigram_ppl: float, r: dict) -> str:
@@ -191,6 +221,11 @@ def _dropout(c: dict) -> str:
     return f"dropout {rate:g} (residual, embedding, attention)" if rate else "no dropout"
 
 
+def _elmo_dropout(c: dict) -> str:
+    rate = float(c.get("dropout", 0.0))
+    return f"dropout {rate:g} on each LSTM layer's input (bilm-tf's rate)" if rate else "no dropout"
+
+
 def _sentence_packed(c: dict) -> bool:
     return c.get("packing") == "sentences"
 
@@ -255,7 +290,7 @@ instead of 1024 (about half the recurrent cost). Projection 128, clipping and re
 
 {common(r, 'elmo-brown')}
 ## Training
-- Loss: mean of the forward and backward LM cross-entropies (full softmax). AdamW, lr {c['lr']},
+- Loss: mean of the forward and backward LM cross-entropies (full softmax), {_elmo_dropout(c)}. AdamW, lr {c['lr']},
   {c['warmup']} warm-up steps then cosine decay to 10%, gradient clipping {c['grad_clip']}, batches of
   {c['batch_size']} sentences (engine words, sentences over 60 words split), seed {c['seed']}; the
   highway gate bias starts at -2 as in bilm-tf.
@@ -308,23 +343,52 @@ PREVIOUS = {
 }
 
 
+# How the GPT's and the BERT's recipes were chosen (engine/training/README.md)
+RECIPE_CHOSEN = {
+    "gpt-brown": "The recipe was chosen by the held-out loss on a 48-block subset of the held-out "
+                 "split, so the held-out numbers above are slightly optimistic.",
+    "bert-brown-mlm": "The recipe was chosen among runs stopped early by the held-out loss on a "
+                      "48-block subset of the held-out split, and kept because its pseudo-perplexity "
+                      "was lower, so the held-out numbers above are slightly optimistic.",
+}
+
+
+def _recipe_diff(before: dict, now: dict) -> str:
+    return ", ".join(f"{k} {before.get(k, v)} (now {now.get(k, v)})" for k, v in RECIPE_DEFAULTS.items()
+                     if float_or(before.get(k, v)) != float_or(now.get(k, v)))
+
+
+def _results(r: dict) -> str:
+    if "heldout_ppl_forward" in r:
+        return (f"forward / backward perplexity {r['heldout_ppl_forward']:.1f} / "
+                f"{r['heldout_ppl_backward']:.1f} (bigram {r['bigram_ppl_forward']:.1f} / "
+                f"{r['bigram_ppl_backward']:.1f})")
+    if "heldout_ppl_token" in r:
+        return (f"held-out perplexity {r['heldout_ppl_token']:.1f} per BPE token "
+                f"(bigram {r['bigram_ppl_token']:.1f})")
+    return (f"pseudo-perplexity {r['pseudo_ppl_token']:.1f} per WordPiece, top-1 "
+            f"{r['pseudo_accuracy']:.1%} (bigram {r['bigram_pseudo_ppl_token']:.1f}, "
+            f"{r['bigram_pseudo_accuracy']:.1%}), MLM accuracy {r['heldout_mlm_accuracy']:.1%}")
+
+
 def previous_run_note(folder: Path, now: dict) -> str:
-    """The model this one replaced (same shape, corpus and budget; another recipe); `now` is the
-    shipped run's config."""
+    """The model this one replaced; `now` is the shipped run's report. Either the same run at a
+    smaller budget (this one resumed it), or another recipe at the same budget."""
     path = folder / "training_report_previous.json"
     if not path.exists():
         return ""
     r = json.loads(path.read_text())
+    diff = _recipe_diff(r["config"], now["config"])
+    got = _results(r)
+    if budget_words(r) < budget_words(now):
+        chosen = RECIPE_CHOSEN.get(folder.name, "")
+        return f"""
+## The {budget_words(r) / 1e6:g}M-word model this one extends
+Before it, the bundled {folder.name} was this model at {r['words_seen']:,} words ({r['wall_s'] / 60:.0f} min
+of training), trained {'with ' + diff if diff else 'with the same recipe'}. It reached {got}. Its report
+is `training_report_previous.json`.{' ' + chosen if chosen else ''}
+"""
     how, inside, chosen_by = PREVIOUS[folder.name]
-    diff = ", ".join(f"{k} {r['config'].get(k, v)} (now {now.get(k, v)})" for k, v in RECIPE_DEFAULTS.items()
-                     if float_or(r["config"].get(k, v)) != float_or(now.get(k, v)))
-    if "heldout_ppl_token" in r:
-        got = (f"held-out perplexity {r['heldout_ppl_token']:.1f} per BPE token "
-               f"(bigram {r['bigram_ppl_token']:.1f})")
-    else:
-        got = (f"pseudo-perplexity {r['pseudo_ppl_token']:.1f} per WordPiece, top-1 "
-               f"{r['pseudo_accuracy']:.1%} (bigram {r['bigram_pseudo_ppl_token']:.1f}, "
-               f"{r['bigram_pseudo_accuracy']:.1%}), MLM accuracy {r['heldout_mlm_accuracy']:.1%}")
     return f"""
 ## The model this one replaced
 The previous {folder.name} had the same shape, data and budget ({r['words_seen']:,} words,
@@ -354,7 +418,7 @@ def write(model_id: str) -> Path:
     report = json.loads((folder / "training_report.json").read_text())
     card = folder / "MODEL_CARD.md"
     for _ in range(2):   # twice: the size table then lists the card itself at its final size
-        card.write_text(CARDS[model_id](report) + previous_run_note(folder, report["config"])
+        card.write_text(CARDS[model_id](report) + previous_run_note(folder, report)
                         + STOPPED_RUNS.get(model_id, ""))
     return card
 
