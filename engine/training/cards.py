@@ -404,9 +404,9 @@ STOPPED_RUNS = {
     "elmo-brown": "\nA flaw of the fourth leg: the trainer rebuilt its softmax vocabulary from the corpus, and "
                   "the changed word splitter (runs of punctuation such as `\".` and `--` are now words) shifted "
                   "the ranks of most words below rank 18 by one or two places, so their softmax rows restarted "
-                  "from rows learned for neighbouring words; 4.8M words of training followed. The shipped vocab.txt "
-                  "and weights are those of that leg and consistent with each other; the trainer now keeps the "
-                  "run's vocabulary in its run folder.\n",
+                  "from rows learned for neighbouring words, with all later training (from 1.2M words on) to relearn "
+                  "them. The shipped vocab.txt and weights are consistent with each other; the trainer now keeps "
+                  "the run's vocabulary in its run folder.\n",
 }
 
 
