@@ -157,7 +157,10 @@ def _import_umap():
                 continue
             for obj in list(vars(module).values()):
                 if isinstance(obj, CPUDispatcher) and isinstance(obj._cache, NullCache):
-                    obj.enable_caching()
+                    try:
+                        obj.enable_caching()
+                    except RuntimeError:  # no writable cache folder: compile per process
+                        pass
         _umap_kernels_cached = True
     return umap
 
