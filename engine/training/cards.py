@@ -332,14 +332,9 @@ RECIPE_DEFAULTS = {"dropout": "0.0", "pos_init": "learned", "local_bias": "0.0",
 # and how the recipe that replaced it was chosen.
 PREVIOUS = {
     "gpt-brown": ("in four resumed legs", "its attention stayed close to uniform in every head (a "
-                  "bag-of-words model)",
-                  "The new recipe was chosen by the held-out loss on a 48-block subset of the "
-                  "held-out split"),
+                  "bag-of-words model)"),
     "bert-brown-mlm": ("in one run", "layer 2 head 1 put 0.93 of its attention on the next token and "
-                       "layer 3 head 1 0.72 on the previous one; the other heads stayed broad",
-                       "The new recipe was chosen among runs stopped early by the held-out loss on a "
-                       "48-block subset of the held-out split (engine/training/README.md), and kept "
-                       "because its pseudo-perplexity was lower"),
+                       "layer 3 head 1 0.72 on the previous one; the other heads stayed broad"),
 }
 
 
@@ -388,13 +383,13 @@ Before it, the bundled {folder.name} was this model at {r['words_seen']:,} words
 of training), trained {'with ' + diff if diff else 'with the same recipe'}. It reached {got}. Its report
 is `training_report_previous.json`.{' ' + chosen if chosen else ''}
 """
-    how, inside, chosen_by = PREVIOUS[folder.name]
+    how, inside = PREVIOUS[folder.name]
     return f"""
 ## The model this one replaced
 The previous {folder.name} had the same shape, data and budget ({r['words_seen']:,} words,
 {how}, {r['wall_s'] / 60:.0f} min); its recipe differed in {diff}. It reached
 {got}; {inside}. Its report is `training_report_previous.json`.
-{chosen_by}, so the held-out numbers above are slightly optimistic.
+{RECIPE_CHOSEN[folder.name]}
 """
 
 
