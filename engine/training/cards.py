@@ -91,7 +91,7 @@ SCHEDULES = {
 def _status(model_ppl: float, bigram_ppl: float, r: dict) -> str:
     first = next((h for h in r["history"] if h.get("heldout_loss") is not None), None)
     last = r["history"][-1]
-    verb = "fell" if _flat(r) else "was still falling"
+    verb = "fell and had levelled off by the end" if _flat(r) else "was still falling"
     trend = (f" Its loss on a fixed held-out subset {verb} ({first['heldout_loss']:.2f} at "
              f"{first['words']:,} words, {last['heldout_loss']:.2f} at {last['words']:,}).") if first else ""
     if model_ppl < bigram_ppl:
@@ -103,10 +103,15 @@ def _status(model_ppl: float, bigram_ppl: float, r: dict) -> str:
 
 
 def _flat(r: dict) -> bool:
-    """Whether the held-out loss stopped improving over the last fifth of the run."""
-    h = [x for x in r["history"] if x.get("heldout_loss") is not None]
-    tail = h[len(h) * 4 // 5:]
-    return len(tail) >= 2 and min(x["heldout_loss"] for x in tail) > tail[0]["heldout_loss"] - 0.01
+    """Whether the held-out loss stopped improving: the mean over the last tenth of the
+    evaluations is within 0.01 nats of the mean over the tenth before it (means, because a
+    single quick-subset evaluation is noisier than the trend)."""
+    h = [x["heldout_loss"] for x in r["history"] if x.get("heldout_loss") is not None]
+    k = len(h) // 10
+    if k < 1:
+        return False
+    last, before = h[-k:], h[-2 * k:-k]
+    return sum(last) / k > sum(before) / k - 0.01
 
 
 def _fmt(x: float) -> str:
@@ -408,13 +413,17 @@ STOPPED_RUNS = {
 CARDS = {"gpt-brown": gpt_card, "bert-brown-mlm": bert_card, "elmo-brown": elmo_card}
 
 
-def write(model_id: str) -> Path:
+def render(model_id: str) -> str:
     folder = MODELS / model_id
     report = json.loads((folder / "training_report.json").read_text())
-    card = folder / "MODEL_CARD.md"
+    return (CARDS[model_id](report) + previous_run_note(folder, report)
+            + STOPPED_RUNS.get(model_id, ""))
+
+
+def write(model_id: str) -> Path:
+    card = MODELS / model_id / "MODEL_CARD.md"
     for _ in range(2):   # twice: the size table then lists the card itself at its final size
-        card.write_text(CARDS[model_id](report) + previous_run_note(folder, report)
-                        + STOPPED_RUNS.get(model_id, ""))
+        card.write_text(render(model_id))
     return card
 
 
