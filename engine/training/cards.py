@@ -61,7 +61,7 @@ SCHEDULES = {
         "punctuation became one word), so the first 1.2M counted words held about 1.5% more text. "
         "Then its 6M checkpoint resumed with `--max-words` 18,000,000 and dropout 0.1 (a warm "
         "restart: the learning rate back at 78% of its peak), one thread beside the GPT on the other "
-        "core; runs stopped by the end of a working session resumed from their last checkpoint "
+        "core up to 11.5M words, then two threads; runs stopped by the end of a working session resumed from their last checkpoint "
         "(every 50 steps) with the same batches.")},
     "gpt-brown": {6_000_000: (
         "This model was trained in one run from scratch to that budget on one warm-up + "
