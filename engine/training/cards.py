@@ -333,16 +333,6 @@ def float_or(v):
 RECIPE_DEFAULTS = {"dropout": "0.0", "pos_init": "learned", "local_bias": "0.0", "local_bias_steps": "0",
                    "packing": "stream", "lr": "0.001", "mask_prob": "0.15"}
 
-# Each replaced model, by hand from its run: how it was trained, what its attention looked like,
-# and how the recipe that replaced it was chosen.
-PREVIOUS = {
-    "gpt-brown": ("in four resumed legs", "its attention stayed close to uniform in every head (a "
-                  "bag-of-words model)"),
-    "bert-brown-mlm": ("in one run", "layer 2 head 1 put 0.93 of its attention on the next token and "
-                       "layer 3 head 1 0.72 on the previous one; the other heads stayed broad"),
-}
-
-
 # How the GPT's and the BERT's recipes were chosen (engine/training/README.md)
 RECIPE_CHOSEN = {
     "gpt-brown": "The recipe was chosen by the held-out loss on a 48-block subset of the held-out "
@@ -372,29 +362,22 @@ def _results(r: dict) -> str:
 
 
 def previous_run_note(folder: Path, now: dict) -> str:
-    """The model this one replaced; `now` is the shipped run's report. Either the same run at a
-    smaller budget (this one resumed it), or another recipe at the same budget."""
+    """The model this one replaced: the same run at a smaller budget, which this one resumed;
+    `now` is the shipped run's report."""
     path = folder / "training_report_previous.json"
     if not path.exists():
         return ""
     r = json.loads(path.read_text())
     diff = _recipe_diff(r["config"], now["config"])
     got = _results(r)
-    if budget_words(r) < budget_words(now):
-        chosen = RECIPE_CHOSEN.get(folder.name, "")
-        return f"""
+    if budget_words(r) >= budget_words(now):
+        raise ValueError(f"{path} is not a smaller budget of the shipped run")
+    chosen = RECIPE_CHOSEN.get(folder.name, "")
+    return f"""
 ## The {budget_words(r) / 1e6:g}M-word model this one extends
 Before it, the bundled {folder.name} was this model at {r['words_seen']:,} words ({r['wall_s'] / 60:.0f} min
 of training), trained {'with ' + diff if diff else 'with the same recipe'}. It reached {got}. Its report
 is `training_report_previous.json`.{' ' + chosen if chosen else ''}
-"""
-    how, inside = PREVIOUS[folder.name]
-    return f"""
-## The model this one replaced
-The previous {folder.name} had the same shape, data and budget ({r['words_seen']:,} words,
-{how}, {r['wall_s'] / 60:.0f} min); its recipe differed in {diff}. It reached
-{got}; {inside}. Its report is `training_report_previous.json`.
-{RECIPE_CHOSEN[folder.name]}
 """
 
 
