@@ -377,8 +377,31 @@ def previous_run_note(folder: Path, now: dict) -> str:
 ## The {budget_words(r) / 1e6:g}M-word model this one extends
 Before it, the bundled {folder.name} was this model at {r['words_seen']:,} words ({r['wall_s'] / 60:.0f} min
 of training), trained {'with ' + diff if diff else 'with the same recipe'}. It reached {got}. Its report
-is `training_report_previous.json`.{' ' + chosen if chosen else ''}
+is `training_report_previous.json`. {_change(r, now)}{' ' + chosen if chosen else ''}
 """
+
+
+def _headline(r: dict) -> tuple[str, float]:
+    """The held-out number a card leads with (lower is better)."""
+    if "heldout_ppl_forward" in r:
+        return "forward perplexity", r["heldout_ppl_forward"]
+    if "heldout_ppl_token" in r:
+        return "perplexity per BPE token", r["heldout_ppl_token"]
+    return "pseudo-perplexity per WordPiece", r["pseudo_ppl_token"]
+
+
+def _change(before: dict, now: dict) -> str:
+    name, a = _headline(before)
+    b = _headline(now)[1]
+    if b <= a:
+        return f"The further words lowered its held-out {name} from {a:.1f} to {b:.1f}."
+    train = [h["train_loss"] for h in now["history"] if h.get("train_loss") is not None]
+    tail = train[-max(1, len(train) // 10):]
+    t0, t1 = before["history"][-1]["train_loss"], sum(tail) / len(tail)
+    why = (f": more epochs of the same 1.1M words over-fit it (its training loss fell from {t0:.2f} "
+           f"to {t1:.2f}, mean of the last tenth of the run)" if t1 < t0 else "")
+    return (f"The further words raised its held-out {name} from {a:.1f} to {b:.1f}{why}; it ships "
+            f"at {budget_words(now) / 1e6:g}M words so that all three models have read the same text.")
 
 
 # Runs stopped early and flaws of shipped runs, recorded by hand from their logs
