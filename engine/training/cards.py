@@ -42,17 +42,10 @@ def common(r: dict, model_id: str) -> str:
 
 
 # How each model reached its budget, by budget (a run resumed to a larger budget keeps the
-# story of its first part)
+# story of its first part; a budget without an entry here fails loudly rather than print an
+# old story)
 SCHEDULES = {
-    "elmo-brown": {6_000_000: (
-        "This model was trained in four legs: a run to 300,000 words on a warm-up + cosine schedule, "
-        "then the same command resumed from its checkpoint with `--max-words` 600,000, 1,200,000 and "
-        "6,000,000; each resume stretches the cosine (a warm restart: the learning rate goes back up, "
-        "then decays to 10% at the new end). The first three legs ran `nice`d beside other jobs; in the "
-        "fourth it had one core to itself. The word splitter's rule changed between the third and "
-        "fourth legs (a run of punctuation became one word; the split was 1,116,458 words by the old "
-        "count), so the first 1.2M counted words held about 1.5% more text."),
-        18_000_000: (
+    "elmo-brown": {18_000_000: (
         "This model was trained in two parts. First the former 6M-word model: four legs (a run to "
         "300,000 words on a warm-up + cosine schedule, then resumed from its checkpoint with "
         "`--max-words` 600,000, 1,200,000 and 6,000,000; each resume stretches the cosine, a warm "
@@ -61,25 +54,16 @@ SCHEDULES = {
         "punctuation became one word), so the first 1.2M counted words held about 1.5% more text. "
         "Then its 6M checkpoint resumed with `--max-words` 18,000,000 and dropout 0.1 (a warm "
         "restart: the learning rate back at 78% of its peak), one thread beside the GPT on the other "
-        "core up to 11.5M words, then two threads; runs stopped by the end of a working session resumed from their last checkpoint "
-        "(every 50 steps) with the same batches.")},
-    "gpt-brown": {6_000_000: (
-        "This model was trained in one run from scratch to that budget on one warm-up + "
-        "cosine schedule, beside one other trainer on the second core; it was stopped at "
-        "step 4,900 and resumed with two threads once the BERT had finished (same batches)."),
-        18_000_000: (
+        "core up to 11.5M words, then two threads; runs stopped by the end of a working session "
+        "resumed from their last checkpoint (every 50 steps) with the same batches.")},
+    "gpt-brown": {18_000_000: (
         "This model was trained in one run from scratch to 6M words on one warm-up + cosine "
         "schedule (stopped at step 4,900 and resumed with two threads once the BERT had finished; "
         "same batches), then resumed from its 6M checkpoint with `--max-words` 18,000,000: a warm "
         "restart (the learning rate back at 78% of its peak, decaying to 10% at 18M words), one "
         "thread beside the ELMo on the other core; runs stopped by the end of a working session "
         "resumed from their last checkpoint (every 100 steps) with the same batches.")},
-    "bert-brown-mlm": {6_000_000: (
-        "This model was trained in one run from scratch to that budget on one warm-up "
-        "+ cosine schedule, on one core, beside other training runs on the second; it "
-        "was stopped at 4.1M words and resumed from its checkpoint with a larger "
-        "wall-clock budget (same batches)."),
-        18_000_000: (
+    "bert-brown-mlm": {18_000_000: (
         "This model was trained in one run from scratch to 6M words on one warm-up + cosine "
         "schedule, on one core beside other training runs (stopped at 4.1M words and resumed with a "
         "larger wall-clock budget; same batches), then resumed from its 6M checkpoint with "
@@ -362,7 +346,7 @@ def _results(r: dict) -> str:
 
 
 def previous_run_note(folder: Path, now: dict) -> str:
-    """The model this one replaced: the same run at a smaller budget, which this one resumed;
+    """The model this one extends: the same run at a smaller budget, which this one resumed;
     `now` is the shipped run's report."""
     path = folder / "training_report_previous.json"
     if not path.exists():
@@ -390,16 +374,20 @@ def _headline(r: dict) -> tuple[str, float]:
     return "pseudo-perplexity per WordPiece", r["pseudo_ppl_token"]
 
 
+def _final_train_loss(r: dict) -> float:
+    train = [h["train_loss"] for h in r["history"] if h.get("train_loss") is not None]
+    tail = train[-max(1, len(train) // 10):]
+    return sum(tail) / len(tail)
+
+
 def _change(before: dict, now: dict) -> str:
     name, a = _headline(before)
     b = _headline(now)[1]
     if b <= a:
         return f"The further words lowered its held-out {name} from {a:.1f} to {b:.1f}."
-    train = [h["train_loss"] for h in now["history"] if h.get("train_loss") is not None]
-    tail = train[-max(1, len(train) // 10):]
-    t0, t1 = before["history"][-1]["train_loss"], sum(tail) / len(tail)
+    t0, t1 = _final_train_loss(before), _final_train_loss(now)
     why = (f": more epochs of the same 1.1M words over-fit it (its training loss fell from {t0:.2f} "
-           f"to {t1:.2f}, mean of the last tenth of the run)" if t1 < t0 else "")
+           f"to {t1:.2f}, means over the last tenth of each run)" if t1 < t0 else "")
     return (f"The further words raised its held-out {name} from {a:.1f} to {b:.1f}{why}; it ships "
             f"at {budget_words(now) / 1e6:g}M words so that all three models have read the same text.")
 
