@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from statistics import fmean
 from pathlib import Path
 
 from engine.training.corpus import ROOT
@@ -72,7 +73,9 @@ SCHEDULES = {
 }
 
 
-def _status(model_ppl: float, bigram_ppl: float, r: dict) -> str:
+def _status(r: dict) -> str:
+    _, key, bigram_key = _headline(r)
+    model_ppl, bigram_ppl = r[key], r[bigram_key]
     first = next((h for h in r["history"] if h.get("heldout_loss") is not None), None)
     last = r["history"][-1]
     verb = "fell and had levelled off by the end" if _flat(r) else "was still falling"
@@ -90,12 +93,13 @@ def _flat(r: dict) -> bool:
     """Whether the held-out loss stopped improving: the mean over the last tenth of the
     evaluations is within 0.01 nats of the mean over the tenth before it (means, because a
     single quick-subset evaluation is noisier than the trend)."""
-    h = [x["heldout_loss"] for x in r["history"] if x.get("heldout_loss") is not None]
+    h = _losses(r, "heldout_loss")
     k = len(h) // 10
-    if k < 1:
-        return False
-    last, before = h[-k:], h[-2 * k:-k]
-    return sum(last) / k > sum(before) / k - 0.01
+    return k >= 1 and fmean(h[-k:]) > fmean(h[-2 * k:-k]) - 0.01
+
+
+def _losses(r: dict, key: str) -> list[float]:
+    return [x[key] for x in r["history"] if x.get(key) is not None]
 
 
 def _fmt(x: float) -> str:
@@ -142,7 +146,7 @@ rounded to float16).
 | gpt-brown | {_fmt(r['heldout_ppl_token'])} | {_fmt(r['heldout_ppl_word'])} |
 | interpolated Kneser-Ney bigram (same BPE tokens, same split) | {_fmt(r['bigram_ppl_token'])} | {_fmt(r['bigram_ppl_word'])} |
 
-{_status(r['heldout_ppl_token'], r['bigram_ppl_token'], r)}
+{_status(r)}
 
 Per-word perplexity = exp(total NLL / number of words), words as the engine splits them
 (engine/text.py), so it can be set beside ELMo's word-level numbers (ELMo's vocabulary maps rare
@@ -184,7 +188,7 @@ loss {r['fp16']['float32']:.4f} in float32, {r['fp16']['float16_rounded']:.4f} r
 | bert-brown-mlm | {_fmt(r['pseudo_ppl_token'])} | {_fmt(r['pseudo_ppl_word'])} | {r['pseudo_accuracy']:.1%} |
 | KN bigram, both neighbours | {_fmt(r['bigram_pseudo_ppl_token'])} | {_fmt(r['bigram_pseudo_ppl_word'])} | {r['bigram_pseudo_accuracy']:.1%} |
 
-{_status(r['pseudo_ppl_token'], r['bigram_pseudo_ppl_token'], r)}
+{_status(r)}
 
 {_bert_limitation(r)}The baseline is the masked-LM analogue of a bigram: P(w | left, right) ∝ P_KN(w | left) ·
 P_KN(right | w), renormalised over the WordPiece vocabulary, with the interpolated Kneser-Ney
@@ -205,14 +209,9 @@ def _masking(c: dict) -> str:
             f"every evaluation below masks 15%")
 
 
-def _dropout(c: dict) -> str:
+def _dropout(c: dict, where: str = "(residual, embedding, attention)") -> str:
     rate = float(c.get("dropout", 0.0))
-    return f"dropout {rate:g} (residual, embedding, attention)" if rate else "no dropout"
-
-
-def _elmo_dropout(c: dict) -> str:
-    rate = float(c.get("dropout", 0.0))
-    return f"dropout {rate:g} on each LSTM layer's input (bilm-tf's rate)" if rate else "no dropout"
+    return f"dropout {rate:g} {where}" if rate else "no dropout"
 
 
 def _sentence_packed(c: dict) -> bool:
@@ -279,7 +278,7 @@ instead of 1024 (about half the recurrent cost). Projection 128, clipping and re
 
 {common(r, 'elmo-brown')}
 ## Training
-- Loss: mean of the forward and backward LM cross-entropies (full softmax), {_elmo_dropout(c)}. AdamW, lr {c['lr']},
+- Loss: mean of the forward and backward LM cross-entropies (full softmax), {_dropout(c, "on each LSTM layer's input (bilm-tf's rate)")}. AdamW, lr {c['lr']},
   {c['warmup']} warm-up steps then cosine decay to 10%, gradient clipping {c['grad_clip']}, batches of
   {c['batch_size']} sentences (engine words, sentences over 60 words split), seed {c['seed']}; the
   highway gate bias starts at -2 as in bilm-tf.
@@ -297,7 +296,7 @@ count as <UNK>, for the model and the baseline alike.
 | elmo-brown | {_fmt(r['heldout_ppl_forward'])} | {_fmt(r['heldout_ppl_backward'])} |
 | interpolated Kneser-Ney bigram (same vocabulary, same split) | {_fmt(r['bigram_ppl_forward'])} | {_fmt(r['bigram_ppl_backward'])} |
 
-{_status(r['heldout_ppl_forward'], r['bigram_ppl_forward'], r)} Its predictions do use
+{_status(r)} Its predictions do use
 context: the forward LM expects a noun phrase after "the" and a clause after "said that", the
 backward LM a determiner before a noun (tests/training/test_bundled_models.py checks this).
 
@@ -352,10 +351,10 @@ def previous_run_note(folder: Path, now: dict) -> str:
     if not path.exists():
         return ""
     r = json.loads(path.read_text())
-    diff = _recipe_diff(r["config"], now["config"])
-    got = _results(r)
     if budget_words(r) >= budget_words(now):
         raise ValueError(f"{path} is not a smaller budget of the shipped run")
+    diff = _recipe_diff(r["config"], now["config"])
+    got = _results(r)
     chosen = RECIPE_CHOSEN.get(folder.name, "")
     return f"""
 ## The {budget_words(r) / 1e6:g}M-word model this one extends
@@ -365,24 +364,24 @@ is `training_report_previous.json`. {_change(r, now)}{' ' + chosen if chosen els
 """
 
 
-def _headline(r: dict) -> tuple[str, float]:
-    """The held-out number a card leads with (lower is better)."""
+def _headline(r: dict) -> tuple[str, str, str]:
+    """The held-out number a card leads with (lower is better): its name, and the report keys
+    of the model's value and of its bigram's."""
     if "heldout_ppl_forward" in r:
-        return "forward perplexity", r["heldout_ppl_forward"]
+        return "forward perplexity", "heldout_ppl_forward", "bigram_ppl_forward"
     if "heldout_ppl_token" in r:
-        return "perplexity per BPE token", r["heldout_ppl_token"]
-    return "pseudo-perplexity per WordPiece", r["pseudo_ppl_token"]
+        return "perplexity per BPE token", "heldout_ppl_token", "bigram_ppl_token"
+    return "pseudo-perplexity per WordPiece", "pseudo_ppl_token", "bigram_pseudo_ppl_token"
 
 
 def _final_train_loss(r: dict) -> float:
-    train = [h["train_loss"] for h in r["history"] if h.get("train_loss") is not None]
-    tail = train[-max(1, len(train) // 10):]
-    return sum(tail) / len(tail)
+    train = _losses(r, "train_loss")
+    return fmean(train[-max(1, len(train) // 10):])
 
 
 def _change(before: dict, now: dict) -> str:
-    name, a = _headline(before)
-    b = _headline(now)[1]
+    name, key, _ = _headline(before)
+    a, b = before[key], now[key]
     if b <= a:
         return f"The further words lowered its held-out {name} from {a:.1f} to {b:.1f}."
     t0, t1 = _final_train_loss(before), _final_train_loss(now)
