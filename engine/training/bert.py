@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -36,25 +37,56 @@ IGNORE = -100
 MASK_PROB = 0.15   # Devlin et al.'s rate: the default in training and the rate of every evaluation
 
 
+@dataclass(frozen=True)
+class Specials:
+    """Where a WordPiece vocabulary keeps its special tokens. Every id below `first_regular` is
+    special or reserved (never chosen for prediction, never drawn as a random replacement)."""
+
+    pad: int
+    cls: int
+    sep: int
+    mask: int
+    first_regular: int
+
+
+# Our own Brown vocabulary puts the five specials first.
+BROWN_SPECIALS = Specials(pad=PAD, cls=CLS, sep=SEP, mask=MASK_ID, first_regular=len(SPECIALS))
+
+
 def train_tokenizer(train_txt: Path, vocab_size: int, max_len: int) -> PreTrainedTokenizerFast:
     wp = BertWordPieceTokenizer(lowercase=True)
     wp.train([str(train_txt)], vocab_size=vocab_size, min_frequency=2, special_tokens=SPECIALS,
              show_progress=False)
-    return PreTrainedTokenizerFast(tokenizer_object=wp._tokenizer, pad_token="[PAD]",
-                                   unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
-                                   mask_token="[MASK]", model_max_length=max_len)
+    return with_bert_template(PreTrainedTokenizerFast(
+        tokenizer_object=wp._tokenizer, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
+        sep_token="[SEP]", mask_token="[MASK]", model_max_length=max_len))
 
 
-def mask_tokens(ids: torch.Tensor, seed: int, vocab_size: int,
-                prob: float = MASK_PROB) -> tuple[torch.Tensor, torch.Tensor]:
+def with_bert_template(tok: PreTrainedTokenizerFast) -> PreTrainedTokenizerFast:
+    """The tokenizer with BERT's own post-processor: [CLS] A [SEP] (and B [SEP] for pairs).
+
+    The trainer always wraps inputs itself (`wrap`, `pad_chunks`, `pseudo_perplexity`), but the
+    engine tokenises with add_special_tokens=True and must get exactly the ids the model trained
+    on; an empty template silently fed it text without [CLS]/[SEP]."""
+    from tokenizers.processors import TemplateProcessing
+
+    cls, sep = tok.convert_tokens_to_ids(["[CLS]", "[SEP]"])
+    tok.backend_tokenizer.post_processor = TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    return tok
+
+
+def mask_tokens(ids: torch.Tensor, seed: int, vocab_size: int, prob: float = MASK_PROB,
+                specials: Specials = BROWN_SPECIALS) -> tuple[torch.Tensor, torch.Tensor]:
     """(inputs, labels) with BERT's 80/10/10 corruption; labels are IGNORE where not chosen."""
     g = torch.Generator().manual_seed(seed)
-    special = ids < len(SPECIALS)
+    special = ids < specials.first_regular
     chosen = (torch.rand(ids.shape, generator=g) < prob) & ~special
     labels = torch.where(chosen, ids, torch.full_like(ids, IGNORE))
     r = torch.rand(ids.shape, generator=g)
-    random_ids = torch.randint(len(SPECIALS), vocab_size, ids.shape, generator=g)
-    inputs = torch.where(chosen & (r < 0.8), torch.full_like(ids, MASK_ID), ids)
+    random_ids = torch.randint(specials.first_regular, vocab_size, ids.shape, generator=g)
+    inputs = torch.where(chosen & (r < 0.8), torch.full_like(ids, specials.mask), ids)
     inputs = torch.where(chosen & (r >= 0.8) & (r < 0.9), random_ids, inputs)
     return inputs, labels
 
@@ -64,18 +96,20 @@ def wrap(blocks: torch.Tensor) -> torch.Tensor:
     return torch.cat([torch.full((n, 1), CLS), blocks, torch.full((n, 1), SEP)], dim=1)
 
 
-def pad_chunks(chunks: list[list[int]], length: int) -> torch.Tensor:
+def pad_chunks(chunks: list[list[int]], length: int,
+               specials: Specials = BROWN_SPECIALS) -> torch.Tensor:
     """Each chunk wrapped as [CLS] ... [SEP] and padded with [PAD] to `length`."""
-    out = torch.full((len(chunks), length), PAD)
+    out = torch.full((len(chunks), length), specials.pad)
     for i, c in enumerate(chunks):
-        out[i, : len(c) + 2] = torch.tensor([CLS, *c, SEP])
+        out[i, : len(c) + 2] = torch.tensor([specials.cls, *c, specials.sep])
     return out
 
 
-def padded_attention(inputs: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor | None:
+def padded_attention(inputs: torch.Tensor, bias: torch.Tensor | None,
+                     pad_id: int = PAD) -> torch.Tensor | None:
     """The additive attention mask for a batch: the locality bias (if any) plus a large negative
     number at [PAD] keys (only sentence-packed batches have padding)."""
-    pad = inputs == PAD
+    pad = inputs == pad_id
     if not bool(pad.any()):
         return bias
     keys = torch.zeros(pad.shape, dtype=torch.float32, device=inputs.device)
@@ -105,34 +139,37 @@ def masked_logits(model: BertForMaskedLM, inputs: torch.Tensor, sel: torch.Tenso
     return model.cls(hidden[sel])
 
 
-def mlm_eval(model, blocks: torch.Tensor, vocab_size: int, seed: int, batch_size: int = 32) -> dict:
+def mlm_eval(model, blocks: torch.Tensor, vocab_size: int, seed: int, batch_size: int = 32,
+             specials: Specials = BROWN_SPECIALS) -> dict:
     """Masked-token loss and accuracy on held-out blocks with a fixed masking."""
     total, correct, n = 0.0, 0, 0
     device = model_device(model)
     for i in range(0, len(blocks), batch_size):
-        inputs, labels = mask_tokens(blocks[i:i + batch_size], seed + i, vocab_size)
+        inputs, labels = mask_tokens(blocks[i:i + batch_size], seed + i, vocab_size,
+                                     specials=specials)
         inputs, labels = inputs.to(device), labels.to(device)
         sel = labels != IGNORE
-        logits = masked_logits(model, inputs, sel)
+        logits = masked_logits(model, inputs, sel, padded_attention(inputs, None, specials.pad))
         total += float(torch.nn.functional.cross_entropy(logits, labels[sel], reduction="sum"))
         correct += int((logits.argmax(-1) == labels[sel]).sum())
         n += int(sel.sum())
     return {"loss": total / n, "accuracy": correct / n}
 
 
-def pseudo_perplexity(model, sentences: list[list[int]], batch_size: int = 64) -> dict:
+def pseudo_perplexity(model, sentences: list[list[int]], batch_size: int = 64,
+                      specials: Specials = BROWN_SPECIALS) -> dict:
     """Pseudo-log-likelihood (Salazar et al. 2020, section 2.3): mask each token in turn and
     score it given all the others. Returns total NLL, tokens and argmax hits."""
     total, n, correct = 0.0, 0, 0
     device = model_device(model)
     for ids in sentences:
-        seq = torch.tensor([CLS, *ids, SEP], device=device)
+        seq = torch.tensor([specials.cls, *ids, specials.sep], device=device)
         pos = torch.arange(1, len(seq) - 1, device=seq.device)
         for j in range(0, len(pos), batch_size):
             p = pos[j:j + batch_size]
             x = seq.repeat(len(p), 1)
             rows = torch.arange(len(p), device=seq.device)
-            x[rows, p] = MASK_ID
+            x[rows, p] = specials.mask
             logp = model(input_ids=x).logits[rows, p].float().log_softmax(-1)
             target = seq[p]
             total -= float(logp[rows, target].sum())
@@ -141,11 +178,13 @@ def pseudo_perplexity(model, sentences: list[list[int]], batch_size: int = 64) -
     return {"nll": total, "tokens": n, "correct": correct}
 
 
-def bigram_pseudo(kn: KneserNeyBigram, sentences: list[list[int]]) -> dict:
+def bigram_pseudo(kn: KneserNeyBigram, sentences: list[list[int]],
+                  specials: Specials = BROWN_SPECIALS) -> dict:
     total, n, correct = 0.0, 0, 0
     for ids in sentences:
-        seq = [CLS, *ids, SEP]
-        t, k, c = kn.masked_nll(seq, range(1, len(seq) - 1), excluded=range(len(SPECIALS)))
+        seq = [specials.cls, *ids, specials.sep]
+        t, k, c = kn.masked_nll(seq, range(1, len(seq) - 1),
+                                excluded=range(specials.first_regular))
         total, n, correct = total + t, n + k, correct + c
     return {"nll": total, "tokens": n, "correct": correct}
 
@@ -223,7 +262,7 @@ def run(args) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     with torch.no_grad():
         report["fp16"] = fp16_check(model, lambda m: mlm_eval(m, held_blocks, V, args.seed)["loss"])
-    tok.save_pretrained(out)
+    with_bert_template(tok).save_pretrained(out)
     write_safetensors_model(model, out, fp16=True)
     plot_curves(state.history, out / "learning_curve.png", "BERT MLM (Brown): masked-token loss")
     (out / "training_report.json").write_text(json.dumps({**report, "history": state.history}, indent=1))
