@@ -58,20 +58,33 @@ class Engine:
         entry = self.entry(model_id)
         if entry is None:
             path = resolve_local_dir(model_id)
-            family, gguf_file = family_of_dir(path), ""
-        else:
-            family, gguf_file = entry.family, entry.gguf_file
-            path = local_path(entry)
-            if path is None:
-                from engine.fetch import fetch
-
-                path = fetch(entry, progress=progress)
-            elif not path.exists():
-                raise ModelUnavailable(
-                    f"{model_id} is not installed ({entry.source}); run `make install`")
-        module = _family_module(family)
-        return module.load(model_id, Path(path), self.options, gguf_file=gguf_file,
+            return _family_module(family_of_dir(path)).load(model_id, Path(path), self.options,
+                                                            progress=progress)
+        module = _family_module(entry.family)
+        path = self._files(entry, progress)
+        if entry.base:
+            # an overlay (e.g. an MLM head trained on a bundled encoder): the base model's
+            # files plus the overlay's own tensors
+            base = self.entry(entry.base)
+            if base is None or base.family != entry.family:
+                raise ModelUnavailable(f"{model_id} overlays {entry.base!r}, which is not a "
+                                       f"{entry.family} model in the registry")
+            return module.load(model_id, self._files(base, progress), self.options,
+                               progress=progress, overlay=path)
+        return module.load(model_id, path, self.options, gguf_file=entry.gguf_file,
                            progress=progress)
+
+    @staticmethod
+    def _files(entry: ModelEntry, progress: bool) -> Path:
+        path = local_path(entry)
+        if path is None:
+            from engine.fetch import fetch
+
+            return Path(fetch(entry, progress=progress))
+        if not path.exists():
+            raise ModelUnavailable(f"{entry.id} is not installed ({entry.source}); "
+                                   "run `make install`")
+        return Path(path)
 
     # -- encodings ----------------------------------------------------------------------
     def encode(self, model_id: str, texts: Sequence[str], pretokenized: bool = False,
@@ -101,11 +114,25 @@ class Engine:
         return out
 
     # -- predictions --------------------------------------------------------------------
-    def predict_masked(self, model_id: str, text: str, top_k: int = 10) -> Prediction:
+    def predict_masked(self, model_id: str, text: str, top_k: int = 10,
+                       sides: str = "both") -> Prediction:
+        """Fill the one [MASK]: a BERT's MLM head, a GPT's re-ranked left-context words, or
+        ELMo's forward x backward LM; sides="left" reads only the words before the blank."""
         wt = to_word_text(text)
         if len(wt.mask_indices) != 1:
             raise TextError(f"put exactly one {MASK} in the text (found {len(wt.mask_indices)})")
-        return self.adapter(model_id).predict_masked(wt, top_k=top_k)
+        adapter = self.adapter(model_id)
+        if not adapter.info.can_fill_blank:
+            raise UnsupportedPrediction(
+                f"{model_id} cannot fill a blank (no masked-LM head); models that can: "
+                + ", ".join(self.blank_fillers()))
+        return adapter.predict_masked(wt, top_k=top_k, sides=sides)
+
+    def blank_fillers(self) -> list[str]:
+        """Registry models that fill a blank, the masked LMs first (from the registry's
+        `fills_blank` field, so no model is loaded to answer)."""
+        return [m for m, e in self.registry.items() if e.fills_blank == "masked-lm"] + \
+               [m for m, e in self.registry.items() if e.fills_blank == "both-sides"]
 
     def predict_next(self, model_id: str, text: str, top_k: int = 10) -> Prediction:
         return self.adapter(model_id).predict_next(to_word_text(text), top_k=top_k)

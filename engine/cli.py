@@ -50,11 +50,23 @@ def _parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("predict", help="top-k masked / next / previous word as JSON")
     model_args(pr)
     g = pr.add_mutually_exclusive_group(required=True)
-    g.add_argument("--text", help='a text with one [MASK], e.g. "The [MASK] barked ."')
+    g.add_argument("--text", help='a text with one [MASK], e.g. "The [MASK] barked ." (BERT: '
+                   "its MLM head; GPT and ELMo fill it from both sides, see --sides)")
     g.add_argument("--next", help="a prefix; predicts the next word")
     g.add_argument("--previous", help="a suffix; predicts the previous word (ELMo backward LM)")
+    g.add_argument("--input", help="a text file, one text a line: writes one JSON line per "
+                   "text (see --kind); a bad line gets an \"error\" field, the rest still run")
+    pr.add_argument("--kind", choices=PREDICT_KINDS, default="masked",
+                    help="with --input: what each line asks for (default: masked)")
+    pr.add_argument("--sides", choices=["both", "left"], default="both",
+                    help="for a [MASK] with a GPT or ELMo model: re-rank with the words after "
+                         "the blank too (both, default) or use only the words before it")
     pr.add_argument("--top-k", type=int, default=10)
+    pr.add_argument("--output", help="with --input: write the JSON lines here, not to stdout")
     return p
+
+
+PREDICT_KINDS = ("masked", "next", "previous")
 
 
 def _read_sentences(path: str) -> list[str]:
@@ -142,17 +154,67 @@ def cmd_attention(args, engine_cls) -> int:
     return 0
 
 
+def _predict_one(engine, model: str, kind: str, text: str, top_k: int, sides: str):
+    if kind == "masked":
+        return engine.predict_masked(model, text, top_k=top_k, sides=sides)
+    if kind == "next":
+        return engine.predict_next(model, text, top_k=top_k)
+    return engine.predict_previous(model, text, top_k=top_k)
+
+
 def cmd_predict(args, engine_cls) -> int:
     if args.top_k < 1:
         raise EngineError("--top-k must be at least 1")
+    if args.output and args.input is None:
+        raise EngineError("--output goes with --input (a single prediction prints to stdout)")
+    if args.input is not None:
+        return _predict_batch(args, engine_cls)
     engine = engine_cls(device=args.device, dtype=args.dtype)
-    if args.text is not None:
-        pred = engine.predict_masked(args.model, args.text, top_k=args.top_k)
-    elif args.next is not None:
-        pred = engine.predict_next(args.model, args.next, top_k=args.top_k)
-    else:
-        pred = engine.predict_previous(args.model, args.previous, top_k=args.top_k)
+    kind, text = next((k, t) for k, t in (("masked", args.text), ("next", args.next),
+                                          ("previous", args.previous)) if t is not None)
+    pred = _predict_one(engine, args.model, kind, text, args.top_k, args.sides)
     print(json.dumps(pred.as_json(), ensure_ascii=False))
+    return 0
+
+
+def _predict_batch(args, engine_cls) -> int:
+    """One JSON line per input line, in order: {"line", "text", "candidates"} or
+    {"line", "text", "error"}; the model loads once, a bad line does not stop the others."""
+    from tqdm import tqdm
+
+    f = Path(args.input)
+    if not f.is_file():
+        raise EngineError(f"input file {args.input} does not exist")
+    try:
+        lines = f.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise EngineError(f"input file {args.input} is not UTF-8 text") from e
+    todo = [(n, ln.strip()) for n, ln in enumerate(lines, 1) if ln.strip()]
+    if not todo:
+        raise EngineError(f"input file {args.input} holds no texts")
+    if args.output and not Path(args.output).resolve().parent.is_dir():
+        raise EngineError(f"output folder {Path(args.output).parent} does not exist")
+    engine = engine_cls(device=args.device, dtype=args.dtype, cache_size=0)
+    engine.adapter(args.model)      # a model that cannot load is one error, not one per line
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    errors = 0
+    try:
+        for n, text in tqdm(todo, unit="text", desc=f"predict {args.model}",
+                            disable=len(todo) < 50 or None, file=sys.stderr):
+            row: dict = {"line": n, "text": text}
+            try:
+                pred = _predict_one(engine, args.model, args.kind, text, args.top_k, args.sides)
+                row.update(kind=pred.kind, method=pred.method, candidates=pred.as_json())
+            except (EngineError, TextError) as e:
+                errors += 1
+                row["error"] = str(e)
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    print(f"ctxlens: {len(todo) - errors} of {len(todo)} texts predicted"
+          + (f", {errors} with an error (see their \"error\" field)" if errors else ""),
+          file=sys.stderr)
     return 0
 
 

@@ -34,6 +34,9 @@ class ModelEntry:
     gguf_file: str = ""      # GGUF file name inside `path`
     description: str = ""
     default: bool = False    # the app's default model for its family
+    fills_blank: str = ""    # "masked-lm" (a trained MLM head), "both-sides" (GPT re-ranking,
+                             # ELMo forward x backward LM) or "" (cannot fill a [MASK])
+    base: str = ""           # registry id whose weights this model overlays (an added head)
 
     @property
     def source(self) -> str:

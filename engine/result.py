@@ -100,13 +100,16 @@ class Candidate:
 class Prediction:
     """Top-k candidates for one position, best first.
 
-    kind: "masked" (BERT), "next" (GPT, ELMo forward LM) or "previous" (ELMo backward LM).
+    kind: "masked" (a filled blank), "next" (GPT, ELMo forward LM) or "previous" (ELMo
+    backward LM). method: how the model got there, for a reader ("MLM head", "forward LM",
+    "left-context candidates re-ranked by the whole sentence", ...).
     """
 
     model_id: str
     kind: str
     context: str
     candidates: tuple[Candidate, ...]
+    method: str = ""
 
     def __post_init__(self) -> None:
         probs = [c.prob for c in self.candidates]

@@ -27,7 +27,9 @@ class ModelInfo:
     n_layers: int          # transformer blocks / LSTM layers, not counting the embedding layer
     n_heads: int           # 0 for ELMo
     dim: int               # hidden size of the returned states
-    has_masked_lm: bool = False
+    has_masked_lm: bool = False      # a trained masked-LM head (BERT)
+    can_fill_blank: bool = False     # fills one [MASK] from both sides (MLM head, or GPT's
+                                     # re-ranking, or ELMo's forward x backward LM)
     has_next_word: bool = False
     has_previous_word: bool = False
     has_logit_lens: bool = False
@@ -47,7 +49,8 @@ class Adapter(Protocol):
 
     def encode(self, texts: Sequence[WordText], batch_size: int = 16) -> list[Encoding]: ...
 
-    def predict_masked(self, text: WordText, top_k: int = 10) -> Prediction: ...
+    def predict_masked(self, text: WordText, top_k: int = 10,
+                       sides: str = "both") -> Prediction: ...
 
     def predict_next(self, text: WordText, top_k: int = 10) -> Prediction: ...
 

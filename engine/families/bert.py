@@ -48,7 +48,8 @@ class BertAdapter:
         param = next(model.parameters())
         self.info = ModelInfo(model_id=model_id, family="bert", n_layers=cfg.num_hidden_layers,
                               n_heads=cfg.num_attention_heads, dim=cfg.hidden_size,
-                              has_masked_lm=has_mlm, device=param.device.type,
+                              has_masked_lm=has_mlm, can_fill_blank=has_mlm,
+                              device=param.device.type,
                               dtype=str(param.dtype).removeprefix("torch."))
         self.max_tokens = hf.max_positions(cfg, tokenizer)
         self.pad_id = hf.pad_token_id(tokenizer)
@@ -65,10 +66,13 @@ class BertAdapter:
         return hf.encode_texts(self.model_id, "bert", self.encoder, self.tokenizer, texts,
                                batch_size, self.max_tokens, self.pad_id, self._prepare)
 
-    def predict_masked(self, text: WordText, top_k: int = 10) -> Prediction:
+    def predict_masked(self, text: WordText, top_k: int = 10, sides: str = "both") -> Prediction:
         """Top-k words for the [MASK] position: softmax over the MLM head's logits there."""
         import torch
 
+        if sides != "both":
+            raise EngineError("a masked LM reads both sides of the blank at once; "
+                              "left-only filling is for GPT and ELMo models")
         if not self.has_mlm:
             raise UnsupportedPrediction("this model has no masked-LM head; pick a BERT "
                                         "checkpoint with one (e.g. bert-base-uncased)")
@@ -86,7 +90,7 @@ class BertAdapter:
         with torch.inference_mode():
             logits = self.model(input_ids=ids, attention_mask=mask).logits[0, pos[0]]
         return Prediction(self.model_id, "masked", text.text,
-                          hf.top_k_candidates(logits, self.tokenizer, top_k))
+                          hf.top_k_candidates(logits, self.tokenizer, top_k), method="MLM head")
 
     def predict_next(self, text: WordText, top_k: int = 10) -> Prediction:
         raise UnsupportedPrediction("BERT models are bidirectional and cannot predict the next "
@@ -101,17 +105,50 @@ class BertAdapter:
                                     "layer; it needs a GPT (causal LM) model")
 
 
+OVERLAY_FILE = "mlm_overlay.safetensors"
+
+
 def load(model_id: str, path: Path, options: LoadOptions, gguf_file: str = "",
-         progress: bool = True) -> BertAdapter:
+         progress: bool = True, overlay: Path | None = None) -> BertAdapter:
+    """A BERT from `path`; with `overlay`, a folder holding a config and OVERLAY_FILE whose
+    tensors (e.g. a trained MLM head and the blocks tuned with it) replace or complete the
+    base model's (engine/training/mlm_head.py writes them)."""
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
     if gguf_file:
         raise EngineError("GGUF files hold causal LMs; load BERT from a safetensors directory")
     try:
-        config = AutoConfig.from_pretrained(str(path), local_files_only=True)
+        config = AutoConfig.from_pretrained(str(overlay or path), local_files_only=True)
     except (OSError, ValueError) as err:
-        raise ModelUnavailable(f"{path} holds no readable config.json: {err}") from err
+        raise ModelUnavailable(f"{overlay or path} holds no readable config.json: {err}") from err
     has_mlm = _has_mlm_head(config)
     model = hf.load_hf_model(AutoModelForMaskedLM if has_mlm else AutoModel, path, options,
-                             progress)
+                             progress, config=config if overlay else None)
+    if overlay is not None:
+        apply_overlay(model, Path(overlay) / OVERLAY_FILE)
     return BertAdapter(model_id, model, hf.load_tokenizer(path), has_mlm)
+
+
+def apply_overlay(model, file: Path) -> None:
+    """Copy the overlay's tensors into the model. Every tensor must name a parameter of the
+    same shape, and every head parameter the base lacks must come from the overlay, so a
+    stale or partial overlay fails loudly instead of leaving a random head."""
+    import torch
+    from safetensors.torch import load_file
+
+    if not file.is_file():
+        raise ModelUnavailable(f"{file} is missing: the overlay has no tensors")
+    tensors = load_file(str(file))
+    params = dict(model.named_parameters())
+    unknown = [k for k in tensors if k not in params or params[k].shape != tensors[k].shape]
+    if unknown:
+        raise ModelUnavailable(f"{file} does not fit the base model: {unknown[0]!r} "
+                               f"(and {len(unknown) - 1} more)")
+    tied = {id(model.get_input_embeddings().weight)}
+    missing = [k for k, p in params.items()
+               if k.startswith("cls.") and id(p) not in tied and k not in tensors]
+    if missing:
+        raise ModelUnavailable(f"{file} lacks the head tensor {missing[0]!r}")
+    with torch.no_grad():
+        for k, t in tensors.items():
+            params[k].copy_(t.to(params[k].dtype))

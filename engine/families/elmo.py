@@ -11,13 +11,14 @@ stateful mode is available through ElmoBiLm.forward(state=...) for the reference
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from engine.families.base import (LoadOptions, ModelInfo, ModelUnavailable,
+from engine.families.base import (EngineError, LoadOptions, ModelInfo, ModelUnavailable,
                                   UnsupportedPrediction, resolve_device, resolve_dtype)
 from engine.families.elmo_chars import batch_char_ids
 from engine.families.elmo_mix import ScalarMix, mix_weights, scalar_mix
@@ -25,7 +26,7 @@ from engine.families.elmo_modules import ElmoBiLm, ElmoOptions
 from engine.families.elmo_weights import (Softmax, load_allennlp, load_softmax, save_allennlp,
                                           save_softmax)
 from engine.result import Candidate, Encoding, LogitLens, Prediction
-from engine.text import WordText
+from engine.text import MASK, WordText
 
 __all__ = ["load", "ElmoAdapter", "ElmoBiLm", "ElmoOptions", "ScalarMix", "scalar_mix",
            "mix_weights", "save_allennlp", "save_softmax", "load_allennlp", "Softmax"]
@@ -47,6 +48,7 @@ class ElmoAdapter:
         self.device, self.dtype, self.progress = device, dtype, progress
         self.info = ModelInfo(model_id=model_id, family="elmo", n_layers=o.n_layers, n_heads=0,
                               dim=2 * o.proj_dim, has_next_word=softmax is not None,
+                              can_fill_blank=softmax is not None,
                               has_previous_word=softmax is not None, device=device,
                               dtype=str(dtype).removeprefix("torch."))
         self.layer_names = layer_names(o.n_layers)
@@ -92,21 +94,66 @@ class ElmoAdapter:
         top = self.layers([text.words])[0][-1]
         return self._predict(text, top[0, self.bilm.options.proj_dim:], "previous", top_k)
 
-    def _predict(self, text: WordText, h: np.ndarray, kind: str, top_k: int) -> Prediction:
+    def _log_probs(self, h: torch.Tensor) -> torch.Tensor:
+        """log softmax over the LM vocabulary for top-layer states h [..., P] (float64)."""
         if self.softmax is None:
             raise UnsupportedPrediction("this ELMo checkpoint has no LM softmax")
-        weight, bias, vocab = self.softmax
+        weight, bias, _ = self.softmax
         # bilm-tf shares one softmax between the forward and the backward LM
-        logits = weight.double() @ torch.from_numpy(h).double() + bias.double()
-        probs = torch.softmax(logits, dim=0)
-        best = torch.topk(probs, min(top_k, len(vocab)))
-        candidates = tuple(Candidate(vocab[i], float(p))
-                           for p, i in zip(best.values.tolist(), best.indices.tolist()))
-        return Prediction(self.info.model_id, kind, text.text, candidates)
+        return torch.log_softmax(h.double() @ weight.double().T + bias.double(), dim=-1)
 
-    def predict_masked(self, text: WordText, top_k: int = 10) -> Prediction:
-        raise UnsupportedPrediction("ELMo has no masked-LM head; use next-word (forward LM) "
-                                    "or previous-word (backward LM) prediction")
+    def _predict(self, text: WordText, h: np.ndarray, kind: str, top_k: int) -> Prediction:
+        return self._top(text, self._log_probs(torch.from_numpy(h)), kind, top_k,
+                         "forward LM" if kind == "next" else "backward LM")
+
+    def _top(self, text: WordText, logp: torch.Tensor, kind: str, top_k: int,
+             method: str) -> Prediction:
+        vocab = self.softmax.vocab
+        best = torch.topk(logp.exp(), min(top_k, len(vocab)))
+        # excluded markers have probability 0: never listed, even when top_k asks for more
+        candidates = tuple(Candidate(vocab[i], float(p))
+                           for p, i in zip(best.values.tolist(), best.indices.tolist()) if p > 0)
+        return Prediction(self.info.model_id, kind, text.text, candidates, method=method)
+
+    # bilm-tf's vocabulary markers: never a word that fills a blank inside a sentence
+    NOT_A_WORD = ("<S>", "</S>", "<UNK>")
+
+    @torch.inference_mode()
+    def predict_masked(self, text: WordText, top_k: int = 10, sides: str = "both") -> Prediction:
+        """Fill the one [MASK] from both sides, as a biLM honestly can: the forward LM reads the
+        words left of the blank, the backward LM those right of it, and their two distributions
+        over the LM vocabulary are multiplied and renormalised (a product of experts,
+        P(w | left, right) ∝ P_fwd(w | left) · P_bwd(w | right)); sides="left" uses the
+        forward LM alone. Neither LM ever sees the blank itself. <S>, </S> and <UNK> are not
+        candidates."""
+        if self.softmax is None:
+            raise UnsupportedPrediction("this ELMo checkpoint has no LM softmax, so it cannot "
+                                        "fill a blank")
+        if len(text.mask_indices) != 1:
+            raise EngineError(f"put exactly one {MASK} in the text "
+                              f"(found {len(text.mask_indices)})")
+        i = text.mask_indices[0]
+        ids = batch_char_ids([text.words], self.bilm.options.max_chars)   # <S> w_0 .. </S>
+        top = self.bilm(torch.from_numpy(ids).to(self.device)).layers[-1][0].float().cpu()
+        P = self.bilm.options.proj_dim
+        # row k holds token k-1's states: row i is the word before the blank (or <S>),
+        # row i+2 the word after it (or </S>)
+        if sides not in ("both", "left"):
+            raise EngineError(f"sides must be 'both' or 'left', not {sides!r}")
+        logp = self._log_probs(top[i, :P])
+        if sides == "both":
+            logp = logp + self._log_probs(top[i + 2, P:])
+        for w in self.NOT_A_WORD:
+            if w in self._vocab_index:
+                logp[self._vocab_index[w]] = -math.inf
+        return self._top(text, torch.log_softmax(logp, dim=-1), "masked", top_k,
+                         "forward LM × backward LM" if sides == "both" else "forward LM alone")
+
+    @property
+    def _vocab_index(self) -> dict[str, int]:
+        if not hasattr(self, "_index"):
+            self._index = {w: k for k, w in enumerate(self.softmax.vocab)}
+        return self._index
 
     def logit_lens(self, text: WordText, top_k: int = 1) -> LogitLens:
         raise UnsupportedPrediction("the logit lens needs a transformer's output head; "

@@ -22,8 +22,23 @@ from typing import Callable, Sequence
 from engine.families import hf_common as hf
 from engine.families.base import (EngineError, LoadOptions, ModelInfo, ModelUnavailable,
                                   UnsupportedPrediction)
-from engine.result import Encoding, LogitLens, Prediction
-from engine.text import WordText
+from engine.result import Candidate, Encoding, LogitLens, Prediction
+from engine.text import MASK, WordText
+
+# Filling a blank: how many left-context candidates are re-ranked, and how many greedy steps
+# may extend a candidate that the tokenizer splits into pieces.
+FILL_CANDIDATES = 30
+FILL_EXTEND_STEPS = 2
+FILL_SIDES = ("both", "left")
+_WORDLIKE = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)
+_CONTINUES = re.compile(r"[^\W_]+", re.UNICODE)
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+(?=[.,;:!?%)\]}]|'s\b|n't\b)")
+
+
+def _running_text(text: str) -> str:
+    """Text as people write it ("rates ." -> "rates."): the space-separated punctuation of
+    typed examples is a token sequence these models rarely saw, and it would be scored too."""
+    return _SPACE_BEFORE_PUNCT.sub("", text)
 
 # Where architectures keep the norm applied after the last block (relative to base_model).
 FINAL_NORM_NAMES = ("ln_f", "norm", "final_layer_norm", "final_layernorm",
@@ -51,7 +66,7 @@ class GPTAdapter:
         param = next(model.parameters())
         self.info = ModelInfo(model_id=model_id, family="gpt", n_layers=cfg.num_hidden_layers,
                               n_heads=cfg.num_attention_heads, dim=cfg.hidden_size,
-                              has_next_word=True,
+                              has_next_word=True, can_fill_blank=True,
                               has_logit_lens=self.norm is not None and self.head is not None,
                               device=param.device.type,
                               dtype=str(param.dtype).removeprefix("torch."))
@@ -116,9 +131,121 @@ class GPTAdapter:
                          np.stack(top_probs).astype(np.float32),
                          layer_names=hf.layer_names(len(states) - 1))
 
-    def predict_masked(self, text: WordText, top_k: int = 10) -> Prediction:
-        raise UnsupportedPrediction("GPT models read left to right and predict the next word, "
-                                    "not a masked one; use a BERT model with a masked-LM head")
+    # -- filling a blank from both sides ----------------------------------------------------
+    def _start_id(self) -> int | None:
+        """A document-start token to condition a first word on, when the tokenizer adds none
+        (GPT-2 and SmolLM2 add no BOS; both trained with <|endoftext|> between documents)."""
+        probe = self.tokenizer("a")["input_ids"]
+        if probe and probe[0] in self.tokenizer.all_special_ids:
+            return None                                   # the tokenizer adds its own BOS
+        vocab = self.tokenizer.get_vocab()
+        for tid in (vocab.get("<|endoftext|>"), self.tokenizer.bos_token_id,
+                    self.tokenizer.eos_token_id):
+            if tid is not None:
+                return int(tid)
+        return None
+
+    def _ids(self, text: str, at_start: bool) -> list[int]:
+        """Token ids of running text. The start token goes first only when the blank opens the
+        sentence: otherwise the first word's own probability is the same for every candidate,
+        and SmolLM2-Instruct predicts worse after <|endoftext|> (its "key" after "He locked
+        the door with a" drops from 7.9% to 1.9%)."""
+        start = self._start_id() if at_start else None
+        return ([start] if start is not None else []) + \
+            self.tokenizer(_running_text(text))["input_ids"]
+
+    def _token_logprobs(self, seqs: list[list[int]]):
+        """log P(token t | tokens < t) for every t >= 1 of each sequence: [B, T-1] (0 past
+        a sequence's end), one right-padded batch."""
+        import torch
+
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for k, s in enumerate(seqs):
+            ids[k, :len(s)] = torch.tensor(s)
+            mask[k, :len(s)] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        with torch.inference_mode():
+            logp = self.model(input_ids=ids, attention_mask=mask).logits.float().log_softmax(-1)
+        out = logp[:, :-1].gather(-1, ids[:, 1:, None])[..., 0] * mask[:, 1:]
+        return out.cpu(), logp.cpu()
+
+    def _candidate_words(self, left_ids: list[int], n: int) -> list[str]:
+        """The n likeliest whole words after the left context: word-starting tokens from the
+        next-token distribution, each extended greedily while the model's likeliest next token
+        continues the same word (so "key" + "board" is one candidate, not two)."""
+        import torch
+
+        with torch.inference_mode():
+            ids = torch.tensor([left_ids], device=self.device)
+            probs = self.model(input_ids=ids).logits[0, -1].float().softmax(-1)
+        order = torch.argsort(probs, descending=True)[: max(20 * n, 200)].tolist()
+        pieces = hf.readable_tokens(self.tokenizer, order)
+        words: list[list[int]] = []
+        seen: set[str] = set()
+        for tid, piece in zip(order, pieces):
+            starts_word = piece.startswith(" ") or len(left_ids) == 1
+            word = piece.strip()
+            if starts_word and _WORDLIKE.fullmatch(word) and word not in seen:
+                seen.add(word)
+                words.append([tid])
+            if len(words) == n:
+                break
+        for _ in range(FILL_EXTEND_STEPS):
+            _, logp = self._token_logprobs([left_ids + w for w in words])
+            grew = False
+            for k, w in enumerate(words):
+                nxt = int(logp[k, len(left_ids) + len(w) - 1].argmax())
+                piece = hf.readable_tokens(self.tokenizer, [nxt])[0]
+                if not piece.startswith(" ") and _CONTINUES.fullmatch(piece):
+                    w.append(nxt)
+                    grew = True
+            if not grew:
+                break
+        return list(dict.fromkeys(self.tokenizer.decode(w).strip() for w in words))
+
+    def predict_masked(self, text: WordText, top_k: int = 10, sides: str = "both") -> Prediction:
+        """Fill the one [MASK] as a left-to-right LM honestly can: take its likeliest whole
+        words from the left context alone, then re-rank them by the log-probability of the
+        whole sentence, left + word + right (sides="both"), or by the word's own probability
+        given the left context (sides="left"). The probabilities shown are shares among the
+        candidates, not over the whole vocabulary."""
+        import torch
+
+        if sides not in FILL_SIDES:
+            raise EngineError(f"sides must be one of {FILL_SIDES}, not {sides!r}")
+        if len(text.mask_indices) != 1:
+            raise EngineError(f"put exactly one {MASK} in the text "
+                              f"(found {len(text.mask_indices)})")
+        s, e = text.spans[text.mask_indices[0]]
+        left, right = text.text[:s].rstrip(), text.text[e:].rstrip()
+        at_start = not left
+        left_ids = self._ids(left, at_start)
+        if not left_ids:
+            raise EngineError("this model has no start token, so a blank at the very start "
+                              "needs at least one word before it")
+        if len(left_ids) + 16 > self.max_tokens:
+            raise EngineError(f"the text is too long for this model (cap {self.max_tokens} "
+                              "tokens)")
+        words = self._candidate_words(left_ids, max(FILL_CANDIDATES, top_k))
+        joined = [(left + " " + w if left else w) for w in words]
+        seqs = [self._ids(j + right, at_start) for j in joined]
+        ends = [len(self._ids(j, at_start)) for j in joined]
+        lp, _ = self._token_logprobs(seqs)
+        n_left = len(left_ids)
+        scores = []
+        for k, seq in enumerate(seqs):
+            stop = len(seq) if sides == "both" else ends[k]
+            scores.append(float(lp[k, n_left - 1: stop - 1].sum()))
+        share = torch.softmax(torch.tensor(scores, dtype=torch.float64), dim=0)
+        best = torch.argsort(share, descending=True)[:top_k].tolist()
+        method = (f"top {len(words)} words from the left context, re-ranked by the whole "
+                  "sentence" if sides == "both" else
+                  f"top {len(words)} words from the left context alone")
+        return Prediction(self.model_id, "masked", text.text,
+                          tuple(Candidate(words[k], float(share[k])) for k in best),
+                          method=method)
 
     def predict_previous(self, text: WordText, top_k: int = 10) -> Prediction:
         raise UnsupportedPrediction("GPT models read left to right and cannot predict the "

@@ -73,7 +73,8 @@ def progress_bars(show: bool):
             hf_logging.enable_progress_bar()
 
 
-def load_hf_model(auto_cls, path: Path, options: LoadOptions, progress: bool = True):
+def load_hf_model(auto_cls, path: Path, options: LoadOptions, progress: bool = True,
+                  config=None):
     """A model in eval mode on the requested device and dtype, with eager attention.
 
     Eager attention because SDPA/flash kernels never materialise the attention weights, so
@@ -83,9 +84,10 @@ def load_hf_model(auto_cls, path: Path, options: LoadOptions, progress: bool = T
     dtype = resolve_dtype(options.dtype, device)
     try:
         with progress_bars(progress):
+            extra = {"config": config} if config is not None else {}
             model = auto_cls.from_pretrained(str(path), attn_implementation="eager",
                                              dtype=dtype, local_files_only=True,
-                                             trust_remote_code=False)
+                                             trust_remote_code=False, **extra)
     except (OSError, ValueError) as err:
         raise ModelUnavailable(f"cannot load the model in {path}: {err}") from err
     return model.to(device).eval()

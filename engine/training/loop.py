@@ -65,12 +65,19 @@ def lr_lambda(cfg: RunConfig) -> Callable[[int], float]:
     return f
 
 
-def make_optimizer(model: torch.nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
-    # No weight decay on biases, norms and embeddings' 1-d parameters (common practice, GPT-2/BERT).
-    decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr,
+def make_optimizer(model: torch.nn.Module, cfg: RunConfig,
+                   lr_scale: Callable[[str], float] | None = None) -> torch.optim.Optimizer:
+    """AdamW over the trainable parameters. `lr_scale(name)` multiplies cfg.lr per parameter
+    (fine-tuning a pretrained encoder gently under a fresh head); frozen ones are left out.
+    No weight decay on biases, norms and embeddings' 1-d parameters (common practice, GPT-2/BERT)."""
+    groups: dict[tuple[float, bool], list] = {}
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            scale = lr_scale(name) if lr_scale else 1.0
+            groups.setdefault((scale, p.dim() >= 2), []).append(p)
+    return torch.optim.AdamW([{"params": ps, "lr": cfg.lr * scale,
+                               "weight_decay": cfg.weight_decay if decay else 0.0}
+                              for (scale, decay), ps in sorted(groups.items())], lr=cfg.lr,
                              betas=(0.9, cfg.adam_beta2))
 
 
@@ -92,11 +99,12 @@ def _load(path: Path, model, opt, sched) -> TrainState:
 
 def train(model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor],
           batch_at: Callable[[int], tuple[Any, int]], evaluate: Callable[[Any], dict],
-          cfg: RunConfig, resume: bool = True, progress: bool = True) -> TrainState:
+          cfg: RunConfig, resume: bool = True, progress: bool = True,
+          lr_scale: Callable[[str], float] | None = None) -> TrainState:
     torch.set_num_threads(cfg.threads)
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
     model.to(cfg.device)
-    opt = make_optimizer(model, cfg)
+    opt = make_optimizer(model, cfg, lr_scale)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg))
     ckpt = cfg.run_dir / "checkpoint.pt"
     state = _load(ckpt, model, opt, sched) if resume and ckpt.exists() else TrainState()
@@ -112,7 +120,8 @@ def train(model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor],
             loss = loss_fn(model, to_device(batch, cfg.device))
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
+                                       cfg.grad_clip)
         opt.step()
         sched.step()
         state.step += 1

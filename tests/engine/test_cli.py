@@ -180,13 +180,61 @@ def test_embed_allennlp_directory_gives_three_elmo_layers(model_dir, capsys):
     assert not np.allclose(z["vectors"][bank[0], 2], z["vectors"][bank[1], 2])
 
 
-def test_predict_masked_on_an_elmo_is_one_line(model_dir):
-    from tests.engine.elmo_tiny import write_tiny_elmo
+def test_predict_masked_on_an_elmo_fills_from_both_sides(model_dir):
+    from tests.engine.elmo_tiny import TINY_VOCAB, write_tiny_elmo
 
     elmo = write_tiny_elmo(model_dir / "tiny-elmo")
     proc = run_cli("predict", "--model", str(elmo), "--text", "the [MASK] of the river",
+                   "--top-k", "20", env={"CTXLENS_MODEL_DIRS": str(model_dir)})
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    # every real word of the tiny vocabulary, never a sentence marker, probabilities summing to 1
+    assert {c["token"] for c in got} == set(TINY_VOCAB) - {"<S>", "</S>", "<UNK>"}
+    assert sum(c["prob"] for c in got) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_predict_masked_on_a_model_without_a_head_names_the_models_that_can(model_dir):
+    from tests.tiny_models import save_bert
+
+    plain = save_bert(model_dir / "plain-bert", masked_lm=False)
+    proc = run_cli("predict", "--model", str(plain), "--text", "the [MASK] of the river",
                    env={"CTXLENS_MODEL_DIRS": str(model_dir)})
-    assert_one_line_error(proc, "masked-LM")
+    assert_one_line_error(proc, "cannot fill a blank", "bert-base-uncased")
+
+
+def test_predict_input_file_writes_one_json_line_per_text(model_dir, tmp_path):
+    from tests.engine.elmo_tiny import write_tiny_elmo
+
+    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+    src = tmp_path / "blanks.txt"
+    src.write_text("the [MASK] of the river\n\nno blank here\nthe bank [MASK] money .\n")
+    out = tmp_path / "out.jsonl"
+    proc = run_cli("predict", "--model", str(elmo), "--input", str(src), "--top-k", "3",
+                   "--output", str(out), env={"CTXLENS_MODEL_DIRS": str(model_dir)})
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["line"] for r in rows] == [1, 3, 4]            # blank lines skipped, order kept
+    assert "exactly one [MASK]" in rows[1]["error"] and "candidates" not in rows[1]
+    single = json.loads(run_cli("predict", "--model", str(elmo), "--text", rows[0]["text"],
+                                "--top-k", "3",
+                                env={"CTXLENS_MODEL_DIRS": str(model_dir)}).stdout)
+    assert rows[0]["candidates"] == single and len(rows[2]["candidates"]) == 3
+    assert "2 of 3 texts predicted, 1 with an error" in proc.stderr
+
+
+def test_predict_input_kind_next_and_bad_file(model_dir, tmp_path):
+    from tests.engine.elmo_tiny import write_tiny_elmo
+
+    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+    src = tmp_path / "prefixes.txt"
+    src.write_text("the bank of\nthe river\n")
+    proc = run_cli("predict", "--model", str(elmo), "--input", str(src), "--kind", "next",
+                   env={"CTXLENS_MODEL_DIRS": str(model_dir)})
+    rows = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert [r["kind"] for r in rows] == ["next", "next"] and rows[0]["method"] == "forward LM"
+    missing = run_cli("predict", "--model", str(elmo), "--input", str(tmp_path / "nope.txt"),
+                      env={"CTXLENS_MODEL_DIRS": str(model_dir)})
+    assert_one_line_error(missing, "does not exist")
 
 
 @pytest.mark.slow

