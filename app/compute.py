@@ -172,11 +172,12 @@ def head_stats(model_id: str, sentence: str) -> att_analysis.HeadStats | None:
     return att_analysis.head_stats(enc.attentions, enc.special_mask, enc.family)
 
 
-def predict(kind: str, model_id: str, text: str, top_k: int = 10):
+def predict(kind: str, model_id: str, text: str, top_k: int = 10, sides: str = "both"):
     eng = get_engine()
     with st.spinner(f"Asking {model_id} …"):
-        fn = {"masked": eng.predict_masked, "next": eng.predict_next,
-              "previous": eng.predict_previous}[kind]
+        if kind == "masked":
+            return eng.predict_masked(model_id, text, top_k=top_k, sides=sides)
+        fn = {"next": eng.predict_next, "previous": eng.predict_previous}[kind]
         return fn(model_id, text, top_k=top_k)
 
 
@@ -185,12 +186,22 @@ def logit_lens(model_id: str, text: str):
         return get_engine().logit_lens(model_id, text)
 
 
-def masked_lm_alternatives(current: str | None) -> list[str]:
-    """Available BERT-family models that the registry describes as having a masked-LM head."""
-    reg = get_engine().registry
-    out = []
-    for mid in available_models("bert"):
-        desc = reg[mid].description.lower() if mid in reg else ""   # local model folders
-        if mid != current and ("mlm" in mid or ("masked-lm head" in desc and "no masked" not in desc)):
-            out.append(mid)
-    return out
+# The masked LM the Predictions page starts with when the sidebar's BERT has no MLM head:
+# the first one installed (minilm-l6-mlm: real pretrained MiniLM + a head trained here).
+PREFERRED_MASKED_LMS = ("minilm-l6-mlm", "bert-base-uncased", "bert-brown-mlm")
+
+
+def masked_lms(current: str | None = None) -> list[str]:
+    """Installed BERT-family models with a masked-LM head: `current` first when it has one,
+    then the preferred order above, then the rest (local model folders included)."""
+    eng = get_engine()
+    fillers = [m for m in available_models("bert") if eng.fills_blank(m) == "masked-lm"]
+
+    def rank(m: str) -> tuple:
+        return (m != current, PREFERRED_MASKED_LMS.index(m) if m in PREFERRED_MASKED_LMS
+                else len(PREFERRED_MASKED_LMS), m)
+    return sorted(fillers, key=rank)
+
+
+def fills_blank(model_id: str) -> str:
+    return get_engine().fills_blank(model_id)

@@ -128,6 +128,16 @@ class Engine:
                 + ", ".join(self.blank_fillers()))
         return adapter.predict_masked(wt, top_k=top_k, sides=sides)
 
+    def fills_blank(self, model_id: str) -> str:
+        """How a model fills a [MASK] without loading it: "masked-lm", "both-sides" or "".
+        Registry models say so in assets/models.toml; a local folder is read from its files."""
+        entry = self.entry(model_id)
+        if entry is not None:
+            return entry.fills_blank
+        from engine.registry import fills_blank_of_dir
+
+        return fills_blank_of_dir(resolve_local_dir(model_id))
+
     def blank_fillers(self) -> list[str]:
         """Registry models that fill a blank, the masked LMs first (from the registry's
         `fills_blank` field, so no model is loaded to answer)."""

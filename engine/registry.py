@@ -149,6 +149,19 @@ def family_of_dir(path: Path) -> str:
     raise ModelUnavailable(f"{path} holds neither options.json (ELMo) nor config.json (HF)")
 
 
+def fills_blank_of_dir(path: Path) -> str:
+    """What a local model folder can do with a [MASK] (see ModelEntry.fills_blank)."""
+    import json
+
+    family = family_of_dir(path)
+    if family == "gpt":
+        return "both-sides"
+    if family == "elmo":
+        return "both-sides" if (path / "lm_softmax.safetensors").exists() else ""
+    archs = json.loads((path / "config.json").read_text()).get("architectures") or []
+    return "masked-lm" if any(a.endswith("ForMaskedLM") for a in archs) else ""
+
+
 def default_model(family: str, registry: dict[str, ModelEntry] | None = None) -> str:
     registry = registry or load_registry()
     usable = [e for e in registry.values() if e.family == family

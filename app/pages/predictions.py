@@ -1,11 +1,12 @@
-"""Predictions for one blank: BERT fills it (masked LM), GPT continues the words before it (and
-the logit lens shows the guess at every layer), ELMo's forward and backward LMs guess it from
-the left and from the right."""
+"""Predictions for one blank, each family as it honestly can: a BERT fills it with its masked-LM
+head; a GPT takes its likeliest words from the left and re-ranks them by the whole sentence
+(beside its plain next-word guess, and the logit lens at every layer); ELMo multiplies its
+forward LM (from the left) and backward LM (from the right), shown together and apart."""
 import pandas as pd
 import streamlit as st
 
 from app import compute, export, figures, state, ui
-from engine.families.base import UnsupportedPrediction
+from engine.families.base import EngineError, UnsupportedPrediction
 from engine.text import MASK, split_words
 
 
@@ -30,33 +31,67 @@ def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
     return text[:start] + MASK + text[end:], text[:start].strip(), text[end:].strip()
 
 
-def prediction(kind: str, model_id: str, text: str, title: str, inputs, name: str) -> bool:
+def prediction(kind: str, model_id: str, text: str, title: str, inputs, name: str,
+               sides: str = "both") -> bool:
     """Show one prediction as a bar chart; False (with a note) when the model cannot do it."""
     if not text:
         st.info(f"{title}: there are no words on that side of the blank.")
         return True
     try:
-        pred = compute.predict(kind, model_id, text, top_k=st.session_state["top_k"])
+        pred = compute.predict(kind, model_id, text, top_k=st.session_state["top_k"],
+                               sides=sides)
     except UnsupportedPrediction as exc:
         st.info(ui.one_line(exc))
+        return False
+    except EngineError as exc:           # e.g. a blank this model cannot start a text with
+        st.warning(f"{title}: {ui.one_line(exc)}")
         return False
     table = pd.DataFrame(pred.as_json())
     fig = figures.prediction_bars(table["token"].tolist(), table["prob"].tolist(), title)
     st.plotly_chart(fig, key=f"pred-{name}")
+    if pred.method:
+        st.caption(pred.method)
     export.figure_downloads(fig, f"pred-{name}", table,
-                            inputs.settings(model=model_id, kind=kind, context=text))
+                            inputs.settings(model=model_id, kind=kind, context=text, sides=sides,
+                                            method=pred.method))
     return True
 
 
-def switch_bert(model_id: str) -> None:
-    st.session_state["model_bert"] = model_id
+def masked_lm(sidebar_bert: str | None) -> str | None:
+    """The masked LM for the BERT column: the sidebar's BERT when it has a head, else a
+    bundled one, said in one line (the sidebar choice stays as it is for the other pages)."""
+    fillers = compute.masked_lms(sidebar_bert)
+    if not fillers:
+        st.info("No installed BERT model has a masked-LM head.")
+        return None
+    key = state.url_key("pred_bert", kind=str, default=fillers[0])
+    if st.session_state[key] not in fillers:
+        st.session_state[key] = fillers[0]
+    if sidebar_bert and compute.fills_blank(sidebar_bert) != "masked-lm":
+        st.caption(f"{sidebar_bert} (the sidebar's BERT) has no masked-LM head, so a model "
+                   "with one fills the blank here.")
+    return st.selectbox("Masked LM", fillers, key=key)
 
 
-def bert_column(inputs, model_id, masked) -> None:
-    st.markdown(f"**BERT · {model_id}** — fills the blank")
-    if not prediction("masked", model_id, masked, "Masked LM", inputs, "bert"):
-        for alt in compute.masked_lm_alternatives(model_id):
-            st.button(f"Switch to {alt}", on_click=switch_bert, args=(alt,), key=f"to-{alt}")
+def bert_column(inputs, sidebar_bert: str | None, masked: str) -> None:
+    model_id = masked_lm(sidebar_bert)
+    if model_id is not None:
+        st.markdown(f"**BERT · {model_id}** — fills the blank")
+        prediction("masked", model_id, masked, "Masked LM", inputs, "bert")
+
+
+def gpt_column(inputs, model_id: str, masked: str, prefix: str) -> None:
+    st.markdown(f"**GPT · {model_id}** — reads left to right")
+    prediction("masked", model_id, masked, "Fill from both sides", inputs, "gpt-fill")
+    prediction("next", model_id, prefix, "Next word (left side only)", inputs, "gpt")
+
+
+def elmo_column(inputs, model_id: str, masked: str, prefix: str, suffix: str) -> None:
+    st.markdown(f"**ELMo · {model_id}** — forward and backward LMs")
+    if prediction("masked", model_id, masked, "Both LMs together", inputs, "elmo-fill"):
+        prediction("next", model_id, prefix, "Forward LM (from the left)", inputs, "elmo-fwd")
+        prediction("previous", model_id, suffix, "Backward LM (from the right)", inputs,
+                   "elmo-bwd")
 
 
 def logit_lens(inputs, model_id: str, prefix: str) -> None:
@@ -90,21 +125,17 @@ def render(inputs: state.Inputs) -> None:
     chosen = dict(models)
     cols = st.columns(3)
     with cols[0]:
-        if "bert" in chosen:
-            bert_column(inputs, chosen["bert"], masked)
-        else:
-            st.info("Choose a BERT model in the sidebar.")
+        bert_column(inputs, chosen.get("bert"), masked)
     with cols[1]:
         if "gpt" in chosen:
-            st.markdown(f"**GPT · {chosen['gpt']}** — continues the words before it")
-            prediction("next", chosen["gpt"], prefix, "Next word", inputs, "gpt")
+            gpt_column(inputs, chosen["gpt"], masked, prefix)
+        else:
+            st.info("Choose a GPT model in the sidebar.")
     with cols[2]:
         if "elmo" in chosen:
-            st.markdown(f"**ELMo · {chosen['elmo']}** — forward and backward LMs")
-            if prediction("next", chosen["elmo"], prefix, "Forward LM (from the left)",
-                          inputs, "elmo-fwd"):
-                prediction("previous", chosen["elmo"], suffix, "Backward LM (from the right)",
-                           inputs, "elmo-bwd")
+            elmo_column(inputs, chosen["elmo"], masked, prefix, suffix)
+        else:
+            st.info("Choose an ELMo model in the sidebar.")
     if "gpt" in chosen:
         logit_lens(inputs, chosen["gpt"], prefix)
 

@@ -35,19 +35,23 @@ def test_target_word_is_masked_by_default_and_three_families_answer(tiny_engine)
     _same(nxt, eng.predict_next(m.gpt, "Your", top_k=8))
     _same(figure(at, "Forward LM"), eng.predict_next(m.elmo, "Your", top_k=8))
     _same(figure(at, "Backward LM"), eng.predict_previous(m.elmo, "likes cheese.", top_k=8))
+    _same(figure(at, "Fill from both sides"), eng.predict_masked(m.gpt, BLANK, top_k=8))
+    _same(figure(at, "Both LMs together"), eng.predict_masked(m.elmo, BLANK, top_k=8))
     lens = np.array(figure(at, "Top next token per layer")["data"][0]["z"])
     assert lens.shape == (LAYERS + 1, 1)          # embeddings + 2 layers, 1 prefix word
     assert np.allclose(lens, eng.logit_lens(m.gpt, "Your").top_probs, atol=1e-6)
 
 
-def test_bert_without_mlm_head_says_so_and_offers_a_switch(tiny_engine):
+def test_bert_without_mlm_head_says_so_and_a_masked_lm_fills_the_blank(tiny_engine):
     m = tiny_engine
     at = page("predictions").run()
-    assert any("no masked-LM head" in i for i in messages(at)["info"])
-    switch = next(b for b in at.button if b.label == f"Switch to {m.bert_mlm}")
-    switch.click().run()
     no_failures(at)
-    assert at.sidebar.selectbox(key="model_bert").value == m.bert_mlm
+    assert any("has no masked-LM head" in c.value for c in at.caption)
+    pick = at.selectbox(key="pred_bert")
+    assert m.bert not in pick.options and m.bert_mlm in pick.options
+    pick.set_value(m.bert_mlm).run()
+    no_failures(at)
+    assert at.sidebar.selectbox(key="model_bert").value == m.bert   # the sidebar is left alone
     masked = figure(at, "Masked LM")
     assert len(masked["data"][0]["x"]) == 8
     _same(masked, Engine().predict_masked(m.bert_mlm, BLANK, top_k=8))

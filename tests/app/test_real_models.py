@@ -54,7 +54,10 @@ def test_attention_statistics_have_one_cell_per_layer_and_head():
 def test_predictions_note_the_missing_mlm_head_and_read_smollm2_layers():
     at = opened("predictions")
     no_failures(at)
-    assert any("mask" in i.lower() for i in messages(at)["info"])
+    assert any("minilm-l6 (the sidebar's BERT) has no masked-LM head" in c.value
+               for c in at.caption)
+    fill = figure(at, "Fill from both sides")["data"][0]["x"]
+    assert len(fill) == 8 and all(0 < p <= 1 for p in fill)
     nxt = figure(at, "Next word")
     probs = nxt["data"][0]["x"]
     assert len(probs) == 8 and all(0 < p <= 1 for p in probs)
@@ -70,15 +73,25 @@ def test_layer_metrics_for_both_models():
     assert lengths == {"smollm2-135m": 31, "minilm-l6": 7}
 
 
-def test_switching_to_the_brown_mlm_bert_fills_the_blank():
+def test_every_bundled_masked_lm_fills_the_blank():
     from engine.registry import availability, load_registry
 
-    entry = load_registry().get("bert-brown-mlm")
-    if entry is None or availability(entry) not in ("bundled", "installed"):
-        pytest.skip("bert-brown-mlm is not trained/installed here")
+    reg = load_registry()
+    bundled = [m for m in ("minilm-l6-mlm", "bert-brown-mlm")
+               if m in reg and availability(reg[m]) in ("bundled", "installed")]
+    if not bundled:
+        pytest.skip("no bundled masked LM is trained/installed here")
     at = opened("predictions")
-    next(b for b in at.button if b.label == "Switch to bert-brown-mlm").click().run()
     no_failures(at)
+    pick = at.selectbox(key="pred_bert")
+    assert pick.value == bundled[0]          # minilm-l6 (the sidebar's) has no head
+    for model_id in bundled:
+        pick.set_value(model_id).run()
+        no_failures(at)
+        check_masked_bars(at)
+
+
+def check_masked_bars(at) -> None:
     masked = figure(at, "Masked LM")["data"][0]
     assert len(masked["x"]) == 8 and all(0 < p <= 1 for p in masked["x"])
     assert sorted(masked["x"], reverse=True) == masked["x"][::-1]   # drawn best at the top
@@ -96,6 +109,6 @@ def test_elmo_brown_predicts_from_both_sides_of_the_blank():
         at.query_params[k] = v
     at.run()
     no_failures(at)
-    for side in ("Forward LM", "Backward LM"):
+    for side in ("Both LMs together", "Forward LM", "Backward LM"):
         probs = figure(at, side)["data"][0]["x"]
         assert len(probs) == 8 and all(0 < p <= 1 for p in probs)
