@@ -105,13 +105,13 @@ class BertAdapter:
                                     "layer; it needs a GPT (causal LM) model")
 
 
-OVERLAY_FILE = "mlm_overlay.safetensors"
+OVERLAY_GLOB = "mlm_overlay*.safetensors"   # one or more shards (bundled files stay small)
 
 
 def load(model_id: str, path: Path, options: LoadOptions, gguf_file: str = "",
          progress: bool = True, overlay: Path | None = None) -> BertAdapter:
-    """A BERT from `path`; with `overlay`, a folder holding a config and OVERLAY_FILE whose
-    tensors (e.g. a trained MLM head and the blocks tuned with it) replace or complete the
+    """A BERT from `path`; with `overlay`, a folder holding a config and OVERLAY_GLOB files
+    whose tensors (e.g. a trained MLM head and the blocks tuned with it) replace or complete the
     base model's (engine/training/mlm_head.py writes them)."""
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
@@ -125,30 +125,32 @@ def load(model_id: str, path: Path, options: LoadOptions, gguf_file: str = "",
     model = hf.load_hf_model(AutoModelForMaskedLM if has_mlm else AutoModel, path, options,
                              progress, config=config if overlay else None)
     if overlay is not None:
-        apply_overlay(model, Path(overlay) / OVERLAY_FILE)
+        apply_overlay(model, sorted(Path(overlay).glob(OVERLAY_GLOB)))
     return BertAdapter(model_id, model, hf.load_tokenizer(path), has_mlm)
 
 
-def apply_overlay(model, file: Path) -> None:
+def apply_overlay(model, files: list[Path]) -> None:
     """Copy the overlay's tensors into the model. Every tensor must name a parameter of the
     same shape, and every head parameter the base lacks must come from the overlay, so a
     stale or partial overlay fails loudly instead of leaving a random head."""
     import torch
     from safetensors.torch import load_file
 
-    if not file.is_file():
-        raise ModelUnavailable(f"{file} is missing: the overlay has no tensors")
-    tensors = load_file(str(file))
+    if not files:
+        raise ModelUnavailable(f"the overlay has no {OVERLAY_GLOB} files")
+    tensors = {}
+    for f in files:
+        tensors.update(load_file(str(f)))
     params = dict(model.named_parameters())
     unknown = [k for k in tensors if k not in params or params[k].shape != tensors[k].shape]
     if unknown:
-        raise ModelUnavailable(f"{file} does not fit the base model: {unknown[0]!r} "
+        raise ModelUnavailable(f"{files[0].parent} does not fit the base model: {unknown[0]!r} "
                                f"(and {len(unknown) - 1} more)")
     tied = {id(model.get_input_embeddings().weight)}
     missing = [k for k, p in params.items()
                if k.startswith("cls.") and id(p) not in tied and k not in tensors]
     if missing:
-        raise ModelUnavailable(f"{file} lacks the head tensor {missing[0]!r}")
+        raise ModelUnavailable(f"{files[0].parent} lacks the head tensor {missing[0]!r}")
     with torch.no_grad():
         for k, t in tensors.items():
             params[k].copy_(t.to(params[k].dtype))

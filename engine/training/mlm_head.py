@@ -28,14 +28,13 @@ import torch
 from safetensors.torch import save_file
 from transformers import AutoConfig, AutoTokenizer, BertForMaskedLM
 
-from engine.families.bert import OVERLAY_FILE
 from engine.training import corpus
 from engine.training.bert import (IGNORE, MASK_PROB, Specials, bigram_pseudo, mask_tokens,
                                   masked_logits, mlm_eval, pad_chunks, padded_attention,
                                   pseudo_perplexity)
 from engine.training.bigram import KneserNeyBigram
 from engine.training.blocks import BlockStream, count_words, cut_blocks, sentence_chunks
-from engine.training.export import fp16_check
+from engine.training.export import MAX_FILE_BYTES, fp16_check
 from engine.training.loop import (RunConfig, count_parameters, plot_curves, seed_everything,
                                    train, trainer_parser)
 
@@ -177,14 +176,31 @@ def evaluate(model, tok, sp: Specials, train_docs, held_docs, held_blocks, args)
             "bigram_pseudo_accuracy": kb["correct"] / kb["tokens"]}
 
 
-def export(model: BertForMaskedLM, out: Path) -> None:
+def export(model: BertForMaskedLM, out: Path) -> list[Path]:
+    """config.json + the trained tensors as fp16 safetensors shards, each under the bundled
+    file cap (engine/training/export.py); the engine reads every mlm_overlay*.safetensors."""
     out.mkdir(parents=True, exist_ok=True)
     config = model.config.to_dict()
     config.update(architectures=["BertForMaskedLM"], torch_dtype="float16")
     config.pop("_name_or_path", None)
     (out / "config.json").write_text(json.dumps(config, indent=1, sort_keys=True))
-    save_file(trained_tensors(model), str(out / OVERLAY_FILE),
-              metadata={"base_model": BASE_MODEL_ID, "format": "pt"})
+    for old in out.glob("mlm_overlay*.safetensors"):
+        old.unlink()
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
+    for name, t in trained_tensors(model).items():
+        nbytes = t.numel() * t.element_size()
+        if shards[-1] and size + nbytes > MAX_FILE_BYTES - 2**20:   # room for the header
+            shards.append({})
+            size = 0
+        shards[-1][name] = t
+        size += nbytes
+    files = []
+    for k, shard in enumerate(shards, 1):
+        f = out / f"mlm_overlay-{k:02d}-of-{len(shards):02d}.safetensors"
+        save_file(shard, str(f), metadata={"base_model": BASE_MODEL_ID, "format": "pt"})
+        files.append(f)
+    return files
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,0 +1,189 @@
+"""Everyday cloze benchmark: can each model fill an everyday blank?
+
+    python -m bench.cloze [--models id,id]      (also part of `python -m bench`)
+
+assets/cloze/everyday.tsv holds everyday sentences written for ctxlens, one unambiguous
+one-word blank each, with the accepted answers (every answer is a single WordPiece of
+bert-base-uncased, so a BERT with that vocabulary can name it with one [MASK]). Every model
+that can fill a blank is asked the same way a user asks (Engine.predict_masked): a BERT through
+its masked-LM head; a GPT and an ELMo from both sides and, to show what the right side adds,
+from the left side alone. A hit is an accepted answer among the top k (case ignored; a
+WordPiece continuation such as "##s" never counts).
+
+Reported per model: top-1 and top-5 hit rates with 95% Wilson intervals (items are independent
+trials), and for the two-sided families the paired gain of both sides over the left side alone
+with a 95% bootstrap interval over items.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+ITEMS = ROOT / "assets" / "cloze" / "everyday.tsv"
+TOP_K = 5
+BOOTSTRAP = 10_000
+SEED = 0
+
+
+@dataclass(frozen=True)
+class ClozeItem:
+    id: str
+    sentence: str
+    answers: tuple[str, ...]
+    category: str
+
+
+def load_items(path: Path = ITEMS) -> list[ClozeItem]:
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    return [ClozeItem(r["id"], r["sentence"], tuple(a.strip().lower() for a in
+                                                    r["answers"].split("|")), r["category"])
+            for r in rows]
+
+
+def hit_rank(candidates: list[str], answers: tuple[str, ...]) -> int | None:
+    """1-based rank of the first accepted answer among the candidates, or None."""
+    for rank, token in enumerate(candidates, 1):
+        if not token.startswith("##") and token.strip().lower() in answers:
+            return rank
+    return None
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    from scipy.stats import binomtest
+
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def paired_gain(a: np.ndarray, b: np.ndarray, seed: int = SEED) -> dict:
+    """Mean of b - a (hits, 0/1 per item) with a 95% percentile bootstrap over items."""
+    rng = np.random.default_rng(seed)
+    d = b.astype(float) - a.astype(float)
+    idx = rng.integers(0, len(d), size=(BOOTSTRAP, len(d)))
+    boot = d[idx].mean(axis=1)
+    return {"gain": float(d.mean()), "ci": [float(np.percentile(boot, 2.5)),
+                                            float(np.percentile(boot, 97.5))]}
+
+
+def rate(ranks: list[int | None], k: int) -> dict:
+    hits = sum(1 for r in ranks if r is not None and r <= k)
+    lo, hi = wilson(hits, len(ranks))
+    return {"hits": hits, "n": len(ranks), "rate": hits / len(ranks), "ci": [lo, hi]}
+
+
+def score(engine, model_id: str, items: list[ClozeItem], sides: str = "both",
+          log=print) -> dict:
+    """Ask the model for every item; ranks, hit rates and each item's top-5."""
+    ranks, tops = [], []
+    method = ""
+    start = time.perf_counter()
+    for n, item in enumerate(items, 1):
+        pred = engine.predict_masked(model_id, item.sentence, top_k=TOP_K, sides=sides)
+        method = pred.method
+        words = [c.token for c in pred.candidates]
+        tops.append(words)
+        ranks.append(hit_rank(words, item.answers))
+        if n % 25 == 0:
+            log(f"{model_id} ({sides}): {n}/{len(items)}")
+    return {"model": model_id, "sides": sides, "method": method,
+            "top1": rate(ranks, 1), "top5": rate(ranks, TOP_K),
+            "seconds": round(time.perf_counter() - start, 1),
+            "items": [{"id": it.id, "rank": r, "top5": t} for it, r, t in zip(items, ranks, tops)]}
+
+
+def run(models: list[str] | None = None, log=print) -> list[dict]:
+    from engine.api import Engine
+    from engine.families.base import EngineError
+    from engine.registry import availability
+
+    engine = Engine(cache_size=0)
+    items = load_items()
+    ids = [m for m, e in engine.registry.items()
+           if e.fills_blank and availability(e) in ("bundled", "installed")
+           and (not models or m in models)]
+    results = []
+    for mid in ids:
+        sides = ("both",) if engine.registry[mid].fills_blank == "masked-lm" else ("both", "left")
+        for side in sides:
+            try:
+                results.append(score(engine, mid, items, side, log))
+            except EngineError as err:
+                log(f"{mid}: skipped: {err}")
+                break
+            r = results[-1]
+            log(f"{mid} ({side}): top-5 {r['top5']['rate']:.1%}, top-1 {r['top1']['rate']:.1%}")
+    return results
+
+
+def _hits(r: dict) -> np.ndarray:
+    return np.array([i["rank"] is not None and i["rank"] <= TOP_K for i in r["items"]])
+
+
+def report(results: list[dict], n_items: int) -> str:
+    def pct(x: dict) -> str:
+        return f"{x['rate']:.1%} [{x['ci'][0]:.1%}, {x['ci'][1]:.1%}]"
+
+    lines = [
+        "# Everyday cloze: filling one blank",
+        "",
+        f"{n_items} everyday sentences written for ctxlens (`assets/cloze/everyday.tsv`), one "
+        "unambiguous one-word blank each, accepted answers listed (all single WordPieces of "
+        "bert-base-uncased). Each model fills the blank as a user asks it to "
+        "(`ctxlens predict --input`, `Engine.predict_masked`): a BERT with its masked-LM head; "
+        "a GPT takes its 30 likeliest words from the left context and re-ranks them by the "
+        "whole sentence; an ELMo multiplies its forward and backward LMs. A hit is an accepted "
+        "answer in the top k (case ignored). Brackets: 95% Wilson intervals over items.",
+        "",
+        "No published number exists for this item set. Reference points: the issue that asked "
+        "for it measured a bert-base-class model at about 80% top-5 on a similar set of "
+        "everyday blanks, and SmolLM2's left-context guess alone at about two in three.",
+        "",
+        "| model | how it fills | top-1 | top-5 |",
+        "|---|---|---|---|",
+    ]
+    for r in sorted(results, key=lambda r: -r["top5"]["rate"]):
+        lines.append(f"| {r['model']} | {r['method']} | {pct(r['top1'])} | {pct(r['top5'])} |")
+    pairs = {}
+    for r in results:
+        pairs.setdefault(r["model"], {})[r["sides"]] = r
+    gains = [(m, p["left"], p["both"]) for m, p in pairs.items() if {"left", "both"} <= set(p)]
+    if gains:
+        lines += ["", "## What the right side adds (GPT and ELMo)", "",
+                  "Top-5 from the left context alone against both sides, same items; the gain "
+                  "is paired per item, 95% bootstrap interval over items "
+                  f"({BOOTSTRAP:,} resamples).", "",
+                  "| model | left only | both sides | gain |", "|---|---|---|---|"]
+        for m, left, both in gains:
+            g = paired_gain(_hits(left), _hits(both))
+            lines.append(f"| {m} | {pct(left['top5'])} | {pct(both['top5'])} | "
+                         f"{g['gain']:+.1%} [{g['ci'][0]:+.1%}, {g['ci'][1]:+.1%}] |")
+    lines += ["", "Per-item answers and each model's top 5: `cloze.json`.", ""]
+    return "\n".join(lines)
+
+
+def write(results: list[dict], out: Path) -> None:
+    n = len(load_items())
+    (out / "cloze.json").write_text(json.dumps(results, indent=1))
+    (out / "cloze.md").write_text(report(results, n))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.cloze", description=__doc__.split("\n")[0])
+    ap.add_argument("--models", help="comma-separated model ids (default: every one that fills)")
+    args = ap.parse_args(argv)
+    results = run(args.models.split(",") if args.models else None)
+    write(results, ROOT / "results")
+    print(f"wrote {ROOT / 'results' / 'cloze.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,66 @@
+"""The everyday cloze benchmark: its items are well-formed, and its scoring counts what a
+model really answered."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench import cloze
+from engine.api import Engine
+from engine.registry import load_registry, local_path
+from engine.text import to_word_text
+from tests.engine.elmo_tiny import write_tiny_elmo
+
+
+def test_items_have_one_blank_and_at_least_one_answer():
+    items = cloze.load_items()
+    assert len(items) >= 100
+    assert len({i.id for i in items}) == len(items)
+    for item in items:
+        assert len(to_word_text(item.sentence).mask_indices) == 1, item
+        assert item.answers and all(a and a == a.lower() for a in item.answers), item
+    # a model that reads the right side must have something to read on a good share of items
+    right = sum(1 for i in items if i.sentence.split("[MASK]")[1].strip(" .?!"))
+    assert right / len(items) >= 0.4
+
+
+def test_every_answer_is_one_bert_base_wordpiece():
+    from transformers import AutoTokenizer
+
+    path = local_path(load_registry()["minilm-l6"])
+    if path is None or not path.exists():
+        pytest.skip("minilm-l6 (bert-base-uncased vocabulary) is not installed")
+    tok = AutoTokenizer.from_pretrained(str(path))
+    bad = [(i.id, a) for i in cloze.load_items() for a in i.answers if tok.tokenize(a) != [a]]
+    assert not bad, bad
+
+
+def test_hit_rank_ignores_case_and_wordpiece_continuations():
+    assert cloze.hit_rank(["The", "Key", "lock"], ("key",)) == 2
+    assert cloze.hit_rank(["##key", "door"], ("key",)) is None
+    assert cloze.hit_rank([" tea", "coffee"], ("coffee", "tea")) == 1
+
+
+def test_rates_and_paired_gain():
+    r = cloze.rate([1, 3, None, 6], 5)
+    assert (r["hits"], r["n"]) == (2, 4) and r["ci"][0] < 0.5 < r["ci"][1]
+    g = cloze.paired_gain(np.array([0, 0, 1, 1] * 10), np.array([1, 1, 1, 1] * 10))
+    assert g["gain"] == pytest.approx(0.5) and 0.3 < g["ci"][0] < 0.5 < g["ci"][1] < 0.7
+    assert cloze.paired_gain(np.ones(8), np.ones(8))["ci"] == [0.0, 0.0]
+
+
+def test_score_ranks_are_the_models_own_answers(model_dir, monkeypatch):
+    elmo = str(write_tiny_elmo(model_dir / "tiny-elmo"))
+    items = [cloze.ClozeItem("t1", "the [MASK] of the river", ("bank", "money"), "x"),
+             cloze.ClozeItem("t2", "the bank [MASK] money .", ("zzz",), "x")]
+    engine = Engine(device="cpu")
+    r = cloze.score(engine, elmo, items, "both", log=lambda *a: None)
+    for item, row in zip(items, r["items"]):
+        top = [c.token for c in engine.predict_masked(elmo, item.sentence, top_k=5).candidates]
+        assert row["top5"] == top
+        expected = next((k for k, w in enumerate(top, 1) if w in item.answers), None)
+        assert row["rank"] == expected
+    assert r["items"][1]["rank"] is None and r["top5"]["n"] == 2
+    assert r["method"] == "forward LM × backward LM"
+    text = cloze.report([r, cloze.score(engine, elmo, items, "left", log=lambda *a: None)], 2)
+    assert "What the right side adds" in text and elmo in text

@@ -1,0 +1,102 @@
+"""The MLM head trained on a headless encoder (engine/training/mlm_head.py): what trains, what is
+exported, and that the engine then serves exactly that model on top of the base's files."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from engine.api import Engine
+from engine.families import bert
+from engine.families.base import LoadOptions, ModelUnavailable
+from engine.registry import ModelEntry
+from engine.text import to_word_text
+from engine.training import mlm_head
+from tests.tiny_models import save_bert
+
+CPU = LoadOptions(device="cpu")
+
+
+@pytest.fixture
+def base(tmp_path):
+    return save_bert(tmp_path / "base", masked_lm=False)
+
+
+@pytest.mark.parametrize("train,blocks", [("head", set()), ("top2", {0, 1}), ("all", {0, 1})])
+def test_only_the_head_and_the_chosen_blocks_train(base, train, blocks):
+    model = mlm_head.build_model(base, mlm_head.TRAINABLE[train])
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    assert {n for n in trainable if n.startswith("cls.")} == \
+        {n for n, _ in model.named_parameters() if n.startswith("cls.")
+         and "decoder.weight" not in n}
+    assert {int(n.split(".")[3]) for n in trainable if n.startswith("bert.encoder.layer.")} == blocks
+    assert not any("embeddings" in n for n in trainable)
+    # the decoder is the (frozen) word-embedding matrix itself
+    assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
+
+
+def _trained(base, seed=1):
+    model = mlm_head.build_model(base, 2)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(0.1 * torch.randn_like(p))        # stands in for training
+    return model.eval()
+
+
+def test_the_engine_serves_the_exported_overlay_on_the_base_files(base, tmp_path):
+    model = _trained(base)
+    files = mlm_head.export(model, tmp_path / "overlay")
+    assert files and all(f.stat().st_size < 16 * 2**20 for f in files)
+    stored = {k for f in files for k in load_file(str(f))}
+    assert stored == {n for n, p in model.named_parameters() if p.requires_grad}
+    served = bert.load("tiny-mlm", base, CPU, progress=False, overlay=tmp_path / "overlay")
+    assert served.info.has_masked_lm and served.info.can_fill_blank
+    text = to_word_text("the bank of the [MASK] .")
+    pred = served.predict_masked(text, top_k=5)
+    ids = served.tokenizer("the bank of the [MASK] .", return_tensors="pt")
+    pos = int((ids["input_ids"][0] == served.tokenizer.mask_token_id).nonzero()[0, 0])
+    with torch.no_grad():
+        probs = model(**ids).logits[0, pos].softmax(-1)     # the trained model, float32
+    top = torch.topk(probs, 5)
+    assert [c.token for c in pred.candidates] == served.tokenizer.convert_ids_to_tokens(top.indices)
+    assert [c.prob for c in pred.candidates] == pytest.approx(top.values.tolist(), abs=2e-3)
+
+
+def test_a_partial_or_foreign_overlay_fails_loudly(base, tmp_path):
+    from safetensors.torch import save_file
+
+    files = mlm_head.export(_trained(base), tmp_path / "overlay")
+    tensors = {k: v for f in files for k, v in load_file(str(f)).items()}
+    for f in files:
+        f.unlink()
+    save_file({k: v for k, v in tensors.items() if not k.startswith("cls.")},
+              str(tmp_path / "overlay" / "mlm_overlay-01-of-01.safetensors"))
+    with pytest.raises(ModelUnavailable, match="lacks the head tensor"):
+        bert.load("x", base, CPU, progress=False, overlay=tmp_path / "overlay")
+    save_file({**tensors, "cls.predictions.bias": torch.zeros(3, dtype=torch.float16)},
+              str(tmp_path / "overlay" / "mlm_overlay-01-of-01.safetensors"))
+    with pytest.raises(ModelUnavailable, match="does not fit the base model"):
+        bert.load("x", base, CPU, progress=False, overlay=tmp_path / "overlay")
+
+
+def test_a_registry_overlay_loads_its_base_through_the_engine(base, tmp_path):
+    mlm_head.export(_trained(base), tmp_path / "overlay")
+    engine = Engine(device="cpu")
+    common = dict(family="bert", name="t", licence="-", size="-", bundled=True)
+    engine.registry["tiny-base"] = ModelEntry(id="tiny-base", path=str(base), **common)
+    engine.registry["tiny-mlm"] = ModelEntry(id="tiny-mlm", path=str(tmp_path / "overlay"),
+                                             base="tiny-base", fills_blank="masked-lm", **common)
+    pred = engine.predict_masked("tiny-mlm", "the bank of the [MASK] .", top_k=3)
+    direct = bert.load("d", base, CPU, progress=False, overlay=tmp_path / "overlay")
+    assert pred.candidates == direct.predict_masked(to_word_text("the bank of the [MASK] ."),
+                                                    top_k=3).candidates
+    # the base itself is untouched: still no head
+    assert not engine.adapter("tiny-base").info.has_masked_lm
+    engine.registry["bad"] = dataclasses.replace(engine.registry["tiny-mlm"], id="bad",
+                                                 base="nowhere")
+    with pytest.raises(ModelUnavailable, match="overlays 'nowhere'"):
+        engine.adapter("bad")
