@@ -73,6 +73,21 @@ def progress_bars(show: bool):
             hf_logging.enable_progress_bar()
 
 
+@contextmanager
+def _quiet(on: bool):
+    """transformers' load report, off while a base model loads under an overlay's config: its
+    head is "missing" from the base by design and comes from the overlay right after."""
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.get_verbosity()
+    if on:
+        hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(before)
+
+
 def load_hf_model(auto_cls, path: Path, options: LoadOptions, progress: bool = True,
                   config=None):
     """A model in eval mode on the requested device and dtype, with eager attention.
@@ -83,7 +98,7 @@ def load_hf_model(auto_cls, path: Path, options: LoadOptions, progress: bool = T
     device = resolve_device(options.device)
     dtype = resolve_dtype(options.dtype, device)
     try:
-        with progress_bars(progress):
+        with progress_bars(progress), _quiet(config is not None):
             extra = {"config": config} if config is not None else {}
             model = auto_cls.from_pretrained(str(path), attn_implementation="eager",
                                              dtype=dtype, local_files_only=True,
