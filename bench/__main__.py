@@ -1,6 +1,7 @@
 """`python -m bench` (make bench): every reproduction and measurement, written to results/.
 
-    python -m bench [--quick] [--only layers|speed] [--models id,id] [--fresh]
+    python -m bench [--quick] [--only layers|speed|reports] [--models id,id] [--fresh]
+                    [--mix-layer-norm]
 
 Per-model results are cached in results/tmp/ (ignored by git) keyed by the workload, so an
 interrupted run resumes; --fresh recomputes.
@@ -19,6 +20,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
 CACHE = RESULTS / "tmp"
+
+# What a cached per-model result was computed with beyond the workload: raise PROTOCOL when
+# the analyses change (2: running-text input, Ethayarajh's raw-vector intra-sentence
+# similarity, bootstrap intervals), so an older cache is recomputed rather than misread.
+PROTOCOL = 2
 
 # full run vs --quick (a few minutes, for trying the pipeline)
 SIZES = {"full": {"heldout": 400, "pos_train": 300, "lemmas": 120},
@@ -73,12 +79,14 @@ def model_stamp(model_id: str) -> str:
     return str(max((p.stat().st_mtime for p in files), default=0.0))
 
 
-def run_layers(models: list[tuple[str, str]], size: str, fresh: bool) -> None:
+def run_layers(models: list[tuple[str, str]], size: str, fresh: bool,
+               mix_layer_norm: bool = False) -> None:
     from bench.layers import run_model
     from engine.api import Engine, EngineError
 
     work, source = build_workload(size)
-    signature = {"size": size, **SIZES[size], "source": source}
+    signature = {"size": size, **SIZES[size], "source": source, "protocol": PROTOCOL,
+                 "mix_layer_norm": mix_layer_norm}
     CACHE.mkdir(parents=True, exist_ok=True)
     results, failures = [], []
     for mid, family in models:
@@ -98,7 +106,7 @@ def run_layers(models: list[tuple[str, str]], size: str, fresh: bool) -> None:
             names = engine.encode(mid, ["The bank."])[0].layer_names
             r = run_model(mid, family, names,
                           lambda texts: engine.encode_words(mid, texts, batch_size=32),
-                          work, log=log)
+                          work, log=log, mix_layer_norm=mix_layer_norm)
         except EngineError as err:
             log(f"{mid}: skipped: {err}")
             failures.append((mid, str(err)))
@@ -126,7 +134,8 @@ def write_layer_reports(results: list[dict]) -> None:
     plots.geometry_plot(results, RESULTS / "geometry.png")
     (RESULTS / "geometry.md").write_text(report.geometry_report(results, source,
                                                                 "geometry.png"))
-    plots.per_layer_plot(results, lambda r: [("", r["pos"]["accuracy"])],
+    plots.per_layer_plot(results, lambda r: [("", r["pos"]["accuracy"],
+                                              r["pos"].get("ci", {}).get("accuracy"))],
                          "POS linear probe accuracy per layer (Brown, held-out documents)",
                          "accuracy", RESULTS / "pos.png",
                          {"majority class": results[0]["pos"]["majority_baseline"]})
@@ -138,8 +147,11 @@ def write_layer_reports(results: list[dict]) -> None:
 def _write_senses(results: list[dict], n_examples: int) -> None:
     from bench import plots, report
 
-    plots.per_layer_plot(results, lambda r: [(" centroid", r["senses"]["centroid"]),
-                                             (" pairs", r["senses"]["pairs"])],
+    def series(r: dict) -> list:
+        s = r["senses"]
+        return [(f" {k}", s[k], s.get("ci", {}).get(k)) for k in ("centroid", "pairs")]
+
+    plots.per_layer_plot(results, series,
                          "Word senses per layer (WordNet examples, held-out lemmas)",
                          "accuracy", RESULTS / "senses.png",
                          {"pairs chance": 0.5, "centroid chance": results[0]["senses"]["chance"]})
@@ -175,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
                     "results/layers.json and speed.json)")
     ap.add_argument("--models", help="comma-separated model ids (default: all available)")
     ap.add_argument("--fresh", action="store_true", help="ignore cached per-model results")
+    ap.add_argument("--mix-layer-norm", action="store_true",
+                    help="the sense benchmark's scalar mixes read layer-normed layers (ELMo's "
+                    "do_layer_norm); recorded as mix_layer_norm in each result")
     args = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -185,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     models = available_models(args.models.split(",") if args.models else None)
     log(f"models: {', '.join(m for m, _ in models) or 'none'}")
     if args.only in (None, "layers"):
-        run_layers(models, size, args.fresh)
+        run_layers(models, size, args.fresh, args.mix_layer_norm)
     if args.only == "reports":  # README.md keeps the record of the run that measured
         rebuild_reports()
         return 0

@@ -12,11 +12,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.training.corpus import detokenize
+
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "data" / "corpus"
 SAMPLE = Path(__file__).resolve().parent / "sample" / "brown_tagged_sample.jsonl"
-# Brown writes quotes as `` and ''; models see the ASCII quote a user would type
-_QUOTES = {"``": '"', "''": '"'}
+# Brown writes quotes as `` and ''; models see the ASCII quote a user would type (the same
+# mapping as engine.training.corpus, so every word is found in the detokenised text)
+_QUOTES = {"``": '"', "''": '"', "`": "'"}
 MAX_WORDS = 60
 
 
@@ -25,6 +28,11 @@ class TaggedSentence:
     doc: str
     words: tuple[str, ...]
     tags: tuple[str, ...]
+    text: str = ""    # running text, as the models were trained on (detokenize of the raw tokens)
+
+    @property
+    def running_text(self) -> str:
+        return self.text or detokenize(self.words)
 
 
 @dataclass(frozen=True)
@@ -49,8 +57,10 @@ def _sentences(rows: list[dict]) -> list[TaggedSentence]:
         for s in row["sentences"]:
             words = tuple(_QUOTES.get(w, w) for w in s["tokens"])
             if 3 <= len(words) <= MAX_WORDS and len(" ".join(words)) < 900:
+                # from the raw tokens: `` and '' say which way a quote faces
                 out.append(TaggedSentence(row["doc"], words,
-                                          tuple(simplify_tag(t) for t in s["tags"])))
+                                          tuple(simplify_tag(t) for t in s["tags"]),
+                                          detokenize(tuple(s["tokens"]))))
     return out
 
 

@@ -45,13 +45,22 @@ def _published(ax, quantity: str) -> None:
                                 label=label)
 
 
+def _band(ax, ys: np.ndarray, ci: list | None, colour: str) -> None:
+    """The 95% bootstrap interval per layer as a shaded band (nothing for results without)."""
+    if ci:
+        lo, hi = np.array(ci, dtype=float).T
+        ax.fill_between(depth(len(ys)), lo, hi, color=colour, alpha=0.15, lw=0)
+
+
 def geometry_plot(results: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
     for ax, (key, title) in zip(axes.flat, GEOMETRY_PANELS):
         _published(ax, key)
         for i, r in enumerate(results):
             ys = np.array(r["geometry"][key], dtype=float)
-            ax.plot(depth(len(ys)), ys, label=r["model"], **model_style(i, r["family"]))
+            style = model_style(i, r["family"])
+            ax.plot(depth(len(ys)), ys, label=r["model"], **style)
+            _band(ax, ys, r["geometry"].get("ci", {}).get(key), style["color"])
         ax.set_title(title)
         ax.set_xlabel("relative depth (0 = embedding layer, 1 = top layer)")
         ax.grid(alpha=0.3)
@@ -66,13 +75,16 @@ def geometry_plot(results: list[dict], path: Path) -> None:
 
 def per_layer_plot(results: list[dict], series, title: str, ylabel: str, path: Path,
                    baselines: dict[str, float] | None = None) -> None:
-    """series(result) -> (label, values per layer) pairs; one line per model and series."""
+    """series(result) -> (label, values per layer, 95% interval per layer or None) triples;
+    one line (and band) per model and series."""
     fig, ax = plt.subplots(figsize=(11, 5.5))
     for i, r in enumerate(results):
-        for j, (label, ys) in enumerate(series(r)):
+        for j, (label, ys, ci) in enumerate(series(r)):
             ys = np.array(ys, dtype=float)
+            style = model_style(i, r["family"])
             ax.plot(depth(len(ys)), ys, label=f"{r['model']}{label}",
-                    ls=("-", "--", ":")[j % 3], **model_style(i, r["family"]))
+                    ls=("-", "--", ":")[j % 3], **style)
+            _band(ax, ys, ci, style["color"])
     for name, value in (baselines or {}).items():
         ax.axhline(value, ls="--", lw=1, color="grey")
         ax.text(0.01, value, name, fontsize=8, va="bottom", color="grey")

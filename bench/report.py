@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bench.findings import HEADERS, canonical_note, findings_rows
 from bench.published import BERT_WSD, ELMO_POS, ELMO_WSD, WIC, WSD_FIRST_SENSE
 
 
@@ -15,6 +16,47 @@ def table(headers: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def with_ci(value: float, ci: list | None) -> str:
+    """'0.553 [0.541, 0.566]': a value and its 95% interval (the value alone without one)."""
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    if not ci or not np.all(np.isfinite(ci)):
+        return f"{value:.3f}"
+    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def _layer_ci(section: dict, key: str, i: int) -> str:
+    ci = section.get("ci", {}).get(key)
+    return with_ci(section[key][i], ci[i] if ci else None)
+
+
+def _scalar_ci(section: dict, key: str) -> str:
+    return with_ci(section[key], section.get("ci", {}).get(key))
+
+
+def bootstrap_note(section: dict) -> str:
+    b = section.get("bootstrap")
+    if not b:
+        return "No intervals: these results predate the bootstrap."
+    return (f"Brackets: {b['level']:.0%} percentile-bootstrap interval over the "
+            f"{b['n_units']} {b['unit']}s ({b['n_resamples']:,} resamples of the {b['unit']}s "
+            f"with replacement, seed {b['seed']}; engine/analysis/bootstrap.py).")
+
+
+def findings_section(results: list[dict], report: str | None) -> list[str]:
+    """The published findings this report echoes, and whether each model reproduces them."""
+    rows = findings_rows(results, report)
+    if not rows:
+        return []
+    note = canonical_note(results, report)
+    return ["## Published findings: reproduced?", "",
+            "**yes**: the claimed difference's 95% bootstrap interval excludes 0 on the "
+            "claimed side; **partly**: the point estimate points that way but the interval "
+            "includes 0 (or one of two parts holds); **no**: otherwise. Each finding is "
+            "checked on the models of the family it was published for.", "",
+            table(HEADERS, rows), ""] + ([note, ""] if note else [])
 
 
 def _names(r: dict) -> list[str]:
@@ -35,22 +77,38 @@ def geometry_invariants(r: dict) -> list[tuple[str, bool, str]]:
     if r["family"] == "elmo":
         checks.append(("ELMo layer 0 raw self-similarity is 1", abs(raw0 - 1) < 1e-5,
                        f"{raw0:.6f}"))
-    checks.append(("upper layers more context-specific (adj. self-similarity, upper half < "
-                   "lower half of contextual layers)", upper < lower,
-                   f"lower {lower:.3f}, upper {upper:.3f}"))
+    diff = g.get("contrasts", {}).get("self_similarity_adjusted", {}).get("upper_minus_lower")
+    if diff:   # passes only when the whole interval of upper − lower is below 0
+        lo, hi = diff["ci"]
+        checks.append(("upper layers more context-specific (adj. self-similarity, upper half < "
+                       "lower half of contextual layers, 95% CI of the difference below 0)",
+                       hi < 0, f"lower {lower:.3f}, upper {upper:.3f}, difference "
+                       f"{diff['value']:+.3f} [{lo:+.3f}, {hi:+.3f}]"))
+    else:
+        checks.append(("upper layers more context-specific (adj. self-similarity, upper half < "
+                       "lower half of contextual layers)", upper < lower,
+                       f"lower {lower:.3f}, upper {upper:.3f}"))
     return checks
 
 
 def geometry_report(results: list[dict], source: str, png: str) -> str:
+    g0 = results[0]["geometry"] if results else {}
     out = ["# Ethayarajh (2019) geometry per layer", "",
-           f"Sentences: {source}. Word vectors are the mean of each word's subword vectors; "
-           "word identity is the exact surface form (case-sensitive, as ELMo's char CNN is; "
+           f"Sentences: {source}. Every model reads each sentence as running text (the "
+           "detokenised sentence); a Brown token's vector is the mean of its subword vectors. "
+           "Word identity is the exact surface form (case-sensitive, as ELMo's char CNN is; "
            "words without a letter or digit are left out); self-similarity and MEV use "
-           "words seen at least twice; the anisotropy "
+           "words seen at least twice; intra-sentence similarity is the mean cosine between "
+           "each word's raw vector and the mean of its sentence's raw vectors; the anisotropy "
            "baseline is the mean cosine of 1,000 random pairs of different words from "
            "different sentences; MEV (uncentred, σ1²/Σσi²) is also shown minus its value on "
            "as many random occurrences. Definitions: engine/analysis/geometry.py.", "",
-           f"![geometry per layer]({png})", "", "## Invariants", ""]
+           bootstrap_note(g0) + " A resample weighs a baseline pair, or a pair of one word's "
+           "occurrences, by the product of its two sentences' counts (a sentence drawn twice "
+           "is not a second context); MEV has no interval.", "",
+           f"![geometry per layer]({png})", ""]
+    out += findings_section(results, "geometry.md")
+    out += ["## Invariants", ""]
     rows = [[r["model"], name, "PASS" if ok else "FAIL", detail]
             for r in results for name, ok, detail in geometry_invariants(r)]
     out += [table(["model", "check", "result", "values"], rows), ""]
@@ -59,9 +117,9 @@ def geometry_report(results: list[dict], source: str, png: str) -> str:
         out += [f"## {r['model']} ({r['family']})", "",
                 f"{g['n_sentences']} held-out sentences, {g['n_words_repeated']} words seen "
                 "at least twice.", ""]
-        rows = [[i, name, g["anisotropy"][i], g["self_similarity"][i],
-                 g["self_similarity_adjusted"][i], g["intra_sentence"][i],
-                 g["intra_sentence_adjusted"][i], g["mev"][i], g["mev_adjusted"][i]]
+        keys = ("anisotropy", "self_similarity", "self_similarity_adjusted", "intra_sentence",
+                "intra_sentence_adjusted")
+        rows = [[i, name, *[_layer_ci(g, k, i) for k in keys], g["mev"][i], g["mev_adjusted"][i]]
                 for i, name in enumerate(_names(r))]
         out += [table(["layer", "name", "anisotropy", "self-sim", "self-sim − base",
                        "intra-sent", "intra-sent − base", "MEV", "MEV − base"], rows), ""]
@@ -93,15 +151,26 @@ def senses_report(results: list[dict], n_examples: int, png: str) -> str:
            "(chance 50%), cosine threshold fitted on the train lemmas.",
            "- **learned mix**: ELMo-style scalar mix (softmax weights over unit-normalised "
            "layers) learned on train-lemma pairs; **uniform mix**: 1/L each (ELMo's no-task "
-           "default); **layer 0**: the static (context-free) baseline.", "",
-           f"![senses per layer]({png})", "", "## Summary", ""]
+           "default); **layer 0**: the static (context-free) baseline. "
+           + _mix_layer_norm_note(results), "",
+           bootstrap_note(s0) + " The threshold and the learned mix stay as fitted on the "
+           "train lemmas. The best layer is picked on the same data, so its interval is "
+           "optimistic; the findings below use fixed layers.", "",
+           f"![senses per layer]({png})", ""]
+    out += findings_section(results, "senses.md")
+    out += ["## Summary", ""]
     rows = []
     for r in results:
         s = r["senses"]
         best = int(np.nanargmax(s["centroid"]))
-        rows.append([r["model"], s["chance"], s["first_sense"], s["centroid"][0],
-                     f"{s['centroid'][best]:.3f} (L{best})", s["uniform_centroid"],
-                     s["mix_centroid"], s["pairs"][0], max(s["pairs"]), s["mix_pairs"]])
+        best_pairs = int(np.nanargmax(s["pairs"]))
+        rows.append([r["model"], s["chance"], _scalar_ci(s, "first_sense"),
+                     _layer_ci(s, "centroid", 0),
+                     f"{_layer_ci(s, 'centroid', best)} (L{best})",
+                     _scalar_ci(s, "uniform_centroid"), _scalar_ci(s, "mix_centroid"),
+                     _layer_ci(s, "pairs", 0),
+                     f"{_layer_ci(s, 'pairs', best_pairs)} (L{best_pairs})",
+                     _scalar_ci(s, "mix_pairs")])
     out += [table(["model", "chance", "first sense", "centroid L0", "centroid best",
                    "centroid uniform mix", "centroid learned mix", "pairs L0", "pairs best",
                    "pairs learned mix"], rows), ""]
@@ -109,8 +178,8 @@ def senses_report(results: list[dict], n_examples: int, png: str) -> str:
         s = r["senses"]
         out += [f"## {r['model']}", "",
                 table(["layer", "name", "centroid", "pairs", "learned mix weight"],
-                      [[i, n, s["centroid"][i], s["pairs"][i], s["mix_weights"][i]]
-                       for i, n in enumerate(_names(r))]), ""]
+                      [[i, n, _layer_ci(s, "centroid", i), _layer_ci(s, "pairs", i),
+                        s["mix_weights"][i]] for i, n in enumerate(_names(r))]), ""]
     out += ["## Published, for orientation (different data and protocol)", "",
             f"- Peters et al. 2018 Table 5 (SemCor, nearest sense centroid, F1): ELMo biLM "
             f"layer 1 {ELMO_WSD[1]}, layer 2 {ELMO_WSD[2]}; first-sense baseline "
@@ -124,6 +193,14 @@ def senses_report(results: list[dict], n_examples: int, png: str) -> str:
     return "\n".join(out)
 
 
+def _mix_layer_norm_note(results: list[dict]) -> str:
+    on = [r["model"] for r in results if r["senses"].get("mix_layer_norm")]
+    if not on:
+        return ("The mixes read the layers as they are (`python -m bench --mix-layer-norm` "
+                "layer-norms each first, as ELMo's do_layer_norm does).")
+    return f"The mixes read layer-normed layers (ELMo's do_layer_norm) for: {', '.join(on)}."
+
+
 # -- POS ------------------------------------------------------------------------------------
 
 def pos_report(results: list[dict], source: str, png: str) -> str:
@@ -133,20 +210,27 @@ def pos_report(results: list[dict], source: str, png: str) -> str:
            f"features) per layer, trained on {p0.get('n_train', 0)} words from training "
            f"documents and tested on {p0.get('n_test', 0)} words of held-out documents; "
            f"{p0.get('n_tags', 0)} tags (Brown tags without -tl/-hl/-nc suffixes, rare tags "
-           "pooled). The analogue of Peters et al. 2018 Table 6.", "",
-           f"![POS accuracy per layer]({png})", "", "## Summary", ""]
+           "pooled). The analogue of Peters et al. 2018 Table 6. Every model reads each "
+           "sentence as running text (the detokenised sentence); a Brown token's vector is the "
+           "mean of its subword vectors.", "",
+           bootstrap_note(p0) + " The probes stay as trained.", "",
+           f"![POS accuracy per layer]({png})", ""]
+    out += findings_section(results, "pos.md")
+    out += ["## Summary", ""]
     rows = []
     for r in results:
-        acc = r["pos"]["accuracy"]
+        p = r["pos"]
+        acc = p["accuracy"]
         best = int(np.argmax(acc))
-        rows.append([r["model"], r["pos"]["majority_baseline"], acc[0],
-                     f"{acc[best]:.3f} (L{best})", acc[-1],
+        rows.append([r["model"], p["majority_baseline"], _layer_ci(p, "accuracy", 0),
+                     f"{_layer_ci(p, 'accuracy', best)} (L{best})",
+                     _layer_ci(p, "accuracy", len(acc) - 1),
                      "yes" if best < len(acc) - 1 else "no"])
     out += [table(["model", "majority class", "layer 0", "best layer", "top layer",
-                   "best below the top (syntax lower)"], rows), ""]
+                   "best below the top (point estimates)"], rows), ""]
     for r in results:
         out += [f"## {r['model']}", "", table(["layer", "name", "accuracy"], [
-            [i, n, a] for i, (n, a) in enumerate(zip(_names(r), r["pos"]["accuracy"]))]), ""]
+            [i, n, _layer_ci(r["pos"], "accuracy", i)] for i, n in enumerate(_names(r))]), ""]
     out += ["## Published", "",
             f"Peters et al. 2018 Table 6 (PTB, linear probe): ELMo layer 1 {ELMO_POS[1]}, "
             f"layer 2 {ELMO_POS[2]} (syntax sits lower); CoVe 93.3 / 92.8.", ""]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.report import geometry_invariants, table
+from bench.findings import HEADERS, canonical_note, findings_rows
+from bench.report import geometry_invariants, table, with_ci
 
 REPORTS = (("geometry.md", "Ethayarajh (2019) geometry per layer, invariants"),
            ("senses.md", "Word senses per layer (WordNet 3.0), learned scalar mix"),
@@ -16,20 +17,36 @@ REPORTS = (("geometry.md", "Ethayarajh (2019) geometry per layer, invariants"),
            ("speed.md", "Speed and memory against the targets"))
 
 
+def _ci(section: dict, key: str, layer: int | None = None) -> str:
+    ci = section.get("ci", {}).get(key)
+    if layer is None:
+        return with_ci(section[key], ci)
+    return with_ci(section[key][layer], ci[layer] if ci else None)
+
+
+def _verdicts(r: dict) -> str:
+    found = [row[4] for row in findings_rows([r])]
+    if not found:
+        return "none for its family"
+    return ", ".join(f"{found.count(v)} {v}" for v in ("yes", "partly", "no", "n/a")
+                     if found.count(v))
+
+
 def _layer_rows(layers: list[dict]) -> list[list]:
     rows = []
     for r in layers:
         checks = geometry_invariants(r)
         inv = f"{sum(ok for _, ok, _ in checks)}/{len(checks)} pass"
-        acc = r["pos"]["accuracy"]
-        pos = (f"{max(acc):.3f} at L{int(np.argmax(acc))} "
-               f"(majority {r['pos']['majority_baseline']:.3f})")
+        p = r["pos"]
+        best = int(np.argmax(p["accuracy"]))
+        pos = f"{_ci(p, 'accuracy', best)} at L{best} (majority {p['majority_baseline']:.3f})"
         s = r.get("senses")
-        sense = "n/a" if s is None else (
-            f"L0 {s['centroid'][0]:.3f}, best {max(s['centroid']):.3f} at "
-            f"L{int(np.nanargmax(s['centroid']))}, learned mix {s['mix_centroid']:.3f} "
-            f"(chance {s['chance']:.3f})")
-        rows.append([r["model"], r["n_layers"] - 1, inv, pos, sense])
+        sense = "n/a"
+        if s is not None:
+            best = int(np.nanargmax(s["centroid"]))
+            sense = (f"L0 {_ci(s, 'centroid', 0)}, best {_ci(s, 'centroid', best)} at L{best}, "
+                     f"learned mix {_ci(s, 'mix_centroid')} (chance {s['chance']:.3f})")
+        rows.append([r["model"], r["n_layers"] - 1, inv, pos, sense, _verdicts(r)])
     return rows
 
 
@@ -55,10 +72,21 @@ def readme(results: Path, elapsed: float, size: str, machine: str) -> str:
             out.append(f"- model {model} skipped: {err}")
     layers = results / "layers.json"
     if layers.exists():
+        measured = json.loads(layers.read_text())
         out += ["", "## Per-layer headlines", "",
+                "Brackets: 95% bootstrap intervals (over held-out sentences for POS, over "
+                "held-out lemmas for senses; 1,000 resamples, seed 0). The best layer is "
+                "picked on the same data, so its interval is optimistic.", "",
                 table(["model", "layers", "geometry invariants", "POS probe best layer",
-                       "sense centroid accuracy (held-out lemmas)"],
-                      _layer_rows(json.loads(layers.read_text())))]
+                       "sense centroid accuracy (held-out lemmas)",
+                       "published findings reproduced?"], _layer_rows(measured)),
+                "", "## Published findings: reproduced?", "",
+                "**yes** only when the claimed difference's 95% bootstrap interval excludes 0 "
+                "on the claimed side; **partly**: the right direction within the interval, or "
+                "one of two parts; **no**: otherwise. Details in each report.", "",
+                table(HEADERS, findings_rows(measured))]
+        note = canonical_note(measured)
+        out += ["", note] if note else []
     speed = results / "speed.json"
     if speed.exists():
         from bench.speed_report import speed_rows

@@ -12,6 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+from engine.analysis.bootstrap import SEED as RESAMPLE_SEED
+from engine.analysis.bootstrap import resample_counts
 from engine.families.base import EngineError
 from engine.result import Encoding, Pooling
 
@@ -42,6 +44,9 @@ class LayerMetrics:
     so an anisotropic layer's common direction is not read as a word's static embedding.
     n_words_repeated: word types (lowercased) with >= 2 occurrences, i.e. those behind
     self_similarity and mev (the same for every layer, hence an int).
+    replicates: with layer_metrics(n_resamples=B), the sentence-bootstrap replicates
+    [B, layers] of "anisotropy", "self_similarity" and "intra_sentence" (engine.analysis.
+    bootstrap; the unit is the encoding, i.e. the sentence).
     """
 
     anisotropy: np.ndarray
@@ -51,6 +56,7 @@ class LayerMetrics:
     n_words_repeated: int
     layer_names: tuple[str, ...] = ()
     mev_baseline: np.ndarray | None = None
+    replicates: dict[str, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         n = self.anisotropy.shape
@@ -107,7 +113,7 @@ def _collect(encodings: Sequence[Encoding], pool: Pooling, lowercase: bool) -> _
                         tuple(vocab))
 
 
-def _anisotropy(unit: np.ndarray, occ: _Occurrences, n_pairs: int, seed: int) -> np.ndarray:
+def _baseline_pairs(occ: _Occurrences, n_pairs: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     # Ethayarajh 2019 §3.4: baseline = mean cosine between uniformly sampled words from
     # different contexts; pairs of the same word or the same sentence are rejected.
     rng = np.random.default_rng(seed)
@@ -115,12 +121,13 @@ def _anisotropy(unit: np.ndarray, occ: _Occurrences, n_pairs: int, seed: int) ->
     a = rng.integers(0, n, size=n_pairs * 4)
     b = rng.integers(0, n, size=n_pairs * 4)
     ok = (occ.word_ids[a] != occ.word_ids[b]) & (occ.sentence_ids[a] != occ.sentence_ids[b])
-    a, b = a[ok][:n_pairs], b[ok][:n_pairs]
-    if len(a) == 0:
-        return np.full(unit.shape[0], np.nan)
-    # One layer at a time: gathering [layers, pairs, dim] at once costs 2-4x more (measured
-    # 54-74 ms vs 13-29 ms for 31 layers of 576 dims), as the per-layer rows stay in cache.
-    return np.array([np.einsum("pd,pd->p", layer[a], layer[b]).mean() for layer in unit])
+    return a[ok][:n_pairs], b[ok][:n_pairs]
+
+
+def _pair_cosines(unit: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[layers, pairs]. One layer at a time: gathering [layers, pairs, dim] at once costs 2-4x
+    more (measured 54-74 ms vs 13-29 ms for 31 layers of 576 dims), as the rows stay in cache."""
+    return np.stack([np.einsum("pd,pd->p", layer[a], layer[b]) for layer in unit])
 
 
 def _mev(raw: np.ndarray) -> np.ndarray:
@@ -165,24 +172,27 @@ def _mev_baseline(raw: np.ndarray, groups: list[np.ndarray], seed: int) -> np.nd
     return _nanmean_rows(np.stack(rows))
 
 
-def _intra_sentence(unit: np.ndarray, sentence_ids: np.ndarray) -> np.ndarray:
-    # Ethayarajh 2019 §3.3 Def. 2: mean cosine between each word and the sentence's mean
-    # vector (the mean of the word vectors), averaged over sentences with >= 2 words.
-    per_sentence = []
+def _intra_sentence(raw: np.ndarray, unit: np.ndarray,
+                    sentence_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(per-sentence values [sentences, layers], their sentence ids) for sentences of >= 2
+    words. Ethayarajh 2019 §3.3 Def. 2: the cosine between each word's vector and the mean of
+    the sentence's RAW word vectors (not of their unit vectors: a long vector pulls the mean
+    its way), averaged over the sentence's words."""
+    values, ids = [], []
     for s in np.unique(sentence_ids):
         idx = np.nonzero(sentence_ids == s)[0]
         if len(idx) < 2:
             continue
-        centre = _unit(unit[:, idx].mean(axis=1))                   # [layers, dim]
-        per_sentence.append(np.einsum("lwd,ld->lw", unit[:, idx], centre).mean(axis=1))
-    if not per_sentence:
-        return np.full(unit.shape[0], np.nan)
-    return np.mean(per_sentence, axis=0)
+        centre = _unit(raw[:, idx].astype(np.float64).mean(axis=1))   # [layers, dim]
+        values.append(np.einsum("lwd,ld->lw", unit[:, idx], centre).mean(axis=1))
+        ids.append(s)
+    return np.array(values).reshape(len(ids), raw.shape[0]), np.array(ids, dtype=np.int64)
 
 
 def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: int = 0,
                   n_pairs: int = 1000, max_occurrences: int = 200,
-                  lowercase: bool = True) -> LayerMetrics:
+                  lowercase: bool = True, n_resamples: int = 0,
+                  resample_seed: int = RESAMPLE_SEED) -> LayerMetrics:
     """Ethayarajh (2019) statistics per layer over a set of encoded sentences.
 
     Word identity is the lowercased word (lowercase=False: the exact surface form, under which
@@ -190,6 +200,8 @@ def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: i
     "The" and "the" get different char-CNN vectors); words without a letter or digit are skipped.
     A word seen more than `max_occurrences` times contributes a seeded random sample of
     its occurrences (this bounds the SVDs behind MEV for words like "the").
+    n_resamples > 0 adds sentence-bootstrap replicates of anisotropy, self-similarity and
+    intra-sentence similarity (not MEV) to the result.
     """
     occ = _collect(encodings, pool, lowercase)
     unit = _unit(occ.vectors)
@@ -205,15 +217,64 @@ def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: i
                 idx = np.sort(rng.choice(idx, size=max_occurrences, replace=False))
             groups.append(idx)
     self_sim, mev = _self_similarity_and_mev(unit, occ.vectors, groups)
+    a, b = _baseline_pairs(occ, n_pairs, seed)
+    cosines = _pair_cosines(unit, a, b)                                  # [layers, pairs]
+    intra, intra_ids = _intra_sentence(occ.vectors, unit, occ.sentence_ids)
+    nan = np.full(unit.shape[0], np.nan)
+    replicates = None
+    if n_resamples:
+        counts = resample_counts(len(encodings), n_resamples, resample_seed)
+        replicates = {
+            "anisotropy": _weighted_mean(cosines.T, counts[:, occ.sentence_ids[a]]
+                                         * counts[:, occ.sentence_ids[b]]),
+            "self_similarity": _self_similarity_replicates(unit, groups,
+                                                           counts[:, occ.sentence_ids]),
+            "intra_sentence": _weighted_mean(intra, counts[:, intra_ids])}
     return LayerMetrics(
-        anisotropy=_anisotropy(unit, occ, n_pairs, seed),
+        anisotropy=cosines.mean(axis=1) if len(a) else nan,
         self_similarity=self_sim,
-        intra_sentence=_intra_sentence(unit, occ.sentence_ids),
+        intra_sentence=intra.mean(axis=0) if len(intra_ids) else nan,
         mev=mev,
         n_words_repeated=len(groups),
         layer_names=encodings[0].layer_names,
         mev_baseline=_mev_baseline(occ.vectors, groups, seed),
+        replicates=replicates,
     )
+
+
+# -- sentence bootstrap ----------------------------------------------------------------------
+
+def _weighted_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """values [items, layers], weights [resamples, items] -> [resamples, layers]."""
+    total = weights.sum(axis=1, keepdims=True).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, (weights @ values) / np.where(total > 0, total, 1), np.nan)
+
+
+def _self_similarity_replicates(unit: np.ndarray, groups: list[np.ndarray],
+                                weights: np.ndarray) -> np.ndarray:
+    """[resamples, layers]. An occurrence weighs as often as its sentence was drawn; a word's
+    mean pairwise cosine is taken over pairs of distinct original occurrences weighted w_i w_j
+    (a sentence drawn twice must not pair an occurrence with its own copy):
+    (|sum_i w_i u_i|^2 - sum_i w_i^2 |u_i|^2) / ((sum_i w_i)^2 - sum_i w_i^2).
+    A word with no such pair in a resample is left out of that resample's mean."""
+    n_res, n_layers = weights.shape[0], unit.shape[0]
+    total, n_words = np.zeros((n_res, n_layers)), np.zeros((n_res, 1))
+    sq_norms = (unit * unit).sum(axis=-1)                                # [layers, occ]
+    for idx in groups:
+        w = weights[:, idx].astype(np.float32)                           # [resamples, k]
+        den = w.sum(axis=1) ** 2 - (w * w).sum(axis=1)
+        ok = den > 0
+        if not ok.any():
+            continue
+        # float32 matmuls: these are only the interval's replicates, and half the cost
+        num = np.stack([((w @ layer[idx].astype(np.float32)) ** 2).sum(axis=1)
+                        for layer in unit], axis=1)                      # [resamples, layers]
+        num = num - (w * w) @ sq_norms[:, idx].T
+        total[ok] += num[ok] / den[ok, None]
+        n_words[ok] += 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n_words > 0, total / np.maximum(n_words, 1), np.nan)
 
 
 def _hsic_matrix(centred: list[np.ndarray]) -> np.ndarray:

@@ -42,17 +42,14 @@ class SenseData:
 
 # -- nearest sense centroid -----------------------------------------------------------------
 
-def nearest_centroid_accuracy(vectors: np.ndarray, senses: np.ndarray,
-                              lemmas: np.ndarray) -> float:
-    """Leave-one-out nearest-sense-centroid accuracy (Peters et al. 2018 §5.3; Coenen et al.
-    2019 §4.1): each example is labelled with the sense of its lemma whose centroid of the
-    *other* examples is nearest by cosine. Examples whose sense has no other example are skipped.
-
-    vectors: [n, dim] for one layer (or a mix).
-    """
+def nearest_centroid_hits(vectors: np.ndarray, senses: np.ndarray,
+                          lemmas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(hits, scored) per lemma of np.unique(lemmas), the bootstrap unit of the sense benchmark;
+    see nearest_centroid_accuracy."""
     unit = _unit(vectors)
-    hits, total = 0, 0
-    for lemma in np.unique(lemmas):
+    names_of_lemmas = np.unique(lemmas)
+    hits, total = np.zeros(len(names_of_lemmas)), np.zeros(len(names_of_lemmas))
+    for i, lemma in enumerate(names_of_lemmas):
         rows = np.nonzero(lemmas == lemma)[0]
         labels = senses[rows]
         names, counts = np.unique(labels, return_counts=True)
@@ -66,9 +63,21 @@ def nearest_centroid_accuracy(vectors: np.ndarray, senses: np.ndarray,
             centroids = sums.copy()
             centroids[k] -= unit[r]
             sims = _unit(centroids) @ unit[r]
-            hits += int(np.argmax(sims) == k)
-            total += 1
-    return hits / total if total else float("nan")
+            hits[i] += int(np.argmax(sims) == k)
+            total[i] += 1
+    return hits, total
+
+
+def nearest_centroid_accuracy(vectors: np.ndarray, senses: np.ndarray,
+                              lemmas: np.ndarray) -> float:
+    """Leave-one-out nearest-sense-centroid accuracy (Peters et al. 2018 §5.3; Coenen et al.
+    2019 §4.1): each example is labelled with the sense of its lemma whose centroid of the
+    *other* examples is nearest by cosine. Examples whose sense has no other example are skipped.
+
+    vectors: [n, dim] for one layer (or a mix).
+    """
+    hits, total = nearest_centroid_hits(vectors, senses, lemmas)
+    return float(hits.sum() / total.sum()) if total.sum() else float("nan")
 
 
 def _scored_rows(senses: np.ndarray, lemmas: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -83,18 +92,27 @@ def _scored_rows(senses: np.ndarray, lemmas: np.ndarray) -> list[tuple[np.ndarra
     return out
 
 
+def first_sense_hits(senses: np.ndarray, lemmas: np.ndarray,
+                     ranks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(hits, scored) per lemma of np.unique(lemmas); see first_sense_accuracy."""
+    names_of_lemmas = np.unique(lemmas)
+    hits, total = np.zeros(len(names_of_lemmas)), np.zeros(len(names_of_lemmas))
+    for rows, names in _scored_rows(senses, lemmas):
+        i = int(np.searchsorted(names_of_lemmas, lemmas[rows[0]]))
+        rank_of = {s: r for s, r in zip(senses[lemmas == lemmas[rows[0]]],
+                                        ranks[lemmas == lemmas[rows[0]]])}
+        first = min(names, key=lambda s: rank_of[s])
+        hits[i] = int(np.sum(senses[rows] == first))
+        total[i] = len(rows)
+    return hits, total
+
+
 def first_sense_accuracy(senses: np.ndarray, lemmas: np.ndarray, ranks: np.ndarray) -> float:
     """Baseline on the examples nearest_centroid_accuracy scores: always answer the lemma's
     sense with the lowest WordNet rank (the "first sense" baseline of Peters et al. 2018,
     Table 5)."""
-    hits, total = 0, 0
-    for rows, names in _scored_rows(senses, lemmas):
-        rank_of = {s: r for s, r in zip(senses[lemmas == lemmas[rows[0]]],
-                                        ranks[lemmas == lemmas[rows[0]]])}
-        first = min(names, key=lambda s: rank_of[s])
-        hits += int(np.sum(senses[rows] == first))
-        total += len(rows)
-    return hits / total if total else float("nan")
+    hits, total = first_sense_hits(senses, lemmas, ranks)
+    return float(hits.sum() / total.sum()) if total.sum() else float("nan")
 
 
 def chance_accuracy(senses: np.ndarray, lemmas: np.ndarray) -> float:
@@ -154,9 +172,10 @@ def threshold_accuracy(cosines: np.ndarray, same: np.ndarray, threshold: float) 
 @dataclass(frozen=True)
 class ScalarMix:
     """ELMo's task-specific layer weighting (Peters et al. 2018, Eq. 1): gamma * sum_j
-    softmax(s)_j h_j. Each layer is scaled to unit length first (as ELMo's layer-norm option
-    does), so layers with large norms (GPT) do not dominate by scale alone. gamma does not
-    change a cosine, so only the weights are learned here."""
+    softmax(s)_j h_j over unit-length vectors, so that layers with large norms (GPT) do not
+    dominate by scale alone. (ELMo's own do_layer_norm is another thing, one mean and variance
+    per layer: engine.families.elmo_mix.) gamma does not change a cosine, so only the weights
+    are learned here."""
 
     weights: np.ndarray       # [layers], softmax(s)
 
@@ -203,6 +222,7 @@ class ProbeScore:
     majority_baseline: float
     n_train: int
     n_test: int
+    correct: np.ndarray | None = None    # [n_test] bool, for a bootstrap over test units
 
 
 def linear_probe(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
@@ -219,7 +239,7 @@ def linear_probe(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
         scaler = StandardScaler().fit(x_train)
         clf = LogisticRegression(C=c, max_iter=max_iter)
         clf.fit(scaler.transform(x_train), y_train)
-        accuracy = float(np.mean(clf.predict(scaler.transform(x_test)) == y_test))
+        correct = clf.predict(scaler.transform(x_test)) == y_test
     labels, counts = np.unique(y_train, return_counts=True)
     majority = float(np.mean(y_test == labels[np.argmax(counts)]))
-    return ProbeScore(accuracy, majority, len(y_train), len(y_test))
+    return ProbeScore(float(np.mean(correct)), majority, len(y_train), len(y_test), correct)

@@ -13,6 +13,13 @@ from typing import Sequence
 import numpy as np
 
 from engine.families.base import EngineError
+# one scalar mix for the whole project (numpy only: this module is imported by the app)
+from engine.families.elmo_mix import mix_weights as softmax
+from engine.families.elmo_mix import scalar_mix
+
+__all__ = ["SenseError", "SenseSeparation", "LearnedMix", "silhouette",
+           "nearest_centroid_accuracy", "sense_separation", "suggest_senses", "softmax",
+           "scalar_mix", "learn_mix"]
 
 
 class SenseError(EngineError):
@@ -117,20 +124,7 @@ def suggest_senses(vectors: np.ndarray, k: int | None = None, method: str = "kme
     return best
 
 
-# -- ELMo scalar mix ---------------------------------------------------------------------
-
-def softmax(s: np.ndarray) -> np.ndarray:
-    e = np.exp(s - np.max(s))
-    return e / e.sum()
-
-
-def scalar_mix(layers: np.ndarray, s: Sequence[float], gamma: float) -> np.ndarray:
-    """layers: [L, ..., dim] -> gamma * sum_j softmax(s)_j layers[j] (Peters et al. 2018, eq. 1)."""
-    w = softmax(np.asarray(s, np.float64))
-    if len(w) != layers.shape[0]:
-        raise ValueError(f"s: {len(w)} weights for {layers.shape[0]} layers")
-    return (gamma * np.tensordot(w, layers.astype(np.float64), axes=1)).astype(np.float32)
-
+# -- ELMo scalar mix (scalar_mix and softmax: engine.families.elmo_mix) --------------------
 
 def _layer_rms(layers: np.ndarray) -> np.ndarray:
     x = layers - layers.mean(axis=1, keepdims=True)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bench.corpus import TaggedSentence, load_brown, simplify_tag, spread
-from bench.layers import Workload, pos_probe, run_model
+from bench.layers import Workload, pos_probe, run_model, running_text
 from bench.report import geometry_invariants, geometry_report, pos_report, senses_report
 from bench.speed import elmo_paths
 from bench.speed_report import speed_report
@@ -72,6 +72,41 @@ def test_reports_render_a_table_row_per_layer(tiny_run):
     assert "tiny-elmo" in senses_report([tiny_run], 12, "senses.png")
 
 
+def test_sentences_are_read_as_running_text_aligned_to_their_brown_tokens():
+    s = TaggedSentence("d", ("He", "said", ",", '"', "Go", "!", '"'),
+                       ("pps", "vbd", ",", "``", "vb", ".", "''"), 'He said, "Go!"')
+    rt = running_text(s)
+    assert rt.words.text == 'He said, "Go!"'
+    assert rt.words.words == ("He", "said", ",", '"', "Go", '!"')   # engine words
+    assert rt.token_words == ((0,), (1,), (2,), (3,), (4,), (5,), (5,))
+    assert [rt.tokens.text[a:b] for a, b in rt.tokens.spans] == list(s.words)
+
+
+def test_a_brown_token_split_into_engine_words_gets_their_mean():
+    from bench.layers import token_vectors
+
+    rt = running_text(TaggedSentence("d", ("at", "4:30", "p.m."), ("in", "cd", "rb")))
+    assert rt.words.words == ("at", "4", ":", "30", "p", ".", "m", ".")
+    vecs = np.arange(8, dtype=np.float32).reshape(1, 8, 1)
+    np.testing.assert_allclose(token_vectors(vecs, rt)[0, :, 0], [0.0, 2.0, 5.5])
+
+
+def test_tiny_run_gives_an_interval_for_every_reported_value(tiny_run):
+    n = tiny_run["n_layers"]
+    for section, keys in (("geometry", ("anisotropy", "self_similarity_adjusted",
+                                        "intra_sentence_adjusted")),
+                          ("pos", ("accuracy",)), ("senses", ("centroid", "pairs"))):
+        part = tiny_run[section]
+        assert part["bootstrap"]["n_resamples"] == 1000
+        for k in keys:
+            ci = np.array(part["ci"][k])
+            assert ci.shape == (n, 2) and (ci[:, 0] <= ci[:, 1] + 1e-12).all()
+    assert tiny_run["pos"]["bootstrap"]["unit"] == "sentence"
+    assert tiny_run["senses"]["bootstrap"]["unit"] == "held-out lemma"
+    assert len(tiny_run["senses"]["ci"]["mix_centroid"]) == 2
+    assert tiny_run["senses"]["mix_layer_norm"] is False
+
+
 def test_pos_probe_beats_majority_on_separable_synthetic_vectors():
     rng = np.random.default_rng(0)
     tags = ["nn", "vb", "at", "in"]
@@ -114,3 +149,22 @@ def test_speed_report_flags_missed_targets():
 def test_brown_tags_lose_title_and_headline_suffixes():
     assert [simplify_tag(t) for t in ("nn-tl", "np$", "dod*", "*", "--", "fw-in")] == \
         ["nn", "np$", "dod", "*", "--", "fw"]
+
+
+def test_mix_layer_norm_changes_only_the_mixes_and_is_recorded():
+    from bench.layers import sense_probes
+    from engine.analysis.probes import SenseData
+
+    rng = np.random.default_rng(1)
+    n_lemmas, per_sense = 8, 3
+    senses = np.repeat(np.arange(n_lemmas * 2), per_sense)
+    lemmas = senses // 2
+    centres = rng.normal(size=(n_lemmas * 2, 12))
+    layer = centres[senses] + rng.normal(size=(len(senses), 12))
+    vectors = np.stack([layer + 5.0, 3.0 * layer, rng.normal(size=layer.shape)]).astype(np.float32)
+    data = SenseData(vectors, senses, lemmas, 1 + senses % 2)
+    plain, normed = sense_probes(data, 0), sense_probes(data, 0, mix_layer_norm=True)
+    assert plain["mix_layer_norm"] is False and normed["mix_layer_norm"] is True
+    assert plain["centroid"] == normed["centroid"] and plain["pairs"] == normed["pairs"]
+    assert plain["uniform_pairs"] != normed["uniform_pairs"] or \
+        plain["uniform_centroid"] != normed["uniform_centroid"]

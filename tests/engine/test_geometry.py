@@ -83,6 +83,50 @@ def test_intra_sentence_of_two_orthogonal_words_is_cos_45_degrees():
     assert layer_metrics(encs).intra_sentence[0] == pytest.approx(np.sqrt(0.5))
 
 
+def test_intra_sentence_centre_is_the_mean_of_the_raw_vectors():
+    # Ethayarajh 2019 Def. 2 averages the RAW vectors: (10, 0) and (0, 1) have the mean
+    # (5, 0.5), so the cosines are 5/sqrt(25.25) and 0.5/sqrt(25.25), mean 2.75/sqrt(25.25)
+    # = 0.5473. Averaging unit vectors instead would centre on (1, 1) and give cos 45° = 0.7071.
+    encs = [make_encoding(["long", "short"], np.array([[[10.0, 0.0], [0.0, 1.0]]]))]
+    assert layer_metrics(encs).intra_sentence[0] == pytest.approx(2.75 / np.sqrt(25.25))
+
+
+def test_intra_sentence_averages_sentences_not_words():
+    long_short = make_encoding(["long", "short"], np.array([[[10.0, 0.0], [0.0, 1.0]]]))
+    same = make_encoding(["a", "b", "c", "d"], np.ones((1, 4, 2)))
+    value = layer_metrics([long_short, same]).intra_sentence[0]
+    assert value == pytest.approx((2.75 / np.sqrt(25.25) + 1.0) / 2)
+
+
+def test_bootstrap_replicates_cover_the_estimates_and_keep_context_free_words_at_one():
+    m = layer_metrics(static_and_contextual(), n_resamples=200)
+    for name in ("anisotropy", "self_similarity", "intra_sentence"):
+        reps = m.replicates[name]
+        assert reps.shape == (200, 2)
+        assert np.nanmin(reps, axis=0)[1] <= getattr(m, name)[1] <= np.nanmax(reps, axis=0)[1]
+    # layer 0 is context-free: every resample's self-similarity is exactly 1 (NaN where a
+    # resample of these four sentences holds no word twice)
+    layer0 = m.replicates["self_similarity"][:, 0]
+    np.testing.assert_allclose(layer0[np.isfinite(layer0)], 1.0, atol=1e-6)
+
+
+def test_self_similarity_replicate_of_unit_weights_is_the_estimate():
+    from engine.analysis.geometry import _self_similarity_replicates
+
+    rng = np.random.default_rng(9)
+    unit = rng.normal(size=(1, 5, 4))
+    unit /= np.linalg.norm(unit, axis=-1, keepdims=True)
+    groups = [np.array([0, 1, 2]), np.array([3, 4])]
+    cos = unit[0] @ unit[0].T
+    expected = ((cos[0, 1] + cos[0, 2] + cos[1, 2]) / 3 + cos[3, 4]) / 2
+    reps = _self_similarity_replicates(unit, groups, np.ones((1, 5)))
+    assert reps[0, 0] == pytest.approx(expected, abs=1e-6)
+    # occurrences 3 and 4 drawn from one sentence twice: a copy is no second context, so the
+    # word has no pair and only the first word counts
+    reps = _self_similarity_replicates(unit, groups, np.array([[1, 1, 1, 2, 0]]))
+    assert reps[0, 0] == pytest.approx((cos[0, 1] + cos[0, 2] + cos[1, 2]) / 3, abs=1e-6)
+
+
 def test_anisotropy_is_one_when_every_vector_points_the_same_way():
     rng = np.random.default_rng(3)
     direction = rng.normal(size=5)

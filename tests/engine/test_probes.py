@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.analysis.probes import (chance_accuracy, first_sense_accuracy, fit_threshold,
-                                    learn_scalar_mix, linear_probe, nearest_centroid_accuracy,
+from engine.analysis.probes import (chance_accuracy, first_sense_accuracy, first_sense_hits,
+                                    fit_threshold, learn_scalar_mix, linear_probe,
+                                    nearest_centroid_accuracy, nearest_centroid_hits,
                                     pair_cosines, sense_pairs, threshold_accuracy)
 
 
@@ -101,3 +102,23 @@ def test_linear_probe_is_near_majority_on_noise():
     x = rng.normal(size=(400, 8))
     score = linear_probe(x[:300], y[:300], x[300:], y[300:])
     assert score.accuracy <= score.majority_baseline + 0.05
+
+
+def test_per_lemma_hits_add_up_to_the_accuracies():
+    # the sense benchmark's bootstrap resamples lemmas, so the accuracies must split by lemma
+    x, s, l = sense_clusters(n_lemmas=5, noise=3.0, seed=4)
+    ranks = np.array([1 + sense % 2 for sense in s])
+    hits, total = nearest_centroid_hits(x, s, l)
+    assert hits.shape == total.shape == (5,)
+    assert hits.sum() / total.sum() == pytest.approx(nearest_centroid_accuracy(x, s, l))
+    hits, total = first_sense_hits(s, l, ranks)
+    assert hits.sum() / total.sum() == pytest.approx(first_sense_accuracy(s, l, ranks))
+
+
+def test_linear_probe_reports_which_test_words_it_got_right():
+    rng = np.random.default_rng(2)
+    y = np.array(["a", "b"] * 30)
+    x = rng.normal(size=(60, 4)) + (y == "a")[:, None] * 3.0
+    score = linear_probe(x[:40], y[:40], x[40:], y[40:])
+    assert score.correct.shape == (20,)
+    assert score.correct.mean() == pytest.approx(score.accuracy)
