@@ -182,7 +182,7 @@ def machine() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small inputs (minutes)")
-    ap.add_argument("--only", choices=("layers", "speed", "reports"),
+    ap.add_argument("--only", choices=("layers", "cloze", "speed", "reports"),
                     help="run one part (reports: rebuild the markdown and plots from "
                     "results/layers.json and speed.json)")
     ap.add_argument("--models", help="comma-separated model ids (default: all available)")
@@ -204,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.only == "reports":  # README.md keeps the record of the run that measured
         rebuild_reports()
         return 0
+    if args.only in (None, "cloze"):
+        from bench import cloze
+
+        cloze.write(cloze.run([m for m, _ in models], log=log), RESULTS)
     if args.only in (None, "speed"):
         from bench.speed import run_speed
 

@@ -14,6 +14,7 @@ from bench.report import geometry_invariants, table, with_ci
 REPORTS = (("geometry.md", "Ethayarajh (2019) geometry per layer, invariants"),
            ("senses.md", "Word senses per layer (WordNet 3.0), learned scalar mix"),
            ("pos.md", "POS linear probe per layer (Brown)"),
+           ("cloze.md", "Everyday cloze: filling one blank, every family"),
            ("speed.md", "Speed and memory against the targets"))
 
 
