@@ -69,15 +69,18 @@ def _parser() -> argparse.ArgumentParser:
 PREDICT_KINDS = ("masked", "next", "previous")
 
 
-def _read_sentences(path: str) -> list[str]:
+def _read_lines(path: str) -> list[str]:
     f = Path(path)
     if not f.is_file():
         raise EngineError(f"input file {path} does not exist")
     try:
-        lines = f.read_text(encoding="utf-8").splitlines()
+        return f.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as e:
         raise EngineError(f"input file {path} is not UTF-8 text") from e
-    sentences = [ln.strip() for ln in lines if ln.strip()]
+
+
+def _read_sentences(path: str) -> list[str]:
+    sentences = [ln.strip() for ln in _read_lines(path) if ln.strip()]
     if not sentences:
         raise EngineError(f"input file {path} holds no sentences")
     return sentences
@@ -182,14 +185,7 @@ def _predict_batch(args, engine_cls) -> int:
     {"line", "text", "error"}; the model loads once, a bad line does not stop the others."""
     from tqdm import tqdm
 
-    f = Path(args.input)
-    if not f.is_file():
-        raise EngineError(f"input file {args.input} does not exist")
-    try:
-        lines = f.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as e:
-        raise EngineError(f"input file {args.input} is not UTF-8 text") from e
-    todo = [(n, ln.strip()) for n, ln in enumerate(lines, 1) if ln.strip()]
+    todo = [(n, ln.strip()) for n, ln in enumerate(_read_lines(args.input), 1) if ln.strip()]
     if not todo:
         raise EngineError(f"input file {args.input} holds no texts")
     if args.output and not Path(args.output).resolve().parent.is_dir():

@@ -189,6 +189,19 @@ def bigram_pseudo(kn: KneserNeyBigram, sentences: list[list[int]],
     return {"nll": total, "tokens": n, "correct": correct}
 
 
+def heldout_report(mlm: dict, pl: dict, kb: dict, sentences: int, words: int) -> dict:
+    """The held-out numbers of a masked LM's report: MLM loss/accuracy, pseudo-perplexity per
+    token and per word, and the two-sided bigram's in the same units."""
+    return {"heldout_mlm_loss": mlm["loss"], "heldout_mlm_accuracy": mlm["accuracy"],
+            "pppl_sentences": sentences, "pppl_tokens": pl["tokens"], "pppl_words": words,
+            "pseudo_ppl_token": math.exp(pl["nll"] / pl["tokens"]),
+            "pseudo_ppl_word": math.exp(pl["nll"] / words),
+            "pseudo_accuracy": pl["correct"] / pl["tokens"],
+            "bigram_pseudo_ppl_token": math.exp(kb["nll"] / kb["tokens"]),
+            "bigram_pseudo_ppl_word": math.exp(kb["nll"] / words),
+            "bigram_pseudo_accuracy": kb["correct"] / kb["tokens"]}
+
+
 def run(args) -> dict:
     seed_everything(args.seed)
     train_docs, held_docs = corpus.load_texts("train", args.corpus), corpus.load_texts("heldout", args.corpus)
@@ -248,14 +261,7 @@ def run(args) -> dict:
         "tokens_seen": round(state.words * len(train_ids) / train_words), "words_seen": state.words,
         "steps": state.step, "wall_s": round(state.wall_s, 1), "epochs": state.words / train_words,
         "train_words": train_words, "train_tokens": len(train_ids), "heldout_tokens": len(held_ids),
-        "heldout_mlm_loss": mlm["loss"], "heldout_mlm_accuracy": mlm["accuracy"],
-        "pppl_sentences": len(picked), "pppl_tokens": pl["tokens"], "pppl_words": pppl_words,
-        "pseudo_ppl_token": math.exp(pl["nll"] / pl["tokens"]),
-        "pseudo_ppl_word": math.exp(pl["nll"] / pppl_words),
-        "pseudo_accuracy": pl["correct"] / pl["tokens"],
-        "bigram_pseudo_ppl_token": math.exp(kb["nll"] / kb["tokens"]),
-        "bigram_pseudo_ppl_word": math.exp(kb["nll"] / pppl_words),
-        "bigram_pseudo_accuracy": kb["correct"] / kb["tokens"],
+        **heldout_report(mlm, pl, kb, len(picked), pppl_words),
         "config": {k: str(v) for k, v in vars(args).items()},
     }
     out = args.out

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 from pathlib import Path
 
@@ -29,7 +28,8 @@ from safetensors.torch import save_file
 from transformers import AutoConfig, AutoTokenizer, BertForMaskedLM
 
 from engine.training import corpus
-from engine.training.bert import (IGNORE, MASK_PROB, Specials, bigram_pseudo, mask_tokens,
+from engine.training.bert import (IGNORE, MASK_PROB, Specials, bigram_pseudo, heldout_report,
+                                  mask_tokens,
                                   masked_logits, mlm_eval, pad_chunks, padded_attention,
                                   pseudo_perplexity)
 from engine.training.bigram import KneserNeyBigram
@@ -166,14 +166,7 @@ def evaluate(model, tok, sp: Specials, train_docs, held_docs, held_blocks, args)
         pl = pseudo_perplexity(model, pppl_ids, specials=sp)
     kn = KneserNeyBigram.fit(([sp.cls, *ids(s), sp.sep] for d in train_docs for s in d), V)
     kb = bigram_pseudo(kn, pppl_ids, sp)
-    return {"heldout_mlm_loss": mlm["loss"], "heldout_mlm_accuracy": mlm["accuracy"],
-            "pppl_sentences": len(picked), "pppl_tokens": pl["tokens"], "pppl_words": words,
-            "pseudo_ppl_token": math.exp(pl["nll"] / pl["tokens"]),
-            "pseudo_ppl_word": math.exp(pl["nll"] / words),
-            "pseudo_accuracy": pl["correct"] / pl["tokens"],
-            "bigram_pseudo_ppl_token": math.exp(kb["nll"] / kb["tokens"]),
-            "bigram_pseudo_ppl_word": math.exp(kb["nll"] / words),
-            "bigram_pseudo_accuracy": kb["correct"] / kb["tokens"]}
+    return heldout_report(mlm, pl, kb, len(picked), words)
 
 
 def export(model: BertForMaskedLM, out: Path) -> list[Path]:
