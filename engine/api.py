@@ -121,12 +121,12 @@ class Engine:
         wt = to_word_text(text)
         if len(wt.mask_indices) != 1:
             raise TextError(f"put exactly one {MASK} in the text (found {len(wt.mask_indices)})")
-        adapter = self.adapter(model_id)
-        if not adapter.info.can_fill_blank:
-            raise UnsupportedPrediction(
-                f"{model_id} cannot fill a blank (no masked-LM head); models that can: "
-                + ", ".join(self.blank_fillers()))
-        return adapter.predict_masked(wt, top_k=top_k, sides=sides)
+        try:
+            return self.adapter(model_id).predict_masked(wt, top_k=top_k, sides=sides)
+        except UnsupportedPrediction as exc:
+            # the adapter knows why (no MLM head, no LM softmax); the engine knows who can
+            raise UnsupportedPrediction(f"{model_id}: {exc}; models that can: "
+                                        + ", ".join(self.blank_fillers())) from exc
 
     def fills_blank(self, model_id: str) -> str:
         """How a model fills a [MASK] without loading it: "masked-lm", "both-sides" or "".

@@ -74,8 +74,8 @@ class BertAdapter:
             raise EngineError("a masked LM reads both sides of the blank at once; "
                               "left-only filling is for GPT and ELMo models")
         if not self.has_mlm:
-            raise UnsupportedPrediction("this model has no masked-LM head; pick a BERT "
-                                        "checkpoint with one (e.g. bert-base-uncased)")
+            raise UnsupportedPrediction("this model has no masked-LM head, so it cannot fill "
+                                        "a blank")
         if len(text.mask_indices) != 1:
             raise EngineError(f"put exactly one {MASK} in the text "
                               f"(found {len(text.mask_indices)})")
