@@ -171,6 +171,41 @@ class GPTAdapter:
         out = logp[:, :-1].gather(-1, ids[:, 1:, None])[..., 0] * mask[:, 1:]
         return out.cpu(), logp.cpu()
 
+    def _after_left(self, left_ids: list[int], suffixes: list[list[int]],
+                    chunk: int = 64) -> tuple[list[list[float]], list[int]]:
+        """For each suffix (token ids that follow left_ids): log P of each of its tokens given
+        the left context and its own earlier tokens, and the likeliest token after it.
+
+        The left context runs once and its key/value cache is shared by a batch of suffixes:
+        candidates and the right side are a few tokens each, the left side may be long, so this
+        costs a fraction of scoring every whole sentence (same numbers to float rounding)."""
+        import torch
+
+        scores: list[list[float]] = []
+        after: list[int] = []
+        with torch.inference_mode():
+            left = torch.tensor([left_ids], device=self.device)
+            for c in range(0, len(suffixes), chunk):
+                part = suffixes[c:c + chunk]
+                out = self.model(input_ids=left, use_cache=True)
+                first = out.logits[0, -1].float().log_softmax(-1)              # (V,)
+                cache = out.cache
+                cache.batch_repeat_interleave(len(part))
+                width = max(len(s) for s in part)
+                ids = torch.full((len(part), width), self.pad_id, dtype=torch.long)
+                mask = torch.zeros((len(part), len(left_ids) + width), dtype=torch.long)
+                mask[:, :len(left_ids)] = 1
+                for k, s in enumerate(part):
+                    ids[k, :len(s)] = torch.tensor(s)
+                    mask[k, len(left_ids):len(left_ids) + len(s)] = 1
+                logp = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                  cache=cache).logits.float().log_softmax(-1)  # (B, W, V)
+                for k, s in enumerate(part):
+                    rest = logp[k, :len(s) - 1].gather(-1, ids[k, 1:len(s), None].to(logp.device))
+                    scores.append([float(first[s[0]]), *rest[:, 0].tolist()])
+                    after.append(int(logp[k, len(s) - 1].argmax()))
+        return scores, after
+
     def _candidate_words(self, left_ids: list[int], n: int) -> list[str]:
         """The n likeliest whole words after the left context: word-starting tokens from the
         next-token distribution, each extended greedily while the model's likeliest next token
@@ -193,10 +228,9 @@ class GPTAdapter:
             if len(words) == n:
                 break
         for _ in range(FILL_EXTEND_STEPS):
-            _, logp = self._token_logprobs([left_ids + w for w in words])
+            _, after = self._after_left(left_ids, words)
             grew = False
-            for k, w in enumerate(words):
-                nxt = int(logp[k, len(left_ids) + len(w) - 1].argmax())
+            for w, nxt in zip(words, after):
                 piece = hf.readable_tokens(self.tokenizer, [nxt])[0]
                 if not piece.startswith(" ") and _CONTINUES.fullmatch(piece):
                     w.append(nxt)
@@ -232,12 +266,19 @@ class GPTAdapter:
         joined = [(left + " " + w if left else w) for w in words]
         seqs = [self._ids(j + right, at_start) for j in joined]
         ends = [len(self._ids(j, at_start)) for j in joined]
-        lp, _ = self._token_logprobs(seqs)
         n_left = len(left_ids)
+        # the left context tokenises the same in every sentence (its last word ends before a
+        # space); a tokeniser that merges across it would be scored whole instead
+        same_left = all(seq[:n_left] == left_ids for seq in seqs)
+        if same_left:
+            lp, _ = self._after_left(left_ids, [seq[n_left:] for seq in seqs])
+        else:
+            full, _ = self._token_logprobs(seqs)
+            lp = [full[k, n_left - 1: len(seq) - 1].tolist() for k, seq in enumerate(seqs)]
         scores = []
         for k, seq in enumerate(seqs):
             stop = len(seq) if sides == "both" else ends[k]
-            scores.append(float(lp[k, n_left - 1: stop - 1].sum()))
+            scores.append(float(sum(lp[k][:stop - n_left])))
         share = torch.softmax(torch.tensor(scores, dtype=torch.float64), dim=0)
         best = torch.argsort(share, descending=True)[:top_k].tolist()
         method = (f"top {len(words)} words from the left context, re-ranked by the whole "

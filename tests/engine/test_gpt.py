@@ -171,6 +171,22 @@ def test_gpt_fills_a_blank_by_reranking_with_the_whole_sentence(causal_lm):
     assert np.log(ratio) == pytest.approx(scores[0] - scores[1], abs=1e-3)
 
 
+def test_suffixes_scored_on_a_shared_left_cache_match_whole_sequences(causal_lm):
+    """The fill-a-blank fast path runs the left context once and scores a batch of suffixes of
+    different lengths on its key/value cache: the same log-probabilities as whole sequences."""
+    adapter = Engine(device="cpu").adapter(causal_lm)
+    left = adapter._ids("The bank raised", False)
+    suffixes = [adapter._ids("The bank raised" + end, False)[len(left):]
+                for end in (" rates.", " its rates today.", " a", " the river bank and the town.")]
+    assert len({len(s) for s in suffixes}) > 2
+    scores, after = adapter._after_left(left, suffixes, chunk=3)    # two chunks, padded
+    full, logp = adapter._token_logprobs([left + s for s in suffixes])
+    for k, s in enumerate(suffixes):
+        want = full[k, len(left) - 1: len(left) + len(s) - 1]
+        np.testing.assert_allclose(scores[k], want.numpy(), atol=1e-4)
+        assert after[k] == int(logp[k, len(left) + len(s) - 1].argmax())
+
+
 def test_gpt_left_only_fill_ignores_the_right_side(causal_lm):
     engine = Engine(device="cpu")
     a = engine.predict_masked(causal_lm, "The bank raised [MASK] rates today.", sides="left")
