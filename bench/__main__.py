@@ -80,7 +80,9 @@ def model_stamp(model_id: str) -> str:
 
 
 def run_layers(models: list[tuple[str, str]], size: str, fresh: bool,
-               mix_layer_norm: bool = False) -> None:
+               mix_layer_norm: bool = False, partial: bool = False) -> None:
+    """partial: only some models were asked for (--models); the others keep their stored
+    results in results/layers.json."""
     from bench.layers import run_model
     from engine.api import Engine, EngineError
 
@@ -121,6 +123,10 @@ def run_layers(models: list[tuple[str, str]], size: str, fresh: bool,
         return
     for r in results:  # what the reports need to be rebuilt from layers.json alone
         r["source"], r["n_sense_examples"] = source, len(work.senses)
+    if partial:
+        from bench.store import merge
+
+        results = merge(RESULTS / "layers.json", results, lambda r: r["model"])
     (RESULTS / "layers.json").write_text(json.dumps(results, indent=1))
     write_layer_reports(results)
     (CACHE / "failures.json").write_text(json.dumps(failures))
@@ -200,14 +206,15 @@ def main(argv: list[str] | None = None) -> int:
     models = available_models(args.models.split(",") if args.models else None)
     log(f"models: {', '.join(m for m, _ in models) or 'none'}")
     if args.only in (None, "layers"):
-        run_layers(models, size, args.fresh, args.mix_layer_norm)
+        run_layers(models, size, args.fresh, args.mix_layer_norm, partial=bool(args.models))
     if args.only == "reports":  # README.md keeps the record of the run that measured
         rebuild_reports()
         return 0
     if args.only in (None, "cloze"):
         from bench import cloze
 
-        cloze.write(cloze.run([m for m, _ in models], log=log), RESULTS)
+        cloze.write(cloze.run([m for m, _ in models], log=log), RESULTS,
+                    partial=bool(args.models))
     if args.only in (None, "speed"):
         from bench.speed import run_speed
 

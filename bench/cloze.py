@@ -153,8 +153,9 @@ def report(results: list[dict], n_items: int) -> str:
         "unambiguous one-word blank each, accepted answers listed (all single WordPieces of "
         "bert-base-uncased). Each model fills the blank as a user asks it to "
         "(`ctxlens predict --input`, `Engine.predict_masked`): a BERT with its masked-LM head; "
-        "a GPT takes its 30 likeliest words from the left context and re-ranks them by the "
-        "whole sentence; an ELMo multiplies its forward and backward LMs. A hit is an accepted "
+        "a GPT takes its likeliest words from the left context and re-ranks them by the "
+        "whole sentence (how many: the table's method column); an ELMo multiplies its forward "
+        "and backward LMs. A hit is an accepted "
         "answer in the top k (case ignored). Brackets: 95% Wilson intervals over items.",
         "",
         "No published number exists for this item set. Reference points: the issue that asked "
@@ -185,8 +186,13 @@ def report(results: list[dict], n_items: int) -> str:
     return "\n".join(lines)
 
 
-def write(results: list[dict], out: Path) -> None:
+def write(results: list[dict], out: Path, partial: bool = False) -> None:
+    """partial: only some models were asked for; the others keep their stored results."""
     n = len(load_items())
+    if partial:
+        from bench.store import merge
+
+        results = merge(out / "cloze.json", results, lambda r: (r["model"], r["sides"]))
     (out / "cloze.json").write_text(json.dumps(results, indent=1))
     (out / "cloze.md").write_text(report(results, n))
 
@@ -196,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", help="comma-separated model ids (default: every one that fills)")
     args = ap.parse_args(argv)
     results = run(args.models.split(",") if args.models else None)
-    write(results, ROOT / "results")
+    write(results, ROOT / "results", partial=bool(args.models))
     print(f"wrote {ROOT / 'results' / 'cloze.md'}")
     return 0
 

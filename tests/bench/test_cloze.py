@@ -2,6 +2,8 @@
 model really answered."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -64,3 +66,21 @@ def test_score_ranks_are_the_models_own_answers(model_dir, monkeypatch):
     assert r["method"] == "forward LM × backward LM"
     text = cloze.report([r, cloze.score(engine, elmo, items, "left", log=lambda *a: None)], 2)
     assert "What the right side adds" in text and elmo in text
+
+
+def test_a_run_over_some_models_keeps_the_others_stored_results(tmp_path):
+    def result(model, sides, hits):
+        ranks = [1] * hits + [None] * (10 - hits)
+        return {"model": model, "sides": sides, "method": f"{model} {sides}",
+                "top1": cloze.rate(ranks, 1), "top5": cloze.rate(ranks, 5),
+                "items": [{"id": str(i), "rank": r, "top5": []} for i, r in enumerate(ranks)]}
+
+    cloze.write([result("a", "both", 3), result("g", "both", 5), result("g", "left", 4)],
+                tmp_path)
+    cloze.write([result("g", "both", 9), result("new", "both", 1)], tmp_path, partial=True)
+    stored = json.loads((tmp_path / "cloze.json").read_text())
+    assert [(r["model"], r["sides"], r["top1"]["hits"]) for r in stored] == [
+        ("a", "both", 3), ("g", "both", 9), ("g", "left", 4), ("new", "both", 1)]
+    assert "| g | g both |" in (tmp_path / "cloze.md").read_text()
+    cloze.write([result("g", "both", 2)], tmp_path)                   # a whole run replaces
+    assert [r["model"] for r in json.loads((tmp_path / "cloze.json").read_text())] == ["g"]
