@@ -124,7 +124,11 @@ class Batches:
 
 def lm_nll(bilm: ElmoBiLm, softmax: torch.nn.Linear, chars, targets) -> dict:
     """Summed forward and backward NLL (nats) and their prediction counts."""
-    fwd, bwd, mask = bilm.lm_outputs(chars)
+    return lm_nll_of(*bilm.lm_outputs(chars), softmax, targets)
+
+
+def lm_nll_of(fwd, bwd, mask, softmax: torch.nn.Linear, targets) -> dict:
+    """lm_nll from the biLM's top states, for a caller that also needs them (distillation)."""
     P = fwd.shape[-1]
     f_ok = mask[:, :-1] & (targets[:, 1:] != IGNORE)       # forward at t predicts t+1
     b_ok = mask[:, 1:] & (targets[:, :-1] != IGNORE)       # backward at t predicts t-1

@@ -265,3 +265,72 @@ def test_device_flag_resolves_and_refuses_cuda_it_does_not_have():
     nest = to_device(({"a": torch.ones(2)}, [torch.zeros(1), 3]), "cpu")
     assert isinstance(nest, tuple) and isinstance(nest[1], list) and nest[1][1] == 3
     assert nest[0]["a"].device.type == "cpu"
+
+
+@pytest.fixture(scope="module")
+def distilled(tiny_elmo, tiny_corpus, tmp_path_factory):
+    from engine.training import elmo_distill
+
+    tmp = tmp_path_factory.mktemp("distill")
+    report, history = _run(elmo_distill, tiny_corpus, tmp, [
+        "--init", str(tiny_elmo[2]), "--teacher", "minilm-l6", "--teacher-layers", "2",
+        "--max-words", "2000", "--batch-size", "8", "--lr", "1e-2", "--eval-sentences", "20"])
+    return report, history, tmp
+
+
+def test_elmo_distillation_pulls_the_top_layer_to_the_teacher_and_keeps_the_lms(distilled,
+                                                                             tiny_elmo):
+    import torch
+
+    from engine.families.elmo_chars import batch_char_ids
+    from engine.families.elmo_weights import load_allennlp, load_softmax
+
+    report, history, tmp = distilled
+    assert report["steps"] >= 20
+    # the cosine to the teacher's vectors rises on held-out sentences ...
+    assert report["heldout_teacher_cos"] > report["init"]["heldout_teacher_cos"] + 0.2
+    assert history[-1]["heldout_teacher_cos"] > history[0]["heldout_teacher_cos"]
+    # ... while both LMs still predict words (the tiny init is near its floor already)
+    assert report["heldout_ppl_forward"] < 1.5 * report["init"]["heldout_ppl_forward"]
+    assert report["heldout_ppl_backward"] < 1.5 * report["init"]["heldout_ppl_backward"]
+    # the export is a plain ELMo: same options and vocabulary as its init, new weights,
+    # no trace of the training-only map to the teacher
+    init, out = tiny_elmo[2], tmp / "out"
+    assert load_softmax(out).vocab == load_softmax(init).vocab
+    assert json.loads((out / "options.json").read_text()) == \
+        json.loads((init / "options.json").read_text())
+    chars = torch.from_numpy(batch_char_ids([["the", "cat", "sat", "on", "the", "mat"]]))
+    with torch.no_grad():
+        before, after = (load_allennlp(d, progress=False)(chars).layers for d in (init, out))
+    assert before.shape == after.shape and not torch.allclose(before[-1], after[-1])
+
+
+def test_teacher_vectors_average_each_words_wordpieces_and_are_computed_once(tmp_path):
+    import numpy as np
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from engine.training.elmo_distill import teacher_vectors
+    from engine.training.mlm_head import base_dir
+
+    sentences = [["The", "riverbank", "was", "unbelievably", "muddy", "."], ["A", "cat", "."]]
+    path = tmp_path / "teacher.npy"
+    got = teacher_vectors("minilm-l6", (2, 4), sentences, path, threads=1)
+    assert got.shape == (9, 384) and got.dtype == np.float16
+    tok = AutoTokenizer.from_pretrained(base_dir())
+    model = AutoModel.from_pretrained(base_dir()).eval()
+    enc = tok(sentences[0], is_split_into_words=True, return_tensors="pt")
+    with torch.no_grad():
+        hs = model(**enc, output_hidden_states=True).hidden_states
+    h = (hs[2][0] + hs[4][0]) / 2
+    word_ids = enc.word_ids(0)
+    for w in (1, 3):                                   # "riverbank", "unbelievably": several pieces
+        pieces = [t for t, i in enumerate(word_ids) if i == w]
+        assert len(pieces) > 1
+        np.testing.assert_allclose(got[w], h[pieces].mean(0).numpy(), atol=2e-2)
+    # a second call (a resumed run) reads the file; another corpus computes it again
+    stamp = path.stat().st_mtime_ns
+    again = teacher_vectors("minilm-l6", (2, 4), sentences, path, threads=1)
+    assert path.stat().st_mtime_ns == stamp and np.array_equal(again, got)
+    other = teacher_vectors("minilm-l6", (2, 4), [["other", "words"]], path, threads=1)
+    assert other.shape == (2, 384) and path.stat().st_mtime_ns != stamp

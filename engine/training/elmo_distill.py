@@ -1,0 +1,246 @@
+"""Distil a real pretrained encoder's contextual word vectors into the ELMo biLM's top layer.
+
+    python -m engine.training.elmo_distill --init assets/models/elmo-brown --teacher minilm-l6 \\
+        --max-words 3000000 --budget-minutes 70 --run-dir training_runs/elmo-distill \\
+        --out training_runs/elmo-distill-out
+
+Why: elmo-brown read only Brown (1.1M words, 18M with repetition); its contextual layers
+separate word senses no better than its context-free char CNN (results/senses.md), where the
+published ELMo read 800M words. No registry ships more ELMo-sized text with meaning in it, but
+the bundled real pretrained encoder (MiniLM-L6, distilled from a model that read billions of
+words) knows how context changes a word. Representation distillation, as Tang et al. (2019)
+distilled BERT into a BiLSTM: the teacher's vector for each word (mean over its WordPieces, mean
+of the --teacher-layers, centred on the training split's mean so that the shared direction every
+vector has does not dominate the cosine) is the target of a linear map of ELMo's top layer
+(forward (+) backward state at that word), with a cosine loss. The LM loss stays, weighted 1, so
+both LMs keep predicting words (the shipped model must not get worse held-out perplexity); the
+distillation term is weighted --distill-weight. The linear map is used in training only and is
+not exported: what ships is an ordinary ELMo (options.json + weights.hdf5 + LM softmax).
+
+The run starts from --init (an exported ELMo with its softmax and vocabulary; the vocabulary is
+kept so every softmax row keeps its word). The teacher's vectors for both splits are computed
+once into the run folder (float16, with a progress bar) and reused by a resumed run; training
+checkpoints and resumes like every trainer here (engine/training/loop.py).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from engine.families.elmo_weights import load_allennlp, load_softmax
+from engine.training import corpus
+from engine.training.elmo import (BiLmWithSoftmax, Batches, UniqueWordCharCNN, bigram_baseline,
+                                  evaluate, export, lm_nll_of, sentence_words)
+from engine.training.loop import (RunConfig, count_parameters, model_device, plot_curves,
+                                   seed_everything, to_device, train, trainer_parser)
+
+TEACHER_BATCH = 64
+
+
+def teacher_vectors(model_id: str, layers: tuple[int, ...], sentences: list[list[str]],
+                    path: Path, threads: int) -> np.ndarray:
+    """[total words, teacher dim] float16: per word, the mean over its WordPieces of the mean
+    of the teacher's hidden states at `layers`; sentences in order, words in order. Computed
+    once into `path` (written whole, then renamed, so an interrupted run computes it again);
+    a file with another number of words (another corpus) is computed again."""
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in sentences])])
+    if path.exists():
+        kept = np.load(path, mmap_mode="r")
+        if kept.shape[0] == offsets[-1]:
+            return kept
+    from transformers import AutoModel, AutoTokenizer
+
+    from engine.training.mlm_head import base_dir
+
+    torch.set_num_threads(threads)
+    folder = base_dir(model_id)
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModel.from_pretrained(folder, attn_implementation="sdpa").eval()
+    out = np.zeros((int(offsets[-1]), model.config.hidden_size), dtype=np.float16)
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    bar = tqdm(total=int(offsets[-1]), unit="word", desc=f"teacher {model_id}")
+    with torch.inference_mode():
+        for k in range(0, len(order), TEACHER_BATCH):
+            idx = order[k:k + TEACHER_BATCH]
+            enc = tok([sentences[i] for i in idx], is_split_into_words=True, padding=True,
+                      truncation=True, max_length=512, return_tensors="pt")
+            hs = model(**enc, output_hidden_states=True).hidden_states
+            h = torch.stack([hs[layer] for layer in layers]).mean(0)            # (B, T, D)
+            for b, i in enumerate(idx):
+                word_ids = enc.word_ids(b)
+                rows = [t for t, w in enumerate(word_ids) if w is not None]
+                words = torch.tensor([word_ids[t] for t in rows])
+                sums = torch.zeros(len(sentences[i]), h.shape[-1]).index_add_(0, words, h[b, rows])
+                counts = torch.bincount(words, minlength=len(sentences[i])).clamp(min=1)
+                out[offsets[i]:offsets[i + 1]] = (sums / counts[:, None]).numpy()
+            bar.update(sum(len(sentences[i]) for i in idx))
+    bar.close()
+    tmp = path.with_suffix(".tmp.npy")
+    np.save(tmp, out)
+    tmp.replace(path)
+    return np.load(path, mmap_mode="r")
+
+
+class TeacherBatches(Batches):
+    """Batches whose items also carry the teacher's centred vector of each word, on the biLM's
+    rows (row 0 is <S>, row k the k-th word, the last row </S>)."""
+
+    def __init__(self, sentences, vocab, batch_size, seed, vectors: np.ndarray, mean: np.ndarray):
+        super().__init__(sentences, vocab, batch_size, seed)
+        self.vectors, self.mean = vectors, mean
+        self.offsets = np.concatenate([[0], np.cumsum([len(s) for s in sentences])])
+
+    def teacher(self, idx: list[int], rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+        t = torch.zeros(len(idx), rows, self.vectors.shape[1])
+        ok = torch.zeros(len(idx), rows, dtype=torch.bool)
+        for b, j in enumerate(idx):
+            n = len(self.sentences[j])
+            v = np.asarray(self.vectors[self.offsets[j]:self.offsets[j + 1]], np.float32)
+            t[b, 1:n + 1] = torch.from_numpy(v - self.mean)
+            ok[b, 1:n + 1] = True
+        return t, ok
+
+    def items(self, idx: list[int]):
+        chars, targets = self.tensors([self.sentences[j] for j in idx])
+        return (chars, targets, *self.teacher(idx, chars.shape[1]))
+
+    def batch(self, step: int):
+        per_epoch = len(self.epoch(0))
+        idx = self.epoch(step // per_epoch)[step % per_epoch]
+        return self.items(idx), sum(len(self.sentences[j]) for j in idx)
+
+
+class DistilledBiLm(BiLmWithSoftmax):
+    def __init__(self, bilm, vocab_size: int, teacher_dim: int, weight: float):
+        super().__init__(bilm, vocab_size)
+        self.to_teacher = torch.nn.Linear(2 * bilm.options.proj_dim, teacher_dim)
+        self.weight = weight
+
+    def losses(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean LM loss of the two directions, mean cosine distance to the teacher)."""
+        chars, targets, teacher, ok = batch
+        out = self.bilm(chars)
+        top = out.layers[-1]                                                # (B, T, 2P)
+        P = self.bilm.options.proj_dim
+        r = lm_nll_of(top[..., :P], top[..., P:], out.mask, self.softmax, targets)
+        lm = 0.5 * (r["fwd"] / r["n_fwd"] + r["bwd"] / r["n_bwd"])
+        cos = torch.nn.functional.cosine_similarity(self.to_teacher(top[ok]), teacher[ok], dim=-1)
+        return lm, (1 - cos).mean()
+
+    def loss(self, batch) -> torch.Tensor:
+        lm, distill = self.losses(batch)
+        return lm + self.weight * distill
+
+
+def distill_eval(model: DistilledBiLm, data: TeacherBatches, idx: list[int], bs: int = 64) -> dict:
+    """Held-out LM losses (as elmo.evaluate) and mean cosine to the teacher, over sentences idx."""
+    order = sorted(idx, key=lambda i: len(data.sentences[i]))
+    cos_sum, n = 0.0, 0
+    with torch.no_grad():
+        for k in range(0, len(order), bs):
+            batch = to_device(data.items(order[k:k + bs]), model_device(model))
+            _, distill = model.losses(batch)
+            m = int(batch[3].sum())
+            cos_sum, n = cos_sum + (1 - float(distill)) * m, n + m
+        lm = evaluate(model, data, [data.sentences[i] for i in idx])
+    return {**lm, "teacher_cos": cos_sum / max(n, 1)}
+
+
+def init_model(init: Path, teacher_dim: int, weight: float, dropout: float) -> tuple[DistilledBiLm, list[str]]:
+    bilm = load_allennlp(init, progress=False)
+    bilm.dropout = dropout
+    fast = UniqueWordCharCNN(bilm.options)
+    fast.load_state_dict(bilm.char_cnn.state_dict())
+    bilm.char_cnn = fast
+    softmax = load_softmax(init)
+    if softmax is None:
+        raise SystemExit(f"{init} has no LM softmax: distillation keeps training both LMs")
+    model = DistilledBiLm(bilm, len(softmax.vocab), teacher_dim, weight)
+    with torch.no_grad():
+        model.softmax.weight.copy_(softmax.weight)
+        model.softmax.bias.copy_(softmax.bias)
+    return model, list(softmax.vocab)
+
+
+def run(args) -> dict:
+    seed_everything(args.seed)
+    torch.set_num_threads(args.threads)    # the evaluations before training too
+    layers = tuple(int(x) for x in args.teacher_layers.split(","))
+    train_s = sentence_words(corpus.load_texts("train", args.corpus))
+    held_s = sentence_words(corpus.load_texts("heldout", args.corpus))
+    args.run_dir.mkdir(parents=True, exist_ok=True)
+    tag = f"{args.teacher}-L{''.join(map(str, layers))}"
+    t_train = teacher_vectors(args.teacher, layers, train_s, args.run_dir / f"teacher-{tag}-train.npy",
+                              args.threads)
+    t_held = teacher_vectors(args.teacher, layers, held_s, args.run_dir / f"teacher-{tag}-heldout.npy",
+                             args.threads)
+    mean = np.asarray(t_train, np.float32).mean(0)
+    model, vocab = init_model(args.init, t_train.shape[1], args.distill_weight, args.dropout)
+    data = TeacherBatches(train_s, vocab, args.batch_size, args.seed, t_train, mean)
+    held = TeacherBatches(held_s, vocab, args.batch_size, args.seed, t_held, mean)
+    quick = list(range(min(args.eval_sentences, len(held_s))))
+    model.eval()
+    before = distill_eval(model, held, list(range(len(held_s))))
+    train_words = sum(map(len, train_s))
+    cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words, budget_minutes=args.budget_minutes,
+                    lr=args.lr, warmup_steps=args.warmup, eval_every=args.eval_every, seed=args.seed,
+                    threads=args.threads, words_per_step=train_words / len(data.epoch(0)),
+                    grad_clip=args.grad_clip, device=args.device, adam_beta2=args.adam_beta2)
+    state = train(model, lambda m, b: m.loss(b), data.batch,
+                  lambda m: {k: v for k, v in distill_eval(m, held, quick).items()
+                             if k in ("loss", "teacher_cos")}, cfg)
+    model.eval()
+    after = distill_eval(model, held, list(range(len(held_s))))
+    base = bigram_baseline(data, train_s, held_s)
+    report = {
+        "params": {**count_parameters(model, ("char_cnn", "softmax", "to_teacher")),
+                   "to_teacher (training only)": sum(p.numel() for p in model.to_teacher.parameters())},
+        "vocab_size": len(vocab), "words_seen": state.words, "steps": state.step,
+        "wall_s": round(state.wall_s, 1), "epochs": state.words / train_words,
+        "train_words": train_words, "heldout_sentences": len(held_s),
+        "heldout_predictions_per_direction": after["n_fwd"],
+        "heldout_ppl_forward": math.exp(after["fwd_loss"]),
+        "heldout_ppl_backward": math.exp(after["bwd_loss"]),
+        "heldout_teacher_cos": after["teacher_cos"],
+        "init": {"from": str(args.init), "heldout_ppl_forward": math.exp(before["fwd_loss"]),
+                 "heldout_ppl_backward": math.exp(before["bwd_loss"]),
+                 "heldout_teacher_cos": before["teacher_cos"]},
+        "teacher": {"model": args.teacher, "layers": list(layers), "weight": args.distill_weight},
+        "bigram_ppl_forward": base["fwd_ppl"], "bigram_ppl_backward": base["bwd_ppl"],
+        "config": {k: str(v) for k, v in vars(args).items()},
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    export(model, vocab, args.out)
+    plot_curves(state.history, args.out / "learning_curve.png",
+                "ELMo biLM (Brown) distilled from " + args.teacher,
+                keys=("train_loss", "heldout_teacher_cos"))
+    (args.out / "training_report.json").write_text(json.dumps({**report, "history": state.history},
+                                                              indent=1))
+    return report
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = trainer_parser("Distil a pretrained encoder's word vectors into the ELMo biLM",
+                        "elmo-distill", budget_minutes=70, max_words=3_000_000, batch_size=32,
+                        lr=5e-4, eval_every=100)
+    # a candidate, not a shipped model: it ships only after the senses benchmark says so
+    ap.set_defaults(out=corpus.ROOT / "training_runs" / "elmo-distill-out")
+    ap.add_argument("--init", type=Path, default=corpus.ROOT / "assets" / "models" / "elmo-brown")
+    ap.add_argument("--teacher", default="minilm-l6")
+    ap.add_argument("--teacher-layers", default="3,4,5")
+    ap.add_argument("--distill-weight", type=float, default=1.0)
+    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--grad-clip", type=float, default=5.0)
+    ap.add_argument("--eval-sentences", type=int, default=300)
+    return ap
+
+
+if __name__ == "__main__":
+    print(json.dumps({k: v for k, v in run(parser().parse_args()).items() if k != "config"},
+                     indent=1))
