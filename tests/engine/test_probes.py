@@ -122,3 +122,20 @@ def test_linear_probe_reports_which_test_words_it_got_right():
     score = linear_probe(x[:40], y[:40], x[40:], y[40:])
     assert score.correct.shape == (20,)
     assert score.correct.mean() == pytest.approx(score.accuracy)
+
+
+def test_a_context_free_layer_scores_the_expected_value_of_a_tie_not_float_rounding():
+    # one word form, three senses, the same vector for every example (a char-CNN layer): every
+    # centroid ties, so each example earns 1/3 whatever rounding says; a small nudge off the
+    # shared vector (beyond float noise) is a real difference and decides
+    # (argmax would credit whichever sense comes first: 4/8 here)
+    base = np.array([0.3, -1.2, 0.7, 2.0], dtype=np.float32)
+    senses = np.array([0, 0, 0, 0, 1, 1, 2, 2])
+    lemmas = np.zeros(8, dtype=int)
+    for noise in (0.0, 1e-9):
+        x = np.tile(base, (8, 1)) * (1 + noise * np.arange(8)[:, None])
+        assert nearest_centroid_accuracy(x, senses, lemmas) == pytest.approx(1 / 3)
+    x = np.tile(base, (8, 1))
+    x[:4, 0] += 0.5                       # sense 0 differs: its examples find it, the rest tie
+    hits, total = nearest_centroid_hits(x, senses, lemmas)
+    assert total.sum() == 8 and hits.sum() == pytest.approx(4 + 4 / 2)
