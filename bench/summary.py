@@ -15,6 +15,7 @@ REPORTS = (("geometry.md", "Ethayarajh (2019) geometry per layer, invariants"),
            ("senses.md", "Word senses per layer (WordNet 3.0), learned scalar mix"),
            ("pos.md", "POS linear probe per layer (Brown)"),
            ("cloze.md", "Everyday cloze: filling one blank, every family"),
+           ("elmo_distill.md", "A stronger ELMo offline: distillation candidates"),
            ("speed.md", "Speed and memory against the targets"))
 
 

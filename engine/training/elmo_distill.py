@@ -87,13 +87,53 @@ def teacher_vectors(model_id: str, layers: tuple[int, ...], sentences: list[list
     return np.load(path, mmap_mode="r")
 
 
-class TeacherBatches(Batches):
-    """Batches whose items also carry the teacher's centred vector of each word, on the biLM's
-    rows (row 0 is <S>, row k the k-th word, the last row </S>)."""
+class Centres:
+    """What is subtracted from each teacher vector before it becomes a target.
 
-    def __init__(self, sentences, vocab, batch_size, seed, vectors: np.ndarray, mean: np.ndarray):
+    "vector": the training split's mean (the whole contextual vector is the target, less the
+    direction every vector shares). "residual": the mean of the word's own vectors over the
+    training split (lowercased, as the uncased teacher reads it), so the target is what the
+    context adds to the word: the part that tells one sense of a word from another, which the
+    whole vector buries under the word's identity (the biLM knows that part already). Words
+    seen fewer than MIN_TYPE_COUNT times in training give no residual target."""
+
+    MIN_TYPE_COUNT = 5
+
+    def __init__(self, kind: str, sentences: list[list[str]], vectors: np.ndarray,
+                 chunk: int = 65536):
+        if kind not in TARGETS:
+            raise SystemExit(f"--target must be one of {TARGETS}, not {kind!r}")
+        self.kind = kind
+        words = [w.lower() for s in sentences for w in s] if kind == "residual" else []
+        self.index = {w: i for i, w in enumerate(dict.fromkeys(words))} if words else {"": 0}
+        types = (torch.tensor([self.index[w] for w in words]) if words
+                 else torch.zeros(len(vectors), dtype=torch.long))
+        sums = torch.zeros(len(self.index), vectors.shape[1], dtype=torch.float64)
+        for k in range(0, len(vectors), chunk):
+            sums.index_add_(0, types[k:k + chunk],
+                            torch.from_numpy(np.asarray(vectors[k:k + chunk], np.float64)))
+        counts = torch.bincount(types, minlength=len(self.index))
+        self.means = (sums / counts.clamp(min=1)[:, None]).float().numpy()
+        self.ok = (counts >= (self.MIN_TYPE_COUNT if kind == "residual" else 1)).numpy()
+
+    def of(self, words: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(centre [n, D], has a target [n]) for the words of one sentence."""
+        ids = np.array([self.index.get(w.lower(), -1) if self.kind == "residual" else 0
+                        for w in words])
+        ok = (ids >= 0) & self.ok[np.maximum(ids, 0)]
+        return self.means[np.maximum(ids, 0)], ok
+
+
+TARGETS = ("vector", "residual")
+
+
+class TeacherBatches(Batches):
+    """Batches whose items also carry the teacher's target for each word (its vector less its
+    Centres), on the biLM's rows (row 0 is <S>, row k the k-th word, the last row </S>)."""
+
+    def __init__(self, sentences, vocab, batch_size, seed, vectors: np.ndarray, centres: Centres):
         super().__init__(sentences, vocab, batch_size, seed)
-        self.vectors, self.mean = vectors, mean
+        self.vectors, self.centres = vectors, centres
         self.offsets = np.concatenate([[0], np.cumsum([len(s) for s in sentences])])
 
     def teacher(self, idx: list[int], rows: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -102,8 +142,9 @@ class TeacherBatches(Batches):
         for b, j in enumerate(idx):
             n = len(self.sentences[j])
             v = np.asarray(self.vectors[self.offsets[j]:self.offsets[j + 1]], np.float32)
-            t[b, 1:n + 1] = torch.from_numpy(v - self.mean)
-            ok[b, 1:n + 1] = True
+            centre, has = self.centres.of(self.sentences[j])
+            t[b, 1:n + 1] = torch.from_numpy(v - centre)
+            ok[b, 1:n + 1] = torch.from_numpy(has)
         return t, ok
 
     def items(self, idx: list[int]):
@@ -130,6 +171,8 @@ class DistilledBiLm(BiLmWithSoftmax):
         P = self.bilm.options.proj_dim
         r = lm_nll_of(top[..., :P], top[..., P:], out.mask, self.softmax, targets)
         lm = 0.5 * (r["fwd"] / r["n_fwd"] + r["bwd"] / r["n_bwd"])
+        if not ok.any():                   # no word of this batch has a target
+            return lm, top.sum() * 0.0
         cos = torch.nn.functional.cosine_similarity(self.to_teacher(top[ok]), teacher[ok], dim=-1)
         return lm, (1 - cos).mean()
 
@@ -180,10 +223,10 @@ def run(args) -> dict:
                               args.threads)
     t_held = teacher_vectors(args.teacher, layers, held_s, args.run_dir / f"teacher-{tag}-heldout.npy",
                              args.threads)
-    mean = np.asarray(t_train, np.float32).mean(0)
+    centres = Centres(args.target, train_s, t_train)
     model, vocab = init_model(args.init, t_train.shape[1], args.distill_weight, args.dropout)
-    data = TeacherBatches(train_s, vocab, args.batch_size, args.seed, t_train, mean)
-    held = TeacherBatches(held_s, vocab, args.batch_size, args.seed, t_held, mean)
+    data = TeacherBatches(train_s, vocab, args.batch_size, args.seed, t_train, centres)
+    held = TeacherBatches(held_s, vocab, args.batch_size, args.seed, t_held, centres)
     quick = list(range(min(args.eval_sentences, len(held_s))))
     model.eval()
     before = distill_eval(model, held, list(range(len(held_s))))
@@ -211,7 +254,8 @@ def run(args) -> dict:
         "init": {"from": str(args.init), "heldout_ppl_forward": math.exp(before["fwd_loss"]),
                  "heldout_ppl_backward": math.exp(before["bwd_loss"]),
                  "heldout_teacher_cos": before["teacher_cos"]},
-        "teacher": {"model": args.teacher, "layers": list(layers), "weight": args.distill_weight},
+        "teacher": {"model": args.teacher, "layers": list(layers), "weight": args.distill_weight,
+                    "target": args.target},
         "bigram_ppl_forward": base["fwd_ppl"], "bigram_ppl_backward": base["bwd_ppl"],
         "config": {k: str(v) for k, v in vars(args).items()},
     }
@@ -235,6 +279,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--teacher", default="minilm-l6")
     ap.add_argument("--teacher-layers", default="3,4,5")
     ap.add_argument("--distill-weight", type=float, default=1.0)
+    ap.add_argument("--target", choices=TARGETS, default="residual",
+                    help="what the top layer is pulled to: the teacher's vector less the corpus "
+                    "mean, or less the word's own mean (what context adds; see Centres)")
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--grad-clip", type=float, default=5.0)
     ap.add_argument("--eval-sentences", type=int, default=300)

@@ -334,3 +334,25 @@ def test_teacher_vectors_average_each_words_wordpieces_and_are_computed_once(tmp
     assert path.stat().st_mtime_ns == stamp and np.array_equal(again, got)
     other = teacher_vectors("minilm-l6", (2, 4), [["other", "words"]], path, threads=1)
     assert other.shape == (2, 384) and path.stat().st_mtime_ns != stamp
+
+
+def test_residual_targets_are_what_context_adds_to_each_word():
+    import numpy as np
+
+    from engine.training.elmo_distill import Centres
+
+    rng = np.random.default_rng(0)
+    sentences = [["The", "bank", "rose"], ["the", "bank", "fell"], ["A", "bank", "."]] * 2
+    vectors = rng.normal(size=(18, 4)).astype(np.float16)
+    res = Centres("residual", sentences, vectors)
+    rows = [k for k, w in enumerate(w for s in sentences for w in s) if w == "bank"]
+    centre, ok = res.of(["bank", "rose", "unseen"])
+    # "bank" (6 times) is centred on its own mean: its residuals sum to zero
+    assert ok.tolist() == [True, False, False]      # "rose": 2 < MIN_TYPE_COUNT; "unseen": never
+    np.testing.assert_allclose(centre[0], vectors[rows].astype(np.float64).mean(0), atol=1e-6)
+    # "The" and "the" are one type for the uncased teacher (4 times: still too rare)
+    assert res.of(["The"])[0].tolist() == res.of(["the"])[0].tolist()
+    whole = Centres("vector", sentences, vectors)
+    centre, ok = whole.of(["bank", "unseen"])
+    assert ok.all()
+    np.testing.assert_allclose(centre[1], vectors.astype(np.float64).mean(0), atol=1e-6)
