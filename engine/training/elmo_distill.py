@@ -279,7 +279,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--teacher", default="minilm-l6")
     ap.add_argument("--teacher-layers", default="3,4,5")
     ap.add_argument("--distill-weight", type=float, default=1.0)
-    ap.add_argument("--target", choices=TARGETS, default="residual",
+    ap.add_argument("--target", choices=TARGETS, default="vector",
                     help="what the top layer is pulled to: the teacher's vector less the corpus "
                     "mean, or less the word's own mean (what context adds; see Centres)")
     ap.add_argument("--dropout", type=float, default=0.1)
