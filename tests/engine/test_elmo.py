@@ -348,7 +348,10 @@ def test_fill_blank_reads_the_right_side_only_when_asked(tiny):
     a, b = split_words("the [MASK] of the river"), split_words("the [MASK] is money .")
     left = [tiny.predict_masked(t, sides="left").candidates for t in (a, b)]
     both = [tiny.predict_masked(t, sides="both").candidates for t in (a, b)]
-    assert left[0] == left[1]            # same left context: the right side is not read
+    # same left context: the right side is not read (equal up to float rounding: the sentence
+    # lengths differ, so the LSTM's batched matmuls are blocked differently)
+    assert [c.token for c in left[0]] == [c.token for c in left[1]]
+    assert [c.prob for c in left[0]] == pytest.approx([c.prob for c in left[1]], rel=1e-6)
     assert both[0] != both[1]
 
 
