@@ -25,9 +25,8 @@ from engine.families.base import (EngineError, LoadOptions, ModelInfo, ModelUnav
 from engine.result import Candidate, Encoding, LogitLens, Prediction
 from engine.text import MASK, WordText
 
-# Filling a blank: how many left-context candidates are re-ranked, and how many greedy steps
-# may extend a candidate that the tokenizer splits into pieces.
-# How many left-context words a GPT re-ranks by the whole sentence. On the everyday cloze set
+# Filling a blank: how many left-context words a GPT re-ranks by the whole sentence, and how
+# many greedy steps may extend a candidate that the tokenizer splits into pieces. On the cloze set
 # (results/cloze.md, 149 items, 95% Wilson intervals) SmolLM2's top-5 from both sides is
 # 59.7% [51.7, 67.3] with 30, 67.1% [59.2, 74.1] with 100, 69.8% [62.0, 76.6] with 200 and
 # 71.1% [63.4, 77.8] with 300; an answer is among the candidates 61.7 / 71.1 / 75.8 / 78.5%
@@ -187,15 +186,16 @@ class GPTAdapter:
         costs a fraction of scoring every whole sentence (same numbers to float rounding)."""
         import torch
 
+        import copy
+
         scores: list[list[float]] = []
         after: list[int] = []
         with torch.inference_mode():
-            left = torch.tensor([left_ids], device=self.device)
+            out = self.model(input_ids=torch.tensor([left_ids], device=self.device), use_cache=True)
+            first = out.logits[0, -1].float().log_softmax(-1)                  # (V,)
             for c in range(0, len(suffixes), chunk):
                 part = suffixes[c:c + chunk]
-                out = self.model(input_ids=left, use_cache=True)
-                first = out.logits[0, -1].float().log_softmax(-1)              # (V,)
-                cache = out.cache
+                cache = copy.deepcopy(out.cache)         # repeated in place, once per chunk
                 cache.batch_repeat_interleave(len(part))
                 width = max(len(s) for s in part)
                 ids = torch.full((len(part), width), self.pad_id, dtype=torch.long)

@@ -60,6 +60,14 @@ class UniqueWordCharCNN(CharCNN):
         return emb[inverse].reshape(batch, steps, -1)
 
 
+def with_unique_word_cnn(bilm: ElmoBiLm) -> ElmoBiLm:
+    """The biLM with its char CNN swapped for the training-time UniqueWordCharCNN (same weights)."""
+    fast = UniqueWordCharCNN(bilm.options)
+    fast.load_state_dict(bilm.char_cnn.state_dict())
+    bilm.char_cnn = fast
+    return bilm
+
+
 def sentence_words(docs: list[list[str]]) -> list[list[str]]:
     """Engine words (engine.text) per sentence; long sentences split into pieces."""
     out = []
@@ -153,10 +161,7 @@ class BiLmWithSoftmax(torch.nn.Module):
 def build_model(vocab_size: int, seed: int, options: dict = SMALL_ELMO,
                 dropout: float = 0.0) -> BiLmWithSoftmax:
     """dropout: on each LSTM layer's input while training (bilm-tf trained with 0.1)."""
-    bilm = ElmoBiLm.from_options(options, seed=seed, dropout=dropout)
-    fast = UniqueWordCharCNN(bilm.options)
-    fast.load_state_dict(bilm.char_cnn.state_dict())
-    bilm.char_cnn = fast
+    bilm = with_unique_word_cnn(ElmoBiLm.from_options(options, seed=seed, dropout=dropout))
     model = BiLmWithSoftmax(bilm, vocab_size)
     with torch.no_grad():
         for hw in bilm.char_cnn.highways:
@@ -216,10 +221,7 @@ def run(args) -> dict:
     data = Batches(train_s, vocab, args.batch_size, args.seed)
     model = build_model(len(vocab), args.seed, options, dropout=args.dropout)
     train_words = sum(map(len, train_s))
-    cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words, budget_minutes=args.budget_minutes,
-                    lr=args.lr, warmup_steps=args.warmup, eval_every=args.eval_every, seed=args.seed,
-                    threads=args.threads, words_per_step=train_words / len(data.epoch(0)),
-                    grad_clip=args.grad_clip, device=args.device, adam_beta2=args.adam_beta2)
+    cfg = RunConfig.from_args(args, train_words / len(data.epoch(0)), grad_clip=args.grad_clip)
     quick = held_s[: args.eval_sentences]
     state = train(model, lambda m, b: m.loss(b), data.batch,
                   lambda m: {k: v for k, v in evaluate(m, data, quick).items() if "loss" in k}, cfg)

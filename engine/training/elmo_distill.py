@@ -35,8 +35,8 @@ from tqdm import tqdm
 
 from engine.families.elmo_weights import load_allennlp, load_softmax
 from engine.training import corpus
-from engine.training.elmo import (BiLmWithSoftmax, Batches, UniqueWordCharCNN, bigram_baseline,
-                                  evaluate, export, lm_nll_of, sentence_words)
+from engine.training.elmo import (BiLmWithSoftmax, Batches, bigram_baseline, export,
+                                  lm_nll_of, sentence_words, with_unique_word_cnn)
 from engine.training.loop import (RunConfig, count_parameters, model_device, plot_curves,
                                    seed_everything, to_device, train, trainer_parser)
 
@@ -163,44 +163,45 @@ class DistilledBiLm(BiLmWithSoftmax):
         self.to_teacher = torch.nn.Linear(2 * bilm.options.proj_dim, teacher_dim)
         self.weight = weight
 
-    def losses(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mean LM loss of the two directions, mean cosine distance to the teacher)."""
+    def sums(self, batch) -> tuple[dict, torch.Tensor]:
+        """(elmo.lm_nll's summed NLLs and counts, the cosine to the teacher of each word that
+        has a target)."""
         chars, targets, teacher, ok = batch
         out = self.bilm(chars)
         top = out.layers[-1]                                                # (B, T, 2P)
         P = self.bilm.options.proj_dim
         r = lm_nll_of(top[..., :P], top[..., P:], out.mask, self.softmax, targets)
-        lm = 0.5 * (r["fwd"] / r["n_fwd"] + r["bwd"] / r["n_bwd"])
-        if not ok.any():                   # no word of this batch has a target
-            return lm, top.sum() * 0.0
         cos = torch.nn.functional.cosine_similarity(self.to_teacher(top[ok]), teacher[ok], dim=-1)
-        return lm, (1 - cos).mean()
+        return r, cos
 
     def loss(self, batch) -> torch.Tensor:
-        lm, distill = self.losses(batch)
-        return lm + self.weight * distill
+        r, cos = self.sums(batch)
+        lm = 0.5 * (r["fwd"] / r["n_fwd"] + r["bwd"] / r["n_bwd"])
+        if not len(cos):                   # no word of this batch has a target
+            return lm
+        return lm + self.weight * (1 - cos).mean()
 
 
 def distill_eval(model: DistilledBiLm, data: TeacherBatches, idx: list[int], bs: int = 64) -> dict:
-    """Held-out LM losses (as elmo.evaluate) and mean cosine to the teacher, over sentences idx."""
+    """Held-out LM losses (as elmo.evaluate, the same length-sorted batches) and the mean
+    cosine to the teacher, over sentences idx, in one pass."""
     order = sorted(idx, key=lambda i: len(data.sentences[i]))
+    tot = {"fwd": 0.0, "bwd": 0.0, "n_fwd": 0, "n_bwd": 0}
     cos_sum, n = 0.0, 0
     with torch.no_grad():
         for k in range(0, len(order), bs):
-            batch = to_device(data.items(order[k:k + bs]), model_device(model))
-            _, distill = model.losses(batch)
-            m = int(batch[3].sum())
-            cos_sum, n = cos_sum + (1 - float(distill)) * m, n + m
-        lm = evaluate(model, data, [data.sentences[i] for i in idx])
-    return {**lm, "teacher_cos": cos_sum / max(n, 1)}
+            r, cos = model.sums(to_device(data.items(order[k:k + bs]), model_device(model)))
+            for key in tot:
+                tot[key] += float(r[key])
+            cos_sum, n = cos_sum + float(cos.sum()), n + len(cos)
+    fwd, bwd = tot["fwd"] / tot["n_fwd"], tot["bwd"] / tot["n_bwd"]
+    return {"loss": 0.5 * (fwd + bwd), "fwd_loss": fwd, "bwd_loss": bwd, "n_fwd": tot["n_fwd"],
+            "n_bwd": tot["n_bwd"], "teacher_cos": cos_sum / max(n, 1)}
 
 
 def init_model(init: Path, teacher_dim: int, weight: float, dropout: float) -> tuple[DistilledBiLm, list[str]]:
-    bilm = load_allennlp(init, progress=False)
+    bilm = with_unique_word_cnn(load_allennlp(init, progress=False))
     bilm.dropout = dropout
-    fast = UniqueWordCharCNN(bilm.options)
-    fast.load_state_dict(bilm.char_cnn.state_dict())
-    bilm.char_cnn = fast
     softmax = load_softmax(init)
     if softmax is None:
         raise SystemExit(f"{init} has no LM softmax: distillation keeps training both LMs")
@@ -231,10 +232,7 @@ def run(args) -> dict:
     model.eval()
     before = distill_eval(model, held, list(range(len(held_s))))
     train_words = sum(map(len, train_s))
-    cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words, budget_minutes=args.budget_minutes,
-                    lr=args.lr, warmup_steps=args.warmup, eval_every=args.eval_every, seed=args.seed,
-                    threads=args.threads, words_per_step=train_words / len(data.epoch(0)),
-                    grad_clip=args.grad_clip, device=args.device, adam_beta2=args.adam_beta2)
+    cfg = RunConfig.from_args(args, train_words / len(data.epoch(0)), grad_clip=args.grad_clip)
     state = train(model, lambda m, b: m.loss(b), data.batch,
                   lambda m: {k: v for k, v in distill_eval(m, held, quick).items()
                              if k in ("loss", "teacher_cos")}, cfg)

@@ -81,10 +81,7 @@ def run(args) -> dict:
     blocks, held_blocks = cut_blocks(train_ids, args.seq_len), cut_blocks(held_ids, args.seq_len)
     stream = BlockStream(blocks, args.seq_len * train_words / len(train_ids), args.seed)
     model = build_model(len(tok), args)
-    cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words, budget_minutes=args.budget_minutes,
-                    lr=args.lr, warmup_steps=args.warmup, eval_every=args.eval_every, seed=args.seed,
-                    threads=args.threads, words_per_step=stream.words_per_block * args.batch_size,
-                    device=args.device, adam_beta2=args.adam_beta2)
+    cfg = RunConfig.from_args(args, stream.words_per_block * args.batch_size)
     quick = held_blocks[: args.eval_blocks]
     bias_at = annealed_bias(args.local_bias, args.local_bias_steps, args.heads, args.seq_len,
                             causal=True)

@@ -38,6 +38,16 @@ class RunConfig:
     device: str = "cpu"       # "cuda" trains in bfloat16 autocast; the model returns on the CPU
     adam_beta2: float = 0.999
 
+    @classmethod
+    def from_args(cls, args, words_per_step: float, **extra) -> "RunConfig":
+        """The run settings every trainer_parser() command line carries; `extra` for the
+        settings only some trainers expose (grad_clip)."""
+        return cls(run_dir=args.run_dir, max_words=args.max_words,
+                   budget_minutes=args.budget_minutes, lr=args.lr, warmup_steps=args.warmup,
+                   eval_every=args.eval_every, seed=args.seed, threads=args.threads,
+                   words_per_step=words_per_step, device=args.device,
+                   adam_beta2=args.adam_beta2, **extra)
+
 
 @dataclass
 class TrainState:

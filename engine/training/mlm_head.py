@@ -121,10 +121,7 @@ def run(args) -> dict:
         logits = masked_logits(m, inputs, sel, padded_attention(inputs, None, sp.pad))
         return torch.nn.functional.cross_entropy(logits, labels[sel])
 
-    cfg = RunConfig(run_dir=args.run_dir, max_words=args.max_words,
-                    budget_minutes=args.budget_minutes, lr=args.lr, warmup_steps=args.warmup,
-                    eval_every=args.eval_every, seed=args.seed, threads=args.threads,
-                    words_per_step=stream.words_per_block * args.batch_size, device=args.device)
+    cfg = RunConfig.from_args(args, stream.words_per_block * args.batch_size)
     quick = held_blocks[: args.eval_blocks]
     state = train(model, loss_fn, batch_at, lambda m: mlm_eval(m, quick, V, args.seed, specials=sp),
                   cfg, lr_scale=lr_scale_for(args.encoder_lr_scale))
