@@ -163,7 +163,7 @@ def report(results: list[dict], n_items: int) -> str:
         "everyday blanks, and SmolLM2's left-context guess alone at about two in three."
         + _left_note(results),
         "",
-        "| model | how it fills | top-1 | top-5 |",
+        "| model | how it fills | top-1 (95% CI) | top-5 (95% CI) |",
         "|---|---|---|---|",
     ]
     for r in sorted(results, key=lambda r: -r["top5"]["rate"]):
@@ -177,7 +177,7 @@ def report(results: list[dict], n_items: int) -> str:
                   "Top-5 from the left context alone against both sides, same items; the gain "
                   "is paired per item, 95% bootstrap interval over items "
                   f"({BOOTSTRAP:,} resamples).", "",
-                  "| model | left only | both sides | gain |", "|---|---|---|---|"]
+                  "| model | left only (95% CI) | both sides (95% CI) | gain (95% CI) |", "|---|---|---|---|"]
         for m, left, both in gains:
             g = paired_gain(_hits(left), _hits(both))
             lines.append(f"| {m} | {pct(left['top5'])} | {pct(both['top5'])} | "

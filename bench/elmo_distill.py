@@ -69,8 +69,11 @@ def report(rows: list[dict]) -> str:
              "layer − char CNN above zero (interval) on both tasks and top-layer pairs > "
              f"{PAIRS_GOAL:.0%}. `python -m bench.elmo_distill`; how each was trained: "
              "engine/training/README.md.", "",
-             "| candidate | teacher target (weight) | words | perplexity fwd / bwd | centroid L0 | "
-             "centroid top | centroid top − L0 | pairs top | pairs top − L0 | goal |",
+             "Every accuracy and difference is followed by its 95% confidence interval "
+             "(bootstrap over held-out lemmas) in brackets.", "",
+             "| candidate | teacher target (weight) | words | perplexity fwd / bwd | centroid L0 "
+             "(95% CI) | centroid top (95% CI) | centroid top − L0 (95% CI) | pairs top (95% CI) | "
+             "pairs top − L0 (95% CI) | goal |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s, t = r["senses"], r["teacher"]
