@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +76,26 @@ def with_bert_template(tok: PreTrainedTokenizerFast) -> PreTrainedTokenizerFast:
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
     return tok
+
+
+def installed_dir(model_id: str) -> Path:
+    """The folder of an installed (bundled) registry model, e.g. a base to train on."""
+    from engine.registry import load_registry, local_path
+
+    entry = load_registry()[model_id]
+    path = local_path(entry)
+    if path is None or not path.exists():
+        raise SystemExit(f"{model_id} is not installed ({entry.source}); run `make install`")
+    return path
+
+
+def specials_of(tok) -> Specials:
+    # bert-base-uncased keeps [PAD] at 0, [unused*] at 1-998 with [UNK], [CLS], [SEP], [MASK]
+    # among them; the first real token ("!") is 999
+    regular = min(i for t, i in tok.get_vocab().items()
+                  if i > max(tok.all_special_ids) and not re.fullmatch(r"\[unused\d+\]", t))
+    return Specials(pad=tok.pad_token_id, cls=tok.cls_token_id, sep=tok.sep_token_id,
+                    mask=tok.mask_token_id, first_regular=regular)
 
 
 def mask_tokens(ids: torch.Tensor, seed: int, vocab_size: int, prob: float = MASK_PROB,
@@ -291,3 +312,4 @@ def parser() -> argparse.ArgumentParser:
 
 if __name__ == "__main__":
     print(json.dumps({k: v for k, v in run(parser().parse_args()).items() if k != "config"}, indent=1))
+

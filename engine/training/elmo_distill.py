@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from engine.families.elmo_weights import load_allennlp, load_softmax
+from engine.families.elmo.weights import load_allennlp, load_softmax
 from engine.training import corpus
 from engine.training.elmo import (BiLmWithSoftmax, Batches, bigram_baseline, export,
                                   lm_nll_of, sentence_words, with_unique_word_cnn)
@@ -56,10 +56,10 @@ def teacher_vectors(model_id: str, layers: tuple[int, ...], sentences: list[list
             return kept
     from transformers import AutoModel, AutoTokenizer
 
-    from engine.training.mlm_head import base_dir
+    from engine.training.bert import installed_dir
 
     torch.set_num_threads(threads)
-    folder = base_dir(model_id)
+    folder = installed_dir(model_id)
     tok = AutoTokenizer.from_pretrained(folder)
     model = AutoModel.from_pretrained(folder, attn_implementation="sdpa").eval()
     out = np.zeros((int(offsets[-1]), model.config.hidden_size), dtype=np.float16)

