@@ -16,7 +16,7 @@ import streamlit as st
 from engine.analysis import attention as att_analysis
 from engine.analysis import geometry, projection, senses
 from engine.api import Engine
-from engine.families.base import EngineError
+from engine.errors import EngineError
 from engine.registry import availability, family_of_dir
 from engine.registry import default_model as registry_default
 from engine.result import Encoding

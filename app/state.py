@@ -15,21 +15,21 @@ import streamlit as st
 
 from app import compute
 from app.export import manifest_json
+from engine.families import FAMILIES
 from engine.result import POOLINGS
 from engine.text import MAX_WORDS
 
 PRESETS_FILE = Path(__file__).resolve().parent.parent / "assets" / "presets.toml"
 MAX_SENTENCES = 24
-SHOWN_FAMILIES = ("elmo", "gpt", "bert")
-FAMILY_NAMES = {"elmo": "ELMo", "gpt": "GPT", "bert": "BERT"}
+SHOWN_FAMILIES = tuple(FAMILIES)             # the engine's family table, in its order
+FAMILY_NAMES = {name: f.label for name, f in FAMILIES.items()}
 NONE = "(none)"
 CUSTOM = "(custom)"
 UNLABELLED = "?"
 
 # URL key -> type; page widgets add their own keys through url_key().
 URL_KEYS: dict[str, type] = {"preset": str, "sentences": str, "target": str, "pool": str,
-                             "model_elmo": str, "model_gpt": str, "model_bert": str,
-                             "labels": str}
+                             **{f"model_{name}": str for name in FAMILIES}, "labels": str}
 
 
 @dataclass(frozen=True)

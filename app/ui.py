@@ -6,7 +6,7 @@ from typing import Callable
 import streamlit as st
 
 from app import compute, state
-from engine.families.base import EngineError
+from engine.errors import EngineError
 from engine.text import TextError
 
 

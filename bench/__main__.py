@@ -53,7 +53,7 @@ def build_workload(size: str):
     from bench.layers import Workload, sample_lemmas
     from engine.analysis.wordnet import sense_examples
 
-    from engine.families.base import EngineError
+    from engine.errors import EngineError
 
     n = SIZES[size]
     brown = load_brown()

@@ -101,7 +101,7 @@ def score(engine, model_id: str, items: list[ClozeItem], sides: str = "both",
 
 def run(models: list[str] | None = None, log=print) -> list[dict]:
     from engine.api import Engine
-    from engine.families.base import EngineError
+    from engine.errors import EngineError
     from engine.registry import availability
 
     engine = Engine(cache_size=0)

@@ -25,8 +25,8 @@ from engine.analysis.probes import (ScalarMix, SenseData, chance_accuracy, fit_t
                                     first_sense_hits, learn_scalar_mix, linear_probe,
                                     nearest_centroid_hits, pair_cosines, sense_pairs)
 from engine.analysis.wordnet import SenseExample
-from engine.families.base import EngineError
-from engine.families.elmo_mix import layer_norm
+from engine.errors import EngineError
+from engine.families.elmo.mix import layer_norm
 from engine.result import Encoding
 from engine.text import WordText, split_words
 
@@ -202,7 +202,7 @@ def _sense_data(vectors: list[np.ndarray], examples: Sequence[SenseExample]) -> 
 
 
 def _layer_normed(data: SenseData) -> SenseData:
-    """Every layer through ELMo's do_layer_norm (engine.families.elmo_mix), all examples taken
+    """Every layer through ELMo's do_layer_norm (engine.families.elmo.mix), all examples taken
     as one batch: one mean and one variance per layer."""
     normed = np.stack([layer_norm(layer) for layer in data.vectors]).astype(np.float32)
     return SenseData(normed, data.senses, data.lemmas, data.ranks)

@@ -22,7 +22,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 PRESETS = ROOT / "assets" / "presets.toml"
-TARGETS = {"warm": 0.2, "cold": 2.0, "embed": 2.0, "elmo": 5.0, "rss_gb": 1.5, "app_s": 15.0}
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
 
@@ -135,7 +134,7 @@ def elmo_paths(sentences: list[list[str]], batch_size: int = 32, bilm=None,
     """The same biLM run with impl="fast" and impl="reference" on the same batches."""
     import torch
 
-    from engine.families.elmo_chars import batch_char_ids
+    from engine.families.elmo.chars import batch_char_ids
 
     if bilm is None:
         bilm, source = _elmo_bilm()
@@ -166,7 +165,7 @@ def elmo_paths(sentences: list[list[str]], batch_size: int = 32, bilm=None,
 def _elmo_bilm():
     """The project's trained ELMo when available, else a random biLM of ELMo-small's size."""
     from engine.api import Engine, EngineError
-    from engine.families.elmo_modules import ElmoBiLm, ElmoOptions
+    from engine.families.elmo.modules import ElmoBiLm, ElmoOptions
     from engine.registry import availability
 
     engine = Engine(cache_size=0)

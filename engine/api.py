@@ -5,14 +5,15 @@ by model, text and options, so re-rendering a view never re-runs a model.
 """
 from __future__ import annotations
 
-import importlib
 import threading
 from collections import OrderedDict
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
-from engine.families.base import (Adapter, EngineError, LoadOptions, ModelUnavailable,
-                                  UnsupportedPrediction)
+from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
+from engine.families import family
+from engine.families.base import Adapter, LoadOptions
 from engine.registry import (ModelEntry, family_of_dir, load_registry, local_path,
                              resolve_local_dir)
 from engine.result import Encoding, LogitLens, Prediction
@@ -23,8 +24,8 @@ __all__ = ["Engine", "EngineError", "ModelUnavailable", "UnsupportedPrediction",
 MAX_SENTENCES = 64
 
 
-def _family_module(family: str):
-    return importlib.import_module(f"engine.families.{family}")
+def _family_module(name: str):
+    return family(name).module_object()
 
 
 class Engine:
@@ -58,10 +59,7 @@ class Engine:
         entry = self.entry(model_id)
         if entry is None:
             path = resolve_local_dir(model_id)
-            return _family_module(family_of_dir(path)).load(model_id, Path(path), self.options,
-                                                            progress=progress)
-        module = _family_module(entry.family)
-        path = self._files(entry, progress)
+            return self._load_dir(model_id, family_of_dir(path), Path(path), "", progress)
         if entry.base:
             # an overlay (e.g. an MLM head trained on a bundled encoder): the base model's
             # files plus the overlay's own tensors
@@ -69,10 +67,27 @@ class Engine:
             if base is None or base.family != entry.family:
                 raise ModelUnavailable(f"{model_id} overlays {entry.base!r}, which is not a "
                                        f"{entry.family} model in the registry")
-            return module.load(model_id, self._files(base, progress), self.options,
-                               progress=progress, overlay=path)
-        return module.load(model_id, path, self.options, gguf_file=entry.gguf_file,
-                           progress=progress)
+            return _family_module(entry.family).load(
+                model_id, self._files(base, progress), self.options, progress=progress,
+                overlay=self._files(entry, progress))
+        return self._load_dir(model_id, entry.family, self._files(entry, progress),
+                              entry.gguf_file, progress)
+
+    def _load_dir(self, model_id: str, family_name: str, path: Path, gguf_file: str,
+                  progress: bool) -> Adapter:
+        """A family's loader on a folder; a GGUF file is converted (once, cached) first."""
+        from engine import fetch
+
+        module = _family_module(family_name)
+        source = fetch.gguf_source(path, gguf_file)
+        if source is None:
+            return module.load(model_id, path, self.options, progress=progress)
+        if not family(family_name).reads_gguf:
+            raise EngineError(f"{source.name}: GGUF files hold causal LMs; load a {family_name} "
+                              "model from a safetensors directory")
+        convert = partial(module.convert_gguf, source.parent, source.name, progress=progress)
+        path, hit = fetch.ensure_converted(model_id, source, convert, progress)
+        return module.load(model_id, path, self.options, progress=progress, gguf_cache_hit=hit)
 
     @staticmethod
     def _files(entry: ModelEntry, progress: bool) -> Path:

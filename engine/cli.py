@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.families.base import EngineError
+from engine.errors import EngineError
 from engine.result import POOLINGS
 from engine.text import TextError
 

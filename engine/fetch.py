@@ -1,15 +1,21 @@
-"""Getting hub and URL models onto disk, failing fast (never hanging) when offline."""
+"""Getting models onto disk in a loadable form: hub and URL downloads (failing fast, never
+hanging, when offline) and the one-time conversion of a GGUF file into a transformers folder."""
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import socket
+import sys
+import tempfile
 import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Callable
 from urllib.parse import urlparse
 
-from engine.families.base import ModelUnavailable
+from engine.errors import ModelUnavailable
 from engine.registry import ModelEntry, cache_dir
 
 CONNECT_TIMEOUT_S = 3.0
@@ -103,3 +109,65 @@ def _download(url: str, dest: Path, progress: bool) -> None:
     except (urllib.error.URLError, OSError) as e:
         tmp.unlink(missing_ok=True)
         raise ModelUnavailable(f"downloading {url} failed: {e}") from e
+
+
+# -- GGUF: dequantise once, cache as safetensors ------------------------------------------
+def gguf_source(path: Path, gguf_file: str = "") -> Path | None:
+    """The GGUF file a model folder is to be read from: the registry's `gguf_file`, or the one
+    .gguf of a folder without a config.json; None for a transformers folder."""
+    if gguf_file:
+        source = path / gguf_file
+        if not source.is_file():
+            raise ModelUnavailable(f"{source} does not exist; run `make install`")
+        return source
+    if (path / "config.json").exists() or not path.is_dir():
+        return None
+    files = sorted(path.glob("*.gguf"))
+    if not files:
+        return None
+    if len(files) != 1:
+        raise ModelUnavailable(f"{path} has no config.json and {len(files)} .gguf files; "
+                               "keep exactly one GGUF file in the folder")
+    return files[0]
+
+
+def converted_dir(model_id: str, gguf_path: Path) -> Path:
+    """Cache folder of a converted GGUF, keyed by the file's size and mtime (a changed file
+    converts again)."""
+    st = gguf_path.stat()
+    safe_id = re.sub(r"[^\w.-]+", "_", model_id).strip("_") or "model"
+    return (cache_dir() / "converted" / safe_id
+            / f"{gguf_path.stem}-{st.st_size}-{st.st_mtime_ns}")
+
+
+def ensure_converted(model_id: str, gguf_path: Path, convert: Callable[[Path], None],
+                     progress: bool = True) -> tuple[Path, bool]:
+    """The converted model folder and whether it came from the cache.
+
+    `convert(folder)` writes the model there. It writes into a temporary folder beside the
+    final one, renamed into place only when complete, so an interrupted conversion never
+    leaves a half-written cache behind; older conversions of the same model are removed.
+    """
+    final = converted_dir(model_id, gguf_path)
+    if (final / "config.json").exists():
+        return final, True
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
+    try:
+        if progress:
+            print(f"ctxlens: converting GGUF {gguf_path.name} once, ~30 s (cached in {final})",
+                  file=sys.stderr, flush=True)
+        convert(tmp)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not (final / "config.json").exists():  # not a lost race with another process
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for old in final.parent.iterdir():
+        if old != final and old.is_dir() and not old.name.startswith(".tmp-"):
+            shutil.rmtree(old, ignore_errors=True)
+    return final, False

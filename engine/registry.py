@@ -12,7 +12,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.families.base import EngineError, ModelUnavailable
+from engine.errors import EngineError, ModelUnavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSETS = ROOT / "assets"

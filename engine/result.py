@@ -10,9 +10,10 @@ from typing import Literal
 
 import numpy as np
 
+from engine.families import FAMILIES
+
 Pooling = Literal["first", "mean", "last"]
 POOLINGS: tuple[str, ...] = ("first", "mean", "last")
-FAMILIES: tuple[str, ...] = ("elmo", "gpt", "bert")
 
 
 def _require(cond: bool, name: str, why: str) -> None:
@@ -40,7 +41,7 @@ class Encoding:
     layer_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _require(self.family in FAMILIES, "family", f"must be one of {FAMILIES}")
+        _require(self.family in FAMILIES, "family", f"must be one of {tuple(FAMILIES)}")
         hs, t2w = self.hidden_states, self.token_to_word
         _require(isinstance(hs, np.ndarray) and hs.ndim == 3, "hidden_states",
                  "must be a numpy array [layers+1, tokens, dim]")

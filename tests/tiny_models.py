@@ -137,8 +137,8 @@ def save_causal_lm(path: Path, arch: str, corpus: Sequence[str] = GPT_CORPUS,
 def save_elmo(path: Path, sentences: Sequence[str], seed: int = 0) -> Path:
     """The tiny ELMo of tests/engine/elmo_tiny.py, with an LM softmax over the words of
     `sentences` (so forward and backward predictions name real words)."""
-    from engine.families.elmo_modules import ElmoBiLm
-    from engine.families.elmo_weights import save_allennlp
+    from engine.families.elmo.modules import ElmoBiLm
+    from engine.families.elmo.weights import save_allennlp
     from tests.engine.elmo_tiny import TINY_OPTIONS, tiny_softmax
 
     vocab = ("<S>", "</S>", "<UNK>", *sorted(_words(sentences)))

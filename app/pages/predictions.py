@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app import compute, export, figures, state, ui
-from engine.families.base import EngineError, UnsupportedPrediction
+from engine.errors import EngineError, UnsupportedPrediction
 from engine.text import MASK, split_words
 
 

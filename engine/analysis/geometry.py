@@ -14,7 +14,7 @@ import numpy as np
 
 from engine.analysis.bootstrap import SEED as RESAMPLE_SEED
 from engine.analysis.bootstrap import resample_counts
-from engine.families.base import EngineError
+from engine.errors import EngineError
 from engine.result import Encoding, Pooling
 
 # Only words with a letter or digit count as words here: punctuation would dominate the

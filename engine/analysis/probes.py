@@ -183,7 +183,7 @@ class ScalarMix:
     """ELMo's task-specific layer weighting (Peters et al. 2018, Eq. 1): gamma * sum_j
     softmax(s)_j h_j over unit-length vectors, so that layers with large norms (GPT) do not
     dominate by scale alone. (ELMo's own do_layer_norm is another thing, one mean and variance
-    per layer: engine.families.elmo_mix.) gamma does not change a cosine, so only the weights
+    per layer: engine.families.elmo.mix.) gamma does not change a cosine, so only the weights
     are learned here."""
 
     weights: np.ndarray       # [layers], softmax(s)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import orthogonal_procrustes
 
-from engine.families.base import EngineError
+from engine.errors import EngineError
 
 METHODS: tuple[str, ...] = ("pca", "umap", "tsne")
 MIN_POINTS = 3

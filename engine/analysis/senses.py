@@ -12,10 +12,10 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.families.base import EngineError
+from engine.errors import EngineError
 # one scalar mix for the whole project (numpy only: this module is imported by the app)
-from engine.families.elmo_mix import mix_weights as softmax
-from engine.families.elmo_mix import scalar_mix
+from engine.families.elmo.mix import mix_weights as softmax
+from engine.families.elmo.mix import scalar_mix
 
 __all__ = ["SenseError", "SenseSeparation", "LearnedMix", "silhouette",
            "nearest_centroid_accuracy", "sense_separation", "suggest_senses", "softmax",
@@ -124,7 +124,7 @@ def suggest_senses(vectors: np.ndarray, k: int | None = None, method: str = "kme
     return best
 
 
-# -- ELMo scalar mix (scalar_mix and softmax: engine.families.elmo_mix) --------------------
+# -- ELMo scalar mix (scalar_mix and softmax: engine.families.elmo.mix) --------------------
 
 def _layer_rms(layers: np.ndarray) -> np.ndarray:
     x = layers - layers.mean(axis=1, keepdims=True)

@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.families.base import EngineError
+from engine.errors import EngineError
 from engine.text import split_words
 
 WORDNET_DIR = Path("/usr/share/wordnet")

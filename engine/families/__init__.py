@@ -1,0 +1,74 @@
+"""The model families: one row each, and the only place that lists them.
+
+A row names the module whose `load()` builds the family's Adapter (imported on first use, so
+asking what a family can do loads no model code) and what the family's models can do. One
+checkpoint may do less than its family (a BERT without an MLM head cannot fill a blank): its
+ModelInfo says so once loaded, and the registry's `fills_blank` says so before. Adding a family
+is one module plus one `register()` call; the CLI, the app and the benchmarks read this table.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from engine.errors import EngineError
+
+# What a family's models can give (the app shows a view only where a chosen model can):
+CAPABILITIES = frozenset({
+    "hidden_states",   # a vector per word at every layer
+    "attention",       # attention maps per layer and head
+    "masked_lm",       # an MLM head reads both sides of a [MASK] at once
+    "fill_blank",      # fills one [MASK] from both sides, by any method
+    "next_word",       # a left-to-right LM's guess at the next word
+    "previous_word",   # a right-to-left LM's guess at the word before
+    "scalar_mix",      # ELMo's learned mix of its layers
+    "logit_lens",      # every layer read through the LM head
+})
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str                     # the id used in the registry and URLs ("gpt")
+    label: str                    # how pages name it ("GPT")
+    module: str                   # module with load(model_id, path, options, progress, ...)
+    capabilities: frozenset[str]
+    reads_gguf: bool = False      # module also has convert_gguf(src_dir, file, dest, progress)
+
+    def __post_init__(self):
+        unknown = set(self.capabilities) - CAPABILITIES
+        if unknown:
+            raise ValueError(f"unknown capabilities {sorted(unknown)}")
+
+    def can(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+    def module_object(self):
+        return importlib.import_module(self.module)
+
+
+FAMILIES: dict[str, Family] = {}
+
+
+def register(family: Family) -> Family:
+    FAMILIES[family.name] = family
+    return family
+
+
+def unregister(name: str) -> None:
+    FAMILIES.pop(name, None)
+
+
+def family(name: str) -> Family:
+    if name not in FAMILIES:
+        raise EngineError(f"unknown model family {name!r} (known: {', '.join(FAMILIES)})")
+    return FAMILIES[name]
+
+
+register(Family("elmo", "ELMo", "engine.families.elmo.adapter",
+                frozenset({"hidden_states", "fill_blank", "next_word", "previous_word",
+                           "scalar_mix"})))
+register(Family("gpt", "GPT", "engine.families.gpt",
+                frozenset({"hidden_states", "attention", "fill_blank", "next_word",
+                           "logit_lens"}), reads_gguf=True))
+register(Family("bert", "BERT", "engine.families.bert",
+                frozenset({"hidden_states", "attention", "masked_lm", "fill_blank"})))

@@ -1,23 +1,12 @@
-"""The adapter protocol every model family implements, and the errors they raise."""
+"""The adapter protocol every model family implements (its errors: engine/errors.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
+from engine.errors import EngineError
 from engine.result import Encoding, LogitLens, Prediction
 from engine.text import WordText
-
-
-class EngineError(Exception):
-    """An error with a message a user can act on; the CLI and UI show it as one line."""
-
-
-class ModelUnavailable(EngineError):
-    """The model cannot be loaded here (offline, missing file, not allowed path)."""
-
-
-class UnsupportedPrediction(EngineError):
-    """The model lacks the head a prediction needs (e.g. no masked-LM head)."""
 
 
 @dataclass(frozen=True)

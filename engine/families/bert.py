@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Sequence
 
 from engine.families import hf_common as hf
-from engine.families.base import (EngineError, LoadOptions, ModelInfo, ModelUnavailable,
-                                  UnsupportedPrediction)
+from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
+from engine.families.base import LoadOptions, ModelInfo
 from engine.result import Encoding, LogitLens, Prediction
 from engine.text import MASK, WordText
 
@@ -108,15 +108,13 @@ class BertAdapter:
 OVERLAY_GLOB = "mlm_overlay*.safetensors"   # one or more shards (bundled files stay small)
 
 
-def load(model_id: str, path: Path, options: LoadOptions, gguf_file: str = "",
-         progress: bool = True, overlay: Path | None = None) -> BertAdapter:
+def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,
+         overlay: Path | None = None) -> BertAdapter:
     """A BERT from `path`; with `overlay`, a folder holding a config and OVERLAY_GLOB files
     whose tensors (e.g. a trained MLM head and the blocks tuned with it) replace or complete the
     base model's (engine/training/mlm_head.py writes them)."""
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
-    if gguf_file:
-        raise EngineError("GGUF files hold causal LMs; load BERT from a safetensors directory")
     try:
         config = AutoConfig.from_pretrained(str(overlay or path), local_files_only=True)
     except (OSError, ValueError) as err:

@@ -10,18 +10,13 @@ safetensors, because dequantising takes ~30 s and loading the cached copy takes 
 """
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import sys
-import tempfile
-from functools import partial
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
+from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families import hf_common as hf
-from engine.families.base import (EngineError, LoadOptions, ModelInfo, ModelUnavailable,
-                                  UnsupportedPrediction)
+from engine.families.base import LoadOptions, ModelInfo
 from engine.result import Candidate, Encoding, LogitLens, Prediction
 from engine.text import MASK, WordText
 
@@ -299,51 +294,7 @@ class GPTAdapter:
                                     "previous word; use ELMo's backward LM")
 
 
-# -- GGUF: dequantise once, cache as safetensors ------------------------------------------
-def converted_dir(model_id: str, gguf_path: Path) -> Path:
-    """Cache folder of a converted GGUF, keyed by the file's size and mtime (a changed file
-    converts again)."""
-    from engine.registry import cache_dir
-
-    st = gguf_path.stat()
-    safe_id = re.sub(r"[^\w.-]+", "_", model_id).strip("_") or "model"
-    return (cache_dir() / "converted" / safe_id
-            / f"{gguf_path.stem}-{st.st_size}-{st.st_mtime_ns}")
-
-
-def ensure_converted(model_id: str, gguf_path: Path, convert: Callable[[Path], None],
-                     progress: bool = True) -> tuple[Path, bool]:
-    """The converted model folder and whether it came from the cache.
-
-    `convert(folder)` writes the model there. It writes into a temporary folder beside the
-    final one, renamed into place only when complete, so an interrupted conversion never
-    leaves a half-written cache behind; older conversions of the same model are removed.
-    """
-    final = converted_dir(model_id, gguf_path)
-    if (final / "config.json").exists():
-        return final, True
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
-    try:
-        if progress:
-            print(f"ctxlens: converting GGUF {gguf_path.name} once, ~30 s (cached in {final})",
-                  file=sys.stderr, flush=True)
-        convert(tmp)
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not (final / "config.json").exists():  # not a lost race with another process
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    for old in final.parent.iterdir():
-        if old != final and old.is_dir() and not old.name.startswith(".tmp-"):
-            shutil.rmtree(old, ignore_errors=True)
-    return final, False
-
-
+# -- GGUF: dequantise (the engine caches the result: engine/fetch.py) --------------------
 def convert_gguf(src_dir: Path, gguf_file: str, dest: Path, progress: bool = True) -> None:
     """Dequantise a GGUF checkpoint with transformers and save it as safetensors + tokenizer."""
     import torch
@@ -370,30 +321,12 @@ def convert_gguf(src_dir: Path, gguf_file: str, dest: Path, progress: bool = Tru
     tok.save_pretrained(str(dest))
 
 
-def _single_gguf(path: Path) -> str:
-    files = sorted(p.name for p in path.glob("*.gguf"))
-    if len(files) != 1:
-        raise ModelUnavailable(f"{path} has no config.json and {len(files)} .gguf files; "
-                               "keep exactly one GGUF file in the folder")
-    return files[0]
-
-
-def load(model_id: str, path: Path, options: LoadOptions, gguf_file: str = "",
-         progress: bool = True) -> GPTAdapter:
+def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,
+         gguf_cache_hit: bool | None = None) -> GPTAdapter:
+    """A causal LM from a transformers folder (a GGUF file arrives here already converted)."""
     from transformers import AutoModelForCausalLM
 
-    if not gguf_file and not (path / "config.json").exists():
-        gguf_file = _single_gguf(path)
-    cache_hit = None
-    if gguf_file:
-        gguf_path = path / gguf_file
-        if not gguf_path.is_file():
-            raise ModelUnavailable(f"{gguf_path} does not exist; run `make install`")
-        path, cache_hit = ensure_converted(model_id, gguf_path,
-                                           partial(convert_gguf, gguf_path.parent,
-                                                   gguf_path.name, progress=progress),
-                                           progress)
     model = hf.load_hf_model(AutoModelForCausalLM, path, options, progress)
     if model.get_output_embeddings() is None:
         raise EngineError(f"{path} is not a causal LM with an output head")
-    return GPTAdapter(model_id, model, hf.load_tokenizer(path), cache_hit)
+    return GPTAdapter(model_id, model, hf.load_tokenizer(path), gguf_cache_hit)

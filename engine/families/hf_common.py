@@ -15,8 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.families.base import (EngineError, LoadOptions, ModelUnavailable, resolve_device,
-                                  resolve_dtype)
+from engine.errors import EngineError, ModelUnavailable
+from engine.families.base import LoadOptions, resolve_device, resolve_dtype
 from engine.result import Encoding
 from engine.text import WordText
 

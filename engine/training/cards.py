@@ -265,7 +265,7 @@ def elmo_card(r: dict) -> str:
     o, c, p = r["options"], r["config"], r["params"]
     return f"""# elmo-brown: an ELMo biLM trained on the Brown corpus
 
-The biLM of Peters et al. 2018 / bilm-tf, as engine/families/elmo_modules.ElmoBiLm: character
+The biLM of Peters et al. 2018 / bilm-tf, as engine/families/elmo/modules.ElmoBiLm: character
 CNN (char embedding {o['char_cnn']['embedding']['dim']}, filters {o['char_cnn']['filters']}, relu),
 {o['char_cnn']['n_highway']} highway layer, projection to {o['lstm']['projection_dim']}; 2 LSTM layers
 per direction with {o['lstm']['dim']} cells projected to {o['lstm']['projection_dim']}, cell and

@@ -2,7 +2,7 @@
 
     python -m engine.training.elmo --budget-minutes 35 --max-words 300000
 
-The network is engine.families.elmo_modules.ElmoBiLm (char CNN, highway, projection, 2 LSTM
+The network is engine.families.elmo.modules.ElmoBiLm (char CNN, highway, projection, 2 LSTM
 layers per direction with projection, cell/projection clipping, residual between the layers).
 Forward and backward LMs share the char CNN and one softmax over a word vocabulary (inputs stay
 character based), as in bilm-tf; the loss is the mean of the two directions' cross-entropies.
@@ -22,9 +22,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from engine.families.elmo_chars import BOS_TOKEN, EOS_TOKEN, batch_char_ids
-from engine.families.elmo_modules import CharCNN, ElmoBiLm
-from engine.families.elmo_weights import Softmax, save_allennlp
+from engine.families.elmo.chars import BOS_TOKEN, EOS_TOKEN, batch_char_ids
+from engine.families.elmo.modules import CharCNN, ElmoBiLm
+from engine.families.elmo.weights import Softmax, save_allennlp
 from engine.text import WORD_RE
 from engine.training import corpus
 from engine.training.bigram import KneserNeyBigram

@@ -13,9 +13,9 @@ from bench.report import geometry_invariants, geometry_report, pos_report, sense
 from bench.speed import elmo_paths
 from bench.speed_report import speed_report
 from engine.analysis.wordnet import SenseExample
-from engine.families import elmo
+from engine.families.elmo import adapter as elmo
 from engine.families.base import LoadOptions
-from engine.families.elmo_modules import ElmoBiLm
+from engine.families.elmo.modules import ElmoBiLm
 from tests.engine.elmo_tiny import TINY_OPTIONS, write_tiny_elmo
 
 torch.set_num_threads(1)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import torch
 
-from engine.families.elmo_modules import ElmoBiLm
-from engine.families.elmo_weights import Softmax, save_allennlp
+from engine.families.elmo.modules import ElmoBiLm
+from engine.families.elmo.weights import Softmax, save_allennlp
 
 TINY_OPTIONS = {
     "lstm": {"dim": 12, "projection_dim": 6, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from engine.api import Engine
-from engine.families.base import Adapter, EngineError, ModelUnavailable, UnsupportedPrediction
+from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
+from engine.families.base import Adapter
 from engine.families.bert import with_mask_token
 from engine.text import split_words
 from tests.tiny_models import BERT_SENTENCES, DIM, HEADS, LAYERS, save_bert

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from engine.api import Engine
-from engine.families.base import UnsupportedPrediction
+from engine.errors import UnsupportedPrediction
 from engine.registry import availability, load_registry
 
 pytestmark = pytest.mark.slow

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from engine.families import elmo
-from engine.families.base import LoadOptions, ModelUnavailable, UnsupportedPrediction
-from engine.families.elmo_chars import batch_char_ids, sentence_char_ids, word_char_ids
-from engine.families.elmo_modules import ElmoBiLm
-from engine.families.elmo_reference import compare_with_fixture
-from engine.families.elmo_weights import load_allennlp, save_allennlp, tf_arrays
+from engine.families.elmo import adapter as elmo
+from engine.errors import ModelUnavailable, UnsupportedPrediction
+from engine.families.base import LoadOptions
+from engine.families.elmo.chars import batch_char_ids, sentence_char_ids, word_char_ids
+from engine.families.elmo.modules import ElmoBiLm
+from engine.families.elmo.reference import compare_with_fixture
+from engine.families.elmo.weights import load_allennlp, save_allennlp, tf_arrays
 from engine.text import from_words, split_words
 from tests.engine.elmo_tiny import TINY_OPTIONS, TINY_VOCAB, write_tiny_elmo
 
@@ -318,7 +319,7 @@ def _expected_fill(tiny, words: list[str], blank: int, sides: str) -> np.ndarray
     """P(w | left, right) ∝ P_fwd(w | left) P_bwd(w | right), computed from the biLM's top
     layer by hand: forward half at the word before the blank (<S> at the start), backward
     half at the word after it (</S> at the end); markers excluded."""
-    from engine.families.elmo_chars import batch_char_ids
+    from engine.families.elmo.chars import batch_char_ids
 
     ids = batch_char_ids([words], tiny.bilm.options.max_chars)
     top = tiny.bilm(torch.from_numpy(ids)).layers[-1][0].detach().numpy()   # <S> .. </S>

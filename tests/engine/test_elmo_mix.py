@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.families.elmo_mix import layer_norm, scalar_mix
+from engine.families.elmo.mix import layer_norm, scalar_mix
 
 # two layers of one "batch": 2 sentences x 2 positions x 2 dims; position (1, 1) is padding
 LAYERS = np.array([[[[1.0, 3.0], [5.0, 7.0]], [[1.0, 3.0], [99.0, -99.0]]],
@@ -50,7 +50,7 @@ def test_layer_norm_rejects_a_mask_of_the_wrong_shape():
 
 def test_torch_module_layer_norm_agrees_with_numpy():
     torch = pytest.importorskip("torch")
-    from engine.families.elmo_mix import ScalarMix
+    from engine.families.elmo.mix import ScalarMix
 
     mix = ScalarMix(2, s=[0.0, float(np.log(3.0))], gamma=2.0, do_layer_norm=True)
     got = mix(torch.tensor(LAYERS, dtype=torch.float64), torch.tensor(MASK)).detach().numpy()

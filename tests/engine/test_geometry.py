@@ -6,7 +6,7 @@ import pytest
 from scipy.stats import ortho_group
 
 from engine.analysis.geometry import layer_metrics, linear_cka_matrix
-from engine.families.base import EngineError
+from engine.errors import EngineError
 from engine.result import Encoding
 
 

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import torch
 
+from engine import fetch
 from engine.api import Engine
+from engine.errors import EngineError, UnsupportedPrediction
 from engine.families import gpt
-from engine.families.base import Adapter, LoadOptions, UnsupportedPrediction
+from engine.families.base import Adapter, LoadOptions
 from engine.families.hf_common import readable_tokens
 from tests.tiny_models import (DIM, GPT_CORPUS, HEADS, LAYERS, byte_level_tokenizer,
                                save_causal_lm)
@@ -74,7 +76,7 @@ def test_a_token_spanning_two_words_is_reported(model_dir):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from engine.families.base import EngineError
+    from engine.errors import EngineError
 
     path = save_causal_lm(model_dir / "joined", "llama")
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -215,8 +217,8 @@ def counting_converter(calls: list):
 
 def test_gguf_conversion_is_cached_and_reused(fake_gguf):
     calls: list = []
-    first, hit1 = gpt.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
-    second, hit2 = gpt.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    first, hit1 = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    second, hit2 = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
     assert (hit1, hit2) == (False, True) and len(calls) == 1 and first == second
     assert (first / "model.safetensors").exists() and (first / "tokenizer.json").exists()
     assert not [p for p in first.parent.iterdir() if p.name.startswith(".tmp-")]
@@ -224,10 +226,10 @@ def test_gguf_conversion_is_cached_and_reused(fake_gguf):
 
 def test_changed_gguf_file_converts_again_and_drops_the_old_copy(fake_gguf):
     calls: list = []
-    old, _ = gpt.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    old, _ = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
     st = fake_gguf.stat()
     os.utime(fake_gguf, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    new, hit = gpt.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    new, hit = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
     assert not hit and new != old and len(calls) == 2
     assert new.exists() and not old.exists()
 
@@ -238,19 +240,25 @@ def test_failed_conversion_leaves_no_partial_cache(fake_gguf):
         raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError):
-        gpt.ensure_converted("tiny", fake_gguf, broken, False)
-    assert list(gpt.converted_dir("tiny", fake_gguf).parent.iterdir()) == []
+        fetch.ensure_converted("tiny", fake_gguf, broken, False)
+    assert list(fetch.converted_dir("tiny", fake_gguf).parent.iterdir()) == []
     calls: list = []
-    _, hit = gpt.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    _, hit = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
     assert not hit and len(calls) == 1
 
 
 def test_loading_a_gguf_model_reads_the_converted_cache(fake_gguf):
-    gpt.ensure_converted("tiny", fake_gguf, counting_converter([]), False)
-    adapter = gpt.load("tiny", fake_gguf.parent, LoadOptions(device="cpu"),
-                       gguf_file=fake_gguf.name, progress=False)
+    fetch.ensure_converted("tiny", fake_gguf, counting_converter([]), False)
+    adapter = Engine(device="cpu")._load_dir("tiny", "gpt", fake_gguf.parent, fake_gguf.name,
+                                              progress=False)
     assert adapter.gguf_cache_hit is True
     assert adapter.info.n_layers == LAYERS and adapter.info.has_logit_lens
+
+
+def test_a_gguf_file_for_an_encoder_family_is_refused_in_one_line(fake_gguf):
+    with pytest.raises(EngineError, match="GGUF files hold causal LMs"):
+        Engine(device="cpu")._load_dir("tiny", "bert", fake_gguf.parent, fake_gguf.name,
+                                       progress=False)
 
 
 def write_tiny_gguf(path: Path) -> Path:

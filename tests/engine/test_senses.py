@@ -84,7 +84,7 @@ def test_learn_mix_needs_two_senses():
 
 
 def test_scalar_mix_is_the_elmo_family_implementation_with_the_same_numbers():
-    from engine.families import elmo_mix
+    from engine.families.elmo import mix as elmo_mix
 
     assert scalar_mix is elmo_mix.scalar_mix
     layers = np.random.default_rng(0).normal(size=(3, 5, 8)).astype(np.float32)

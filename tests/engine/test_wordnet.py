@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from engine.analysis.wordnet import WORDNET_DIR, inflections, sense_examples
-from engine.families.base import EngineError
+from engine.errors import EngineError
 
 HEADER = "  1 This software and database is being provided to you, the LICENSEE, by\n"
 

@@ -52,7 +52,7 @@ def test_registry_makes_the_trained_elmo_the_default_elmo():
 
 def _elmo_forward_nll(adapter, sentences: list[list[str]]) -> float:
     """Mean forward-LM NLL per word (and </S>) over the engine-loaded biLM and LM softmax."""
-    from engine.families.elmo_chars import batch_char_ids
+    from engine.families.elmo.chars import batch_char_ids
 
     index = {w: i for i, w in enumerate(adapter.softmax.vocab)}
     unk = index["<UNK>"]

@@ -6,10 +6,10 @@ import json
 
 import torch
 
-from engine.families import elmo as elmo_family
+from engine.families.elmo import adapter as elmo_family
 from engine.families.base import LoadOptions
-from engine.families.elmo_chars import batch_char_ids
-from engine.families.elmo_modules import ElmoBiLm
+from engine.families.elmo.chars import batch_char_ids
+from engine.families.elmo.modules import ElmoBiLm
 from engine.text import split_words
 from engine.training import elmo
 

@@ -10,7 +10,8 @@ from safetensors.torch import load_file
 
 from engine.api import Engine
 from engine.families import bert
-from engine.families.base import LoadOptions, ModelUnavailable
+from engine.errors import ModelUnavailable
+from engine.families.base import LoadOptions
 from engine.registry import ModelEntry
 from engine.text import to_word_text
 from engine.training import mlm_head

@@ -1,8 +1,4 @@
-"""The ELMo family (Peters et al. 2018) in pure PyTorch: loads AllenNLP/bilm-tf checkpoints.
-
-The package's modules: chars (character ids), modules (char CNN, highway, biLM), lstm (LSTM
-with projection, fast and reference loops), weights (HDF5 and softmax files), mix (scalar mix),
-reference (the bilm-tf fixture protocol). This file is the Adapter the engine talks to.
+"""The ELMo Adapter: an AllenNLP/bilm-tf biLM behind the engine's adapter protocol.
 
 Interactive runs are stateless: every call starts the LSTMs from zero states, so a sentence
 gets the same vectors whenever and with whatever batch mates it is encoded (AllenNLP's
@@ -159,7 +155,7 @@ class ElmoAdapter:
                                     "ELMo's layers have none (try a GPT model)")
 
 
-def load(model_id: str, path: Path, options: LoadOptions, gguf_file: str = "",
+def load(model_id: str, path: Path, options: LoadOptions,
          progress: bool = True) -> ElmoAdapter:
     """An AllenNLP ELMo directory (options.json + weights.hdf5, optional LM softmax)."""
     path = Path(path)

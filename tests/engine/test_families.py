@@ -1,0 +1,91 @@
+"""The family table: the engine loads any registered family, the README shows the table."""
+from __future__ import annotations
+
+import re
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import families
+from engine.api import Engine
+from engine.errors import EngineError
+from engine.families.base import ModelInfo
+from engine.registry import ModelEntry
+from engine.result import Encoding
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ToyAdapter:
+    """A 'model' whose layer l gives word i the vector (l, i): enough to check plumbing."""
+
+    def __init__(self, model_id: str):
+        self.info = ModelInfo(model_id=model_id, family="toy", n_layers=2, n_heads=0, dim=2)
+
+    def encode(self, texts, batch_size: int = 16):
+        out = []
+        for t in texts:
+            n = len(t.words)
+            hs = np.array([[[layer, i] for i in range(n)] for layer in range(3)], np.float32)
+            out.append(Encoding(model_id=self.info.model_id, family="toy", text=t.text,
+                                words=tuple(t.words), tokens=tuple(t.words),
+                                token_to_word=np.arange(n), hidden_states=hs))
+        return out
+
+
+@pytest.fixture
+def toy_family(tmp_path, monkeypatch):
+    module = types.ModuleType("toy_family_for_tests")
+    loaded = []
+
+    def load(model_id, path, options, progress=True):
+        loaded.append(Path(path))
+        return ToyAdapter(model_id)
+
+    module.load = load
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    families.register(families.Family("toy", "Toy", module.__name__,
+                                      frozenset({"hidden_states"})))
+    yield loaded
+    families.unregister("toy")
+
+
+def test_a_family_registered_at_run_time_loads_through_the_engine(toy_family, tmp_path,
+                                                                   monkeypatch):
+    folder = tmp_path / "toy-model"
+    folder.mkdir()
+    monkeypatch.setattr("engine.registry.ASSETS", tmp_path)
+    eng = Engine(device="cpu")
+    eng.registry["toy-1"] = ModelEntry(id="toy-1", family="toy", name="Toy", licence="-",
+                                       size="0", bundled=True, path="toy-model")
+    enc = eng.encode("toy-1", ["a b c"])[0]
+    assert toy_family == [folder]
+    assert enc.family == "toy" and enc.hidden_states[2, 1].tolist() == [2.0, 1.0]
+    assert families.family("toy").can("hidden_states") and not families.family("toy").can("attention")
+
+
+def test_an_unknown_family_is_one_clear_error():
+    with pytest.raises(EngineError, match=r"unknown model family 'nope' \(known: elmo, gpt, bert"):
+        families.family("nope")
+    with pytest.raises(ValueError, match="unknown capabilities"):
+        families.Family("x", "X", "x", frozenset({"telepathy"}))
+
+
+def test_results_only_accept_registered_families():
+    with pytest.raises(ValueError, match="family"):
+        Encoding(model_id="m", family="toy", text="a", words=("a",), tokens=("a",),
+                 token_to_word=np.zeros(1, int), hidden_states=np.zeros((1, 1, 2), np.float32))
+
+
+def test_the_readme_shows_the_table_as_it_is():
+    readme = (ROOT / "README.md").read_text()
+    readme = readme[readme.index("The family table"):readme.index("tests/test_layering.py")]
+    rows = re.findall(r"^\| `(\w+)` \| (\w+) \| ([\w.]+)[^|]*\| ([^|]+) \|$", readme, re.M)
+    shown = {name: (label, module, {c.strip().lower().replace(" ", "_") for c in caps.split(",")})
+             for name, label, module, caps in rows}
+    actual = {f.name: (f.label, f.module, set(f.capabilities))
+              for f in families.FAMILIES.values()}
+    assert shown == actual

@@ -1,0 +1,98 @@
+"""The import graph: engine/ never reaches the app or streamlit, app/ never loads torch, model
+families never import what sits above them, and no package has an import cycle."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("engine", "app", "bench")
+# what the model families may import from the engine: the bottom of the graph only
+FAMILY_MAY_IMPORT = ("engine.errors", "engine.families", "engine.result", "engine.text")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+
+
+def imports(path: Path, top_level_only: bool) -> set[str]:
+    """Modules `path` imports (`from a import b` counts a.b when a.b is a module)."""
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    known = modules()
+    found: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names
+                      if f"{node.module}.{a.name}" in known}
+    return found
+
+
+def test_the_engine_never_imports_the_app_or_streamlit():
+    bad = {name: sorted(i for i in imports(p, False) if i.split(".")[0] in ("app", "streamlit"))
+           for name, p in modules().items() if name.startswith("engine")}
+    assert {k: v for k, v in bad.items() if v} == {}
+
+
+def test_model_families_import_nothing_above_them():
+    bad = {}
+    for name, p in modules().items():
+        if name.startswith("engine.families"):
+            up = sorted(i for i in imports(p, False) if i.startswith("engine")
+                        and not i.startswith(FAMILY_MAY_IMPORT))
+            if up:
+                bad[name] = up
+    assert bad == {}
+
+
+def test_no_import_cycles():
+    """Counting imports inside functions too: a lazy import still ties two modules together."""
+    known = modules()
+    graph = {name: {i for i in imports(p, False) if i in known and i != name}
+             for name, p in known.items()}
+    # importing a.b.c runs a and a.b first: an edge to each package on the way
+    for name in list(graph):
+        for dep in list(graph[name]):
+            parts = dep.split(".")
+            graph[name] |= ({".".join(parts[:k]) for k in range(1, len(parts))} & known.keys()) - {name}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph[node]):
+            if dep not in graph:
+                continue
+            if state.get(dep) == 1:
+                cycles.append(stack[stack.index(dep):] + [dep])
+            elif dep not in state:
+                visit(dep, stack + [dep])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert cycles == []
+
+
+@pytest.mark.parametrize("package", ["app"])
+def test_importing_every_app_module_loads_no_torch(package):
+    names = sorted(n for n in modules() if n.split(".")[0] == package and ".pages" not in n)
+    code = ("import sys\n" + "".join(f"import {n}\n" for n in names)
+            + "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
