@@ -1,11 +1,14 @@
-"""The app's only door to the engine: one cached Engine, cached results.
+"""The app's only door to the engine: one Engine per server, and its one result cache.
 
-st.cache_resource holds the Engine (its adapters and encoding LRU); st.cache_data holds derived
-numpy results keyed by plain arguments, so moving a slider re-renders without re-running a
-model or a projection.
+st.cache_resource holds the Engine. Derived results (target vectors, projections, separations,
+layer metrics) are stored in the Engine's own cache (engine/cache.py) under a key naming the
+function and its plain arguments, the same identity the engine uses: one owner with a lock, one
+copy shared by every session, and moving a slider re-renders without re-running a model or a
+projection. Cached numpy arrays are read-only; copy one before changing it.
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,20 +18,36 @@ import streamlit as st
 
 from engine.analysis import attention as att_analysis
 from engine.analysis import geometry, projection, senses
+from engine.analysis.vectors import unit_rows
 from engine.api import Engine
 from engine.errors import EngineError
 from engine.registry import availability, family_of_dir
 from engine.registry import default_model as registry_default
 from engine.result import Encoding
 
-ENGINE_FACTORY = Engine
 # The bundled models are the defaults where a family has one (ELMo: the registry default).
 PREFERRED = {"gpt": "smollm2-135m", "bert": "minilm-l6"}
 
 
 @st.cache_resource(show_spinner=False)
 def get_engine():
-    return ENGINE_FACTORY()
+    return Engine()
+
+
+def engine_cached(spinner: str | None = None):
+    """Cache a function's result in the Engine's result cache, keyed by its name and its
+    (hashable) arguments; `spinner` is shown while a missing result is computed."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def cached(*args, **kwargs):
+            eng = get_engine()
+            key = ("app", fn.__name__, *args, *sorted(kwargs.items()))
+            if spinner is None or key in eng.results:
+                return eng.cached(key, lambda: fn(*args, **kwargs))
+            with st.spinner(spinner):
+                return eng.cached(key, lambda: fn(*args, **kwargs))
+        return cached
+    return wrap
 
 
 def available_models(family: str) -> list[str]:
@@ -117,7 +136,7 @@ def find_word(words: tuple[str, ...], target: str) -> int | None:
     return None
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@engine_cached()
 def target_vectors(model_id: str, sentences: tuple[str, ...], target: str,
                    pool: str) -> TargetVectors:
     encs = encodings(model_id, sentences)
@@ -134,29 +153,28 @@ def target_vectors(model_id: str, sentences: tuple[str, ...], target: str,
     return TargetVectors(model_id, arr, tuple(rows), tuple(missing), names)
 
 
-@st.cache_data(show_spinner="Projecting …", max_entries=64)
+@engine_cached("Projecting …")
 def project(model_id: str, sentences: tuple[str, ...], target: str, pool: str, method: str,
             seed: int = 0) -> projection.Projection:
     tv = target_vectors(model_id, sentences, target, pool)
-    return projection.project(tv.vectors, method=method, seed=seed)
+    return get_engine().project(tv.vectors, method=method, seed=seed)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@engine_cached()
 def separation(model_id: str, sentences: tuple[str, ...], target: str, pool: str,
                labels: tuple[str, ...]) -> senses.SenseSeparation:
     tv = target_vectors(model_id, sentences, target, pool)
     return senses.sense_separation(tv.vectors, [labels[r] for r in tv.rows])
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@engine_cached()
 def cosine_matrix(model_id: str, sentences: tuple[str, ...], target: str, pool: str,
                   layer: int) -> np.ndarray:
-    v = target_vectors(model_id, sentences, target, pool).vectors[layer].astype(np.float64)
-    v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    v = unit_rows(target_vectors(model_id, sentences, target, pool).vectors[layer])
     return v @ v.T
 
 
-@st.cache_data(show_spinner="Computing layer metrics …", max_entries=32)
+@engine_cached("Computing layer metrics …")
 def layer_geometry(model_id: str, sentences: tuple[str, ...], pool: str):
     encs = encodings(model_id, sentences)
     metrics = geometry.layer_metrics(encs, pool=pool, seed=0, lowercase=False)
@@ -164,7 +182,7 @@ def layer_geometry(model_id: str, sentences: tuple[str, ...], pool: str):
     return metrics, geometry.linear_cka_matrix(words)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@engine_cached()
 def head_stats(model_id: str, sentence: str) -> att_analysis.HeadStats | None:
     enc = encodings(model_id, (sentence,))[0]
     if enc.attentions is None:

@@ -1,8 +1,11 @@
 """The user's choices: sidebar inputs, sense labels, presets, and their mirror in the URL.
 
-Every widget whose value belongs in a shared link has a key listed in URL_KEYS; on the first run
-of a session those keys are read from st.query_params, and every run writes them back, so a
-copied address reopens the same sentences, target word, models, pooling, page and layer.
+Every widget whose value belongs in a shared link has a URL key: the sidebar's are SIDEBAR_KEYS,
+and a page adds its own with url_key(), recorded in that session's state (never in module state:
+sessions run in threads of one process, and a key one session registered must not change what
+another restores). On the first run of a session the keys are read from st.query_params, and
+every run writes them back, so a copied address reopens the same sentences, target word, models,
+pooling, page and layer.
 """
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
 
 import streamlit as st
 
@@ -26,10 +31,12 @@ FAMILY_NAMES = {name: f.label for name, f in FAMILIES.items()}
 NONE = "(none)"
 CUSTOM = "(custom)"
 UNLABELLED = "?"
+MANIFEST_SCHEMA = "ctxlens-settings/1"
 
-# URL key -> type; page widgets add their own keys through url_key().
-URL_KEYS: dict[str, type] = {"preset": str, "sentences": str, "target": str, "pool": str,
-                             **{f"model_{name}": str for name in FAMILIES}, "labels": str}
+# The sidebar's URL keys -> type (read-only; page widgets add theirs per session: url_key()).
+SIDEBAR_KEYS: Mapping[str, type] = MappingProxyType({
+    "preset": str, "sentences": str, "target": str, "pool": str,
+    **{f"model_{name}": str for name in FAMILIES}, "labels": str})
 
 
 @dataclass(frozen=True)
@@ -50,9 +57,11 @@ class Inputs:
         return dict(self.models).get(family)
 
     def settings(self, **extra) -> dict:
-        """The JSON manifest of what produced a figure."""
-        return {"sentences": list(self.sentences), "target": self.target,
-                "models": dict(self.models), "pooling": self.pool, **extra}
+        """The settings manifest, one schema for every export: what produced a figure (its
+        own settings in `extra`), or the whole session (current_settings)."""
+        return {"manifest": MANIFEST_SCHEMA, "sentences": list(self.sentences),
+                "target": self.target, "models": dict(self.models), "pooling": self.pool,
+                "labels": sense_labels(self.sentences), "seed": 0, **extra}
 
 
 @lru_cache(maxsize=1)
@@ -66,7 +75,7 @@ def presets() -> dict[str, Preset]:
 def url_key(key: str, kind=int, default=None, choices=None) -> str:
     """Register a page widget key for the URL, restore it once from the query string, and give
     it a default (widgets then take no value= argument, which Streamlit would warn about)."""
-    URL_KEYS[key] = kind
+    url_keys()[key] = kind
     restored = st.session_state.setdefault("_restored", set())
     if key not in restored and key in st.query_params:
         try:
@@ -151,16 +160,22 @@ def sidebar() -> Inputs:
         st.session_state["pool"] = "mean"
     sb.radio("Subword pooling", POOLINGS, key="pool", horizontal=True,
              help="How a word split into several tokens becomes one vector")
+    inputs = _session_inputs(tuple(models))
     # built now, not deferred: a deferred callable runs on another thread without the session
-    sb.download_button("Settings (JSON)", manifest_json(current_settings()),
+    sb.download_button("Settings (JSON)", manifest_json(current_settings(inputs)),
                        file_name="ctxlens-settings.json", mime="application/json",
                        on_click="ignore", help="Everything in this page's link, as JSON")
-    sentences = sentence_lines()
-    if len(sentences) > MAX_SENTENCES:
-        sb.warning(f"{len(sentences)} sentences: only the first {MAX_SENTENCES} are used")
-        sentences = sentences[:MAX_SENTENCES]
-    return Inputs(sentences, st.session_state.get("target", "").strip(), tuple(models),
-                  st.session_state["pool"])
+    if len(sentence_lines()) > MAX_SENTENCES:
+        sb.warning(f"{len(sentence_lines())} sentences: only the first {MAX_SENTENCES} are used")
+    return inputs
+
+
+def _session_inputs(models: tuple[tuple[str, str], ...] | None = None) -> Inputs:
+    if models is None:
+        models = tuple((f, st.session_state[f"model_{f}"]) for f in SHOWN_FAMILIES
+                       if st.session_state.get(f"model_{f}") not in (None, NONE))
+    return Inputs(sentence_lines()[:MAX_SENTENCES], st.session_state.get("target", "").strip(),
+                  models, st.session_state.get("pool", "mean"))
 
 
 def sense_labels(sentences: tuple[str, ...]) -> list[str]:
@@ -182,20 +197,26 @@ def set_sense_labels(labels: list[str], sentences: tuple[str, ...]) -> None:
     st.session_state["_labels_for"] = tuple(sentences)
 
 
-def current_settings() -> dict:
-    """The settings manifest: every URL key with its current value, sentences as a list."""
-    out = {k: st.session_state[k] for k in URL_KEYS if k in st.session_state}
-    out["sentences"] = list(sentence_lines())
-    out["labels"] = sense_labels(sentence_lines())
-    out["seed"] = 0
-    return out
+def url_keys() -> dict[str, type]:
+    """This session's URL keys (the sidebar's, then each page's as it registers them)."""
+    return st.session_state.setdefault("_url_keys", dict(SIDEBAR_KEYS))
+
+
+def current_settings(inputs: Inputs | None = None) -> dict:
+    """The session's settings manifest: the sidebar's inputs in the one manifest schema
+    (Inputs.settings), the preset, and every page widget in the link under "widgets"."""
+    widgets = {k: st.session_state[k] for k in url_keys()
+               if k not in SIDEBAR_KEYS and k in st.session_state}
+    return (inputs or _session_inputs()).settings(preset=st.session_state.get("preset", CUSTOM),
+                                                  widgets=widgets)
 
 
 def write_url() -> None:
     """Mirror the registered keys into the address bar (call at the end of a page)."""
-    params = {k: str(st.session_state[k]) for k in URL_KEYS if k in st.session_state
+    keys = url_keys()
+    params = {k: str(st.session_state[k]) for k in keys if k in st.session_state
               and st.session_state[k] is not None}
-    for k in URL_KEYS:
+    for k in keys:
         if k in st.session_state:
             st.session_state[f"_kept_{k}"] = st.session_state[k]
     if dict(st.query_params) != params:

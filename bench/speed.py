@@ -208,7 +208,7 @@ def bank_preset() -> tuple[str, list[str], list[str]]:
 def polysemy_analysis(engine, models: list[str]) -> None:
     """What the clusters page computes for a preset: every layer's target vectors, a UMAP
     projection aligned across layers, sense separation and layer geometry, per model."""
-    from engine.analysis import geometry, projection, senses
+    from engine.analysis import geometry, senses
 
     target, sentences, labels = bank_preset()
     for m in models:
@@ -216,7 +216,7 @@ def polysemy_analysis(engine, models: list[str]) -> None:
         rows = [(i, [w.lower() for w in e.words].index(target)) for i, e in enumerate(encs)
                 if target in [w.lower() for w in e.words]]
         vecs = np.stack([encs[i].word_vectors("mean")[:, w] for i, w in rows], axis=1)
-        projection.project(vecs, method="umap", seed=0)
+        engine.project(vecs, method="umap", seed=0)
         senses.sense_separation(vecs, [labels[i] for i, _ in rows])
         geometry.layer_metrics(encs)
 

@@ -1,16 +1,21 @@
 """The engine facade: model ids in, typed results out. Used by the CLI, the app and benchmarks.
 
-Adapters are loaded once per (model, device, dtype); encodings are kept in an LRU cache keyed
-by model, text and options, so re-rendering a view never re-runs a model.
+Adapters are loaded once per (model, device, dtype). Computed results live in one cache the
+Engine owns (engine/cache.py): encodings keyed by model, text and options, projections by their
+input, and the app's analyses by what they were computed from, so re-rendering a view never
+re-runs a model or a fit.
 """
 from __future__ import annotations
 
+import hashlib
 import threading
-from collections import OrderedDict
 from functools import partial
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
+import numpy as np
+
+from engine.cache import ResultCache
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families import family
 from engine.families.base import Adapter, LoadOptions
@@ -33,9 +38,10 @@ class Engine:
         self.options = LoadOptions(device=device, dtype=dtype)
         self.registry = load_registry()
         self._adapters: dict[str, Adapter] = {}
-        self._cache: OrderedDict[tuple, Encoding] = OrderedDict()
-        self._cache_size = cache_size
-        self._lock = threading.RLock()
+        # the one cache of computed results (engine/cache.py): encodings, projections, and the
+        # app's analyses through cached()
+        self.results = ResultCache(cache_size)
+        self._lock = threading.RLock()      # guards adapter loading
 
     # -- models -------------------------------------------------------------------------
     def entry(self, model_id: str) -> ModelEntry | None:
@@ -110,23 +116,30 @@ class Engine:
 
     def encode_words(self, model_id: str, texts: Sequence[WordText],
                      batch_size: int = 16) -> list[Encoding]:
-        keys = [(model_id, t.text, t.words, self.options) for t in texts]
-        with self._lock:
-            missing = [i for i, k in enumerate(keys) if k not in self._cache]
+        keys = [("encoding", model_id, t.text, t.words, self.options) for t in texts]
+        out = [self.results.get(k) for k in keys]
+        missing = [i for i, enc in enumerate(out) if enc is None]
         if missing:
-            adapter = self.adapter(model_id)
-            fresh = adapter.encode([texts[i] for i in missing], batch_size=batch_size)
-            with self._lock:
-                for i, enc in zip(missing, fresh):
-                    self._cache[keys[i]] = enc
-        with self._lock:
-            out = []
-            for k in keys:
-                self._cache.move_to_end(k)
-                out.append(self._cache[k])
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            fresh = self.adapter(model_id).encode([texts[i] for i in missing],
+                                                  batch_size=batch_size)
+            for i, enc in zip(missing, fresh):
+                out[i] = self.results.put(keys[i], enc)
         return out
+
+    # -- derived results ----------------------------------------------------------------
+    def cached(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        """A derived result under `key` (what was computed, from what), computed once."""
+        return self.results.get_or_compute(key, compute)
+
+    def project(self, vectors: np.ndarray, method: str = "pca", seed: int = 0):
+        """projection.project, cached by the vectors' bytes: projections are seeded, so the
+        same input always gives the same output, and a repeat costs a hash, not a fit."""
+        from engine.analysis import projection
+
+        vectors = np.ascontiguousarray(vectors)
+        key = ("projection", hashlib.blake2b(vectors.tobytes(), digest_size=16).hexdigest(),
+               vectors.shape, str(vectors.dtype), method, seed)
+        return self.cached(key, lambda: projection.project(vectors, method=method, seed=seed))
 
     # -- predictions --------------------------------------------------------------------
     def predict_masked(self, model_id: str, text: str, top_k: int = 10,

@@ -14,13 +14,14 @@ import numpy as np
 
 from engine.analysis.bootstrap import SEED as RESAMPLE_SEED
 from engine.analysis.bootstrap import resample_counts
+from engine.analysis.vectors import EPS as _EPS
+from engine.analysis.vectors import unit_rows
 from engine.errors import EngineError
 from engine.result import Encoding, Pooling
 
 # Only words with a letter or digit count as words here: punctuation would dominate the
 # repeated-word statistics (every sentence has a "."), which Ethayarajh's word lists do not.
 _WORDLIKE = re.compile(r"\w")
-_EPS = 1e-12
 
 
 @dataclass(frozen=True)
@@ -75,12 +76,6 @@ class LayerMetrics:
         return AdjustedMetrics(self_similarity=self.self_similarity - self.anisotropy,
                                intra_sentence=self.intra_sentence - self.anisotropy,
                                anisotropy=self.anisotropy, mev=mev)
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    """Rows (last axis) scaled to unit length, in float64 so means of cosines stay exact."""
-    x = np.asarray(x, dtype=np.float64)
-    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), _EPS)
 
 
 @dataclass(frozen=True)
@@ -183,7 +178,7 @@ def _intra_sentence(raw: np.ndarray, unit: np.ndarray,
         idx = np.nonzero(sentence_ids == s)[0]
         if len(idx) < 2:
             continue
-        centre = _unit(raw[:, idx].astype(np.float64).mean(axis=1))   # [layers, dim]
+        centre = unit_rows(raw[:, idx].astype(np.float64).mean(axis=1))   # [layers, dim]
         values.append(np.einsum("lwd,ld->lw", unit[:, idx], centre).mean(axis=1))
         ids.append(s)
     return np.array(values).reshape(len(ids), raw.shape[0]), np.array(ids, dtype=np.int64)
@@ -204,7 +199,7 @@ def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: i
     intra-sentence similarity (not MEV) to the result.
     """
     occ = _collect(encodings, pool, lowercase)
-    unit = _unit(occ.vectors)
+    unit = unit_rows(occ.vectors)
     rng = np.random.default_rng(seed + 1)
     by_word: dict[int, list[int]] = defaultdict(list)
     for i, w in enumerate(occ.word_ids.tolist()):

@@ -11,12 +11,8 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit, softmax
 
-_EPS = 1e-12
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
-    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), _EPS)
+from engine.analysis.vectors import EPS as _EPS
+from engine.analysis.vectors import unit_rows
 
 
 @dataclass(frozen=True)
@@ -49,7 +45,7 @@ def nearest_centroid_hits(vectors: np.ndarray, senses: np.ndarray,
                           lemmas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(hits, scored) per lemma of np.unique(lemmas), the bootstrap unit of the sense benchmark;
     see nearest_centroid_accuracy."""
-    unit = _unit(vectors)
+    unit = unit_rows(vectors)
     names_of_lemmas = np.unique(lemmas)
     hits, total = np.zeros(len(names_of_lemmas)), np.zeros(len(names_of_lemmas))
     for i, lemma in enumerate(names_of_lemmas):
@@ -65,7 +61,7 @@ def nearest_centroid_hits(vectors: np.ndarray, senses: np.ndarray,
                 continue
             centroids = sums.copy()
             centroids[k] -= unit[r]
-            sims = _unit(centroids) @ unit[r]
+            sims = unit_rows(centroids) @ unit[r]
             # a context-free layer gives every example of one word form the same vector, so
             # all its sense centroids tie and argmax would pick by float rounding (which moved
             # elmo-brown's char-CNN score by 0.03 between two batchings): a tie earns the
@@ -157,7 +153,7 @@ def sense_pairs(senses: np.ndarray, lemmas: np.ndarray, seed: int = 0,
 
 
 def pair_cosines(vectors: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-    unit = _unit(vectors)
+    unit = unit_rows(vectors)
     return np.einsum("pd,pd->p", unit[pairs[:, 0]], unit[pairs[:, 1]])
 
 
@@ -190,7 +186,7 @@ class ScalarMix:
 
     def apply(self, vectors: np.ndarray) -> np.ndarray:
         """vectors [layers, n, dim] -> [n, dim]."""
-        return np.einsum("l,lnd->nd", self.weights, _unit(vectors))
+        return np.einsum("l,lnd->nd", self.weights, unit_rows(vectors))
 
 
 def _mix_loss(params: np.ndarray, cross: np.ndarray, norm_a: np.ndarray, norm_b: np.ndarray,
@@ -212,7 +208,7 @@ def learn_scalar_mix(vectors: np.ndarray, pairs: np.ndarray, same: np.ndarray,
                      l2: float = 1e-3) -> ScalarMix:
     """Learn mix weights on training pairs: logistic loss of sigma(tau (cos - theta)) for
     "same sense", starting from the uniform mix (the no-task default, 1/L each)."""
-    unit = _unit(vectors)                                   # [layers, n, dim]
+    unit = unit_rows(vectors)                                   # [layers, n, dim]
     ua, ub = unit[:, pairs[:, 0]], unit[:, pairs[:, 1]]     # [layers, pairs, dim]
     cross = np.einsum("lpd,kpd->plk", ua, ub)
     norm_a, norm_b = np.einsum("lpd,kpd->plk", ua, ua), np.einsum("lpd,kpd->plk", ub, ub)

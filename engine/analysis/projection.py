@@ -7,11 +7,9 @@ points instead of flipping or spinning the whole picture.
 """
 from __future__ import annotations
 
-import hashlib
 import sys
 import threading
 import warnings
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +19,6 @@ from engine.errors import EngineError
 
 METHODS: tuple[str, ...] = ("pca", "umap", "tsne")
 MIN_POINTS = 3
-CACHE_SIZE = 64
 
 
 class ProjectionError(EngineError):
@@ -69,31 +66,9 @@ def umap_neighbors(n: int) -> int:
     return int(min(15, max(2, n - 1)))
 
 
-_cache: OrderedDict[tuple, Projection] = OrderedDict()
-
-
 def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> Projection:
     """vectors: [layers, n, dim] (one word, n contexts) -> Projection with [layers, n, 2].
-
-    Projections are seeded, so the same input always gives the same output: results are kept in
-    a small LRU keyed by the vectors' bytes, which makes re-running an analysis (another page,
-    the benchmark's warm run, a script) cost a hash instead of a UMAP/t-SNE fit per layer.
-    """
-    vectors = np.ascontiguousarray(vectors)
-    key = (hashlib.blake2b(vectors.tobytes(), digest_size=16).hexdigest(), vectors.shape,
-           str(vectors.dtype), method, seed)
-    if key in _cache:
-        _cache.move_to_end(key)
-        return _cache[key]
-    proj = _project(vectors, method, seed)
-    proj.coords.flags.writeable = False  # shared between callers through the cache
-    _cache[key] = proj
-    while len(_cache) > CACHE_SIZE:
-        _cache.popitem(last=False)
-    return proj
-
-
-def _project(vectors: np.ndarray, method: str, seed: int) -> Projection:
+    Seeded: the same input always gives the same output (Engine.project caches it)."""
     if method not in METHODS:
         raise ProjectionError(f"unknown projection {method!r}: use one of {', '.join(METHODS)}")
     if vectors.ndim != 3:

@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from engine.errors import EngineError
+from engine.analysis.vectors import unit_rows
 # one scalar mix for the whole project (numpy only: this module is imported by the app)
 from engine.families.elmo.mix import mix_weights as softmax
 from engine.families.elmo.mix import scalar_mix
@@ -44,11 +45,6 @@ class LearnedMix:
     after: SenseSeparation
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
-    norm = np.linalg.norm(x, axis=-1, keepdims=True)
-    return x / np.where(norm > 0, norm, 1.0)
-
-
 def _codes(labels: Sequence) -> np.ndarray:
     _, codes = np.unique(np.asarray([str(l) for l in labels]), return_inverse=True)
     return codes
@@ -64,8 +60,8 @@ def silhouette(vectors: np.ndarray, labels: Sequence) -> float:
         return float("nan")
     # cosine distances computed once here: sklearn's metric="cosine" path re-validates and
     # re-normalises per call, which dominated a per-layer sweep over a handful of points
-    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    dist = np.clip(1.0 - unit @ unit.T, 0.0, 2.0)
+    u = unit_rows(vectors)
+    dist = np.clip(1.0 - u @ u.T, 0.0, 2.0)
     np.fill_diagonal(dist, 0.0)
     return float(silhouette_score(dist, codes, metric="precomputed"))
 
@@ -76,14 +72,14 @@ def nearest_centroid_accuracy(vectors: np.ndarray, labels: Sequence) -> float:
     counts = np.bincount(codes)
     if len(counts) < 2 or counts.min() < 2:
         return float("nan")
-    x = _unit(vectors.astype(np.float64))
+    x = unit_rows(vectors.astype(np.float64))
     sums = np.stack([x[codes == c].sum(axis=0) for c in range(len(counts))])
     correct = 0
     for i, c in enumerate(codes):
         held = sums.copy()
         held[c] -= x[i]
         cents = held / np.maximum(counts - (np.arange(len(counts)) == c), 1)[:, None]
-        correct += int(np.argmax(_unit(cents) @ x[i]) == c)
+        correct += int(np.argmax(unit_rows(cents) @ x[i]) == c)
     return correct / len(codes)
 
 
@@ -105,7 +101,7 @@ def suggest_senses(vectors: np.ndarray, k: int | None = None, method: str = "kme
     n = vectors.shape[0]
     if n < 3:
         raise SenseError("add at least 3 sentences to suggest senses")
-    x = _unit(vectors.astype(np.float64))
+    x = unit_rows(vectors.astype(np.float64))
 
     def fit(kk: int) -> np.ndarray:
         if method == "agglomerative":

@@ -12,7 +12,7 @@ import pytest
 import streamlit as st
 
 from app import compute
-from engine.api import Engine
+
 from tests.app import helpers
 from tests.tiny_models import save_bert, save_causal_lm, save_elmo
 
@@ -65,10 +65,9 @@ def tiny_models(tmp_path_factory) -> TinyModels:
 def tiny_engine(tiny_models, monkeypatch) -> TinyModels:
     """The real Engine with the tiny models offered in the sidebar and chosen by every page
     that tests/app/helpers opens. The Engine (with its loaded models) is kept across tests;
-    derived results (st.cache_data) are cleared so each test computes its own."""
+    derived results (the Engine's result cache) are cleared so each test computes its own."""
     monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(tiny_models.root))
-    monkeypatch.setattr(compute, "ENGINE_FACTORY", Engine)
     monkeypatch.setattr(helpers, "DEFAULT_QUERY", tiny_models.query())
-    st.cache_data.clear()
+    compute.get_engine().results.clear()
     yield tiny_models
-    st.cache_data.clear()
+    compute.get_engine().results.clear()

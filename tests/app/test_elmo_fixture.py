@@ -6,7 +6,7 @@ import pytest
 import streamlit as st
 
 from app import compute
-from engine.api import Engine
+
 from tests.app.helpers import figure, messages, no_failures, page
 
 pytestmark = pytest.mark.slow
@@ -17,9 +17,8 @@ SENTENCES = ("A bat flew out of the cave.\nHe swung the bat hard.\nThe bat slept
 @pytest.fixture
 def elmo_page(elmo_fixture_dir, monkeypatch):
     monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(elmo_fixture_dir.parent))
-    monkeypatch.setattr(compute, "ENGINE_FACTORY", Engine)
     st.cache_resource.clear()
-    st.cache_data.clear()
+    compute.get_engine().results.clear()
 
     def open_page(name):
         at = page(name, timeout=600)
@@ -30,7 +29,7 @@ def elmo_page(elmo_fixture_dir, monkeypatch):
         return at.run()
     yield open_page
     st.cache_resource.clear()
-    st.cache_data.clear()
+    compute.get_engine().results.clear()
 
 
 def test_elmo_weights_page_mixes_the_three_elmo_layers_and_learns(elmo_page, elmo_fixture_dir):

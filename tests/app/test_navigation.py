@@ -27,6 +27,23 @@ def test_sidebar_inputs_survive_a_page_switch():
     assert at.query_params["target"] == ["bat"] or at.query_params["target"] == "bat"
 
 
+def test_page_url_keys_belong_to_the_session_that_registered_them(tiny_engine):
+    """Sessions are threads of one process: a page key one session registers must not appear
+    in another's URL keys (the keys once lived in a module-level dict every session mutated)."""
+    from app import state
+
+    first = app().run()
+    first.switch_page("app/pages/predictions.py").run()
+    no_failures(first)
+    assert "top_k" in first.session_state["_url_keys"]
+    second = app().run()
+    assert "top_k" not in second.session_state["_url_keys"]
+    assert set(second.session_state["_url_keys"]) >= set(state.SIDEBAR_KEYS)
+    assert "top_k" not in state.SIDEBAR_KEYS
+    with pytest.raises(TypeError):
+        state.SIDEBAR_KEYS["top_k"] = int
+
+
 def test_the_url_holds_the_state_and_reopens_it(tiny_engine):
     layer = f"layer_{tiny_engine.gpt}"
     at = app().run()
@@ -99,8 +116,9 @@ def _manifest_script(layer_key: str):
     from app import state
 
     state.url_key(layer_key, default=2)
-    state.sidebar()
+    inputs = state.sidebar()
     st.json(state.current_settings())
+    st.json(inputs.settings(model="a figure's model"))
 
 
 def test_settings_manifest_lists_sentences_labels_models_and_layers(tiny_engine):
@@ -112,7 +130,13 @@ def test_settings_manifest_lists_sentences_labels_models_and_layers(tiny_engine)
     at.run()
     no_failures(at)
     manifest = json.loads(at.json[0].value)
-    assert manifest[layer] == 1 and manifest["model_gpt"] == tiny_engine.gpt
-    assert manifest["model_elmo"] == tiny_engine.elmo and manifest["model_bert"] == tiny_engine.bert
+    assert manifest["widgets"][layer] == 1
+    assert manifest["models"] == {"elmo": tiny_engine.elmo, "gpt": tiny_engine.gpt,
+                                  "bert": tiny_engine.bert}
     assert manifest["sentences"][0] == "Your mouse likes cheese."
-    assert manifest["labels"][:2] == ["animal", "device"] and manifest["pool"] == "mean"
+    assert manifest["labels"][:2] == ["animal", "device"] and manifest["pooling"] == "mean"
+    assert manifest["manifest"] == "ctxlens-settings/1" and manifest["preset"] == "mouse"
+    # a figure's manifest is the same schema: the session's fields, then the figure's own
+    figure = json.loads(at.json[1].value)
+    assert {k: v for k, v in figure.items() if k != "model"} == \
+        {k: v for k, v in manifest.items() if k not in ("preset", "widgets")}

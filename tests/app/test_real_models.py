@@ -5,7 +5,7 @@ import pytest
 import streamlit as st
 
 from app import compute
-from engine.api import Engine
+
 from tests.app.helpers import figure, messages, no_failures, page
 
 pytestmark = pytest.mark.slow
@@ -16,9 +16,8 @@ PARAMS = {"sentences": SENTENCES, "target": "bat", "labels": "animal|sport|anima
 
 @pytest.fixture(scope="module", autouse=True)
 def real_engine():
-    compute.ENGINE_FACTORY = Engine
     st.cache_resource.clear()
-    st.cache_data.clear()
+    compute.get_engine().results.clear()
     yield
 
 

@@ -80,17 +80,18 @@ def test_three_points_is_enough_for_every_method(method):
         assert "for 3 points" in proj.note
 
 
-def test_repeated_projection_is_served_from_the_cache_and_read_only():
-    from engine.analysis import projection
+def test_repeated_projection_is_served_from_the_engines_cache_and_read_only():
+    from engine.api import Engine
 
+    engine = Engine(device="cpu")
     rng = np.random.default_rng(1)
     v = rng.normal(size=(3, 6, 8)).astype(np.float32)
-    first = projection.project(v, method="tsne", seed=0)
-    assert projection.project(v.copy(), method="tsne", seed=0) is first
-    assert projection.project(v, method="tsne", seed=1) is not first
+    first = engine.project(v, method="tsne", seed=0)
+    assert engine.project(v.copy(), method="tsne", seed=0) is first
+    assert engine.project(v, method="tsne", seed=1) is not first
     changed = v.copy()
     changed[2, 0, 0] += 1.0
-    assert projection.project(changed, method="tsne", seed=0) is not first
+    assert engine.project(changed, method="tsne", seed=0) is not first
     with pytest.raises(ValueError):
         first.coords[0, 0, 0] = 5.0
 

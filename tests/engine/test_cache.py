@@ -1,0 +1,81 @@
+"""The engine's one result cache: LRU, read-only entries, one computation per key."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from engine.cache import ResultCache
+
+
+@dataclass(frozen=True)
+class Result:
+    coords: np.ndarray
+    parts: tuple
+
+
+def test_least_recently_used_entries_are_dropped_first():
+    cache = ResultCache(size=2)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.get("a") == 1          # "a" is now the most recent
+    cache.put("c", 3)
+    assert "b" not in cache and "a" in cache and "c" in cache and len(cache) == 2
+
+
+def test_stored_arrays_are_read_only_however_deep():
+    value = Result(np.zeros(3), (np.ones(2), {"x": np.arange(3)}))
+    cache = ResultCache()
+    cache.put("k", value)
+    for arr in (value.coords, value.parts[0], value.parts[1]["x"]):
+        with pytest.raises(ValueError):
+            arr[0] = 5
+
+
+def test_concurrent_requests_for_one_key_compute_it_once():
+    cache = ResultCache()
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.2)
+        return np.arange(4)
+
+    out = [None] * 6
+    threads = [threading.Thread(target=lambda i=i: out.__setitem__(
+        i, cache.get_or_compute("key", slow))) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and all(o is out[0] for o in out)
+    assert cache.misses == 1 and cache.hits == 5
+
+
+def test_a_failed_computation_is_not_cached_and_frees_the_waiters():
+    cache = ResultCache()
+    with pytest.raises(RuntimeError):
+        cache.get_or_compute("k", lambda: (_ for _ in ()).throw(RuntimeError("boom")))
+    assert "k" not in cache
+    assert cache.get_or_compute("k", lambda: 7) == 7
+
+
+def test_size_zero_keeps_nothing():
+    cache = ResultCache(size=0)
+    assert cache.get_or_compute("k", lambda: 1) == 1 and len(cache) == 0
+
+
+def test_the_engine_caches_encodings_read_only(tmp_path, monkeypatch):
+    from engine.api import Engine
+    from tests.tiny_models import save_bert
+
+    path = save_bert(tmp_path / "bert", masked_lm=False)
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(tmp_path))
+    engine = Engine(device="cpu")
+    first = engine.encode(str(path), ["the cat sat"])[0]
+    assert engine.encode(str(path), ["the cat sat"])[0] is first
+    with pytest.raises(ValueError):
+        first.hidden_states[0, 0, 0] = 1.0
