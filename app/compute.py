@@ -21,12 +21,11 @@ from engine.analysis import geometry, projection, senses
 from engine.analysis.vectors import unit_rows
 from engine.api import Engine
 from engine.errors import EngineError
+from engine.families import FAMILIES
 from engine.registry import availability, family_of_dir
 from engine.registry import default_model as registry_default
 from engine.result import Encoding
 
-# The bundled models are the defaults where a family has one (ELMo: the registry default).
-PREFERRED = {"gpt": "smollm2-135m", "bert": "minilm-l6"}
 
 
 @st.cache_resource(show_spinner=False)
@@ -77,10 +76,7 @@ def local_models(family: str) -> list[str]:
 
 def default_model(family: str) -> str | None:
     reg = get_engine().registry
-    preferred = PREFERRED.get(family)
-    if preferred in reg and availability(reg[preferred]) in ("bundled", "installed"):
-        return preferred
-    try:
+    try:   # the registry's `default = true` model of the family, else its first installed one
         return registry_default(family, reg)
     except Exception:  # no model of this family here: the sidebar offers "(none)"
         return None
@@ -209,11 +205,17 @@ def logit_lens(model_id: str, text: str):
 PREFERRED_MASKED_LMS = ("minilm-l6-mlm", "bert-base-uncased", "bert-brown-mlm")
 
 
+def families_that(capability: str) -> tuple[str, ...]:
+    """The families (engine/families/__init__.py) whose models can do `capability`."""
+    return tuple(name for name, f in FAMILIES.items() if f.can(capability))
+
+
 def masked_lms(current: str | None = None) -> list[str]:
-    """Installed BERT-family models with a masked-LM head: `current` first when it has one,
-    then the preferred order above, then the rest (local model folders included)."""
+    """Installed models with a masked-LM head: `current` first when it has one, then the
+    preferred order above, then the rest (local model folders included)."""
     eng = get_engine()
-    fillers = [m for m in available_models("bert") if eng.fills_blank(m) == "masked-lm"]
+    fillers = [m for fam in families_that("masked_lm") for m in available_models(fam)
+               if eng.fills_blank(m) == "masked-lm"]
 
     def rank(m: str) -> tuple:
         return (m != current, PREFERRED_MASKED_LMS.index(m) if m in PREFERRED_MASKED_LMS

@@ -1,6 +1,6 @@
 """The user's choices: sidebar inputs, sense labels, presets, and their mirror in the URL.
 
-Every widget whose value belongs in a shared link has a URL key: the sidebar's are SIDEBAR_KEYS,
+Every widget whose value belongs in a shared link has a URL key: the sidebar's are sidebar_keys(),
 and a page adds its own with url_key(), recorded in that session's state (never in module state:
 sessions run in threads of one process, and a key one session registered must not change what
 another restores). On the first run of a session the keys are read from st.query_params, and
@@ -26,17 +26,25 @@ from engine.text import MAX_WORDS
 
 PRESETS_FILE = Path(__file__).resolve().parent.parent / "assets" / "presets.toml"
 MAX_SENTENCES = 24
-SHOWN_FAMILIES = tuple(FAMILIES)             # the engine's family table, in its order
-FAMILY_NAMES = {name: f.label for name, f in FAMILIES.items()}
+
+
+def shown_families() -> tuple[str, ...]:
+    """The engine's family table, in its order (read at each call: a family may register late)."""
+    return tuple(FAMILIES)
+
+
+def family_name(family: str) -> str:
+    return FAMILIES[family].label
 NONE = "(none)"
 CUSTOM = "(custom)"
 UNLABELLED = "?"
 MANIFEST_SCHEMA = "ctxlens-settings/1"
 
-# The sidebar's URL keys -> type (read-only; page widgets add theirs per session: url_key()).
-SIDEBAR_KEYS: Mapping[str, type] = MappingProxyType({
-    "preset": str, "sentences": str, "target": str, "pool": str,
-    **{f"model_{name}": str for name in FAMILIES}, "labels": str})
+def sidebar_keys() -> Mapping[str, type]:
+    """The sidebar's URL keys -> type (read-only; page widgets add theirs per session through
+    url_key())."""
+    return MappingProxyType({"preset": str, "sentences": str, "target": str, "pool": str,
+                             **{f"model_{name}": str for name in FAMILIES}, "labels": str})
 
 
 @dataclass(frozen=True)
@@ -127,7 +135,7 @@ def _init_session() -> None:
     if "labels" in params:   # a link's labels belong to the link's sentences, line by line
         st.session_state["_labels_for"] = sentence_lines()
     st.session_state["pool"] = params.get("pool", "mean")
-    for family in SHOWN_FAMILIES:
+    for family in shown_families():
         st.session_state[f"model_{family}"] = params.get(f"model_{family}",
                                                          compute.default_model(family) or NONE)
     st.session_state["_initialised"] = True
@@ -148,12 +156,12 @@ def sidebar() -> Inputs:
     sb.caption(f"max {MAX_SENTENCES} sentences, {MAX_WORDS} words each")
     sb.text_input("Target word", key="target", max_chars=40)
     models = []
-    for family in SHOWN_FAMILIES:
+    for family in shown_families():
         options = [*compute.available_models(family), NONE]
         key = f"model_{family}"
         if st.session_state.get(key) not in options:
             st.session_state[key] = options[0]
-        sb.selectbox(f"{FAMILY_NAMES[family]} model", options, key=key)
+        sb.selectbox(f"{family_name(family)} model", options, key=key)
         if st.session_state[key] != NONE:
             models.append((family, st.session_state[key]))
     if st.session_state.get("pool") not in POOLINGS:
@@ -172,7 +180,7 @@ def sidebar() -> Inputs:
 
 def _session_inputs(models: tuple[tuple[str, str], ...] | None = None) -> Inputs:
     if models is None:
-        models = tuple((f, st.session_state[f"model_{f}"]) for f in SHOWN_FAMILIES
+        models = tuple((f, st.session_state[f"model_{f}"]) for f in shown_families()
                        if st.session_state.get(f"model_{f}") not in (None, NONE))
     return Inputs(sentence_lines()[:MAX_SENTENCES], st.session_state.get("target", "").strip(),
                   models, st.session_state.get("pool", "mean"))
@@ -199,14 +207,17 @@ def set_sense_labels(labels: list[str], sentences: tuple[str, ...]) -> None:
 
 def url_keys() -> dict[str, type]:
     """This session's URL keys (the sidebar's, then each page's as it registers them)."""
-    return st.session_state.setdefault("_url_keys", dict(SIDEBAR_KEYS))
+    keys = st.session_state.setdefault("_url_keys", {})
+    for k, kind in sidebar_keys().items():
+        keys.setdefault(k, kind)
+    return keys
 
 
 def current_settings(inputs: Inputs | None = None) -> dict:
     """The session's settings manifest: the sidebar's inputs in the one manifest schema
     (Inputs.settings), the preset, and every page widget in the link under "widgets"."""
     widgets = {k: st.session_state[k] for k in url_keys()
-               if k not in SIDEBAR_KEYS and k in st.session_state}
+               if k not in sidebar_keys() and k in st.session_state}
     return (inputs or _session_inputs()).settings(preset=st.session_state.get("preset", CUSTOM),
                                                   widgets=widgets)
 

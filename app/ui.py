@@ -49,15 +49,16 @@ def run_page(render: Callable[[state.Inputs], None]) -> None:
         state.write_url()
 
 
-def chosen_models(inputs: state.Inputs, families: tuple[str, ...] = state.SHOWN_FAMILIES,
+def chosen_models(inputs: state.Inputs, families: tuple[str, ...] | None = None,
                   ) -> list[tuple[str, str]]:
     """The sidebar's models of `families`, not loaded yet; says what to do when there are none."""
     if not inputs.sentences:
         st.info("Type some sentences in the sidebar (one per line), or pick a preset.")
         return []
+    families = state.shown_families() if families is None else families
     chosen = [(f, m) for f, m in inputs.models if f in families]
     if not chosen:
-        names = " or ".join(state.FAMILY_NAMES[f] for f in families)
+        names = " or ".join(state.family_name(f) for f in families)
         if any(compute.available_models(f) for f in families):
             article = "an" if names[0] in "AEIOU" else "a"
             st.info(f"Choose {article} {names} model in the sidebar.")
@@ -76,7 +77,7 @@ def prepared(model_id: str, inputs: state.Inputs) -> bool:
         return False
 
 
-def ready_models(inputs: state.Inputs, families: tuple[str, ...] = state.SHOWN_FAMILIES,
+def ready_models(inputs: state.Inputs, families: tuple[str, ...] | None = None,
                  ) -> list[tuple[str, str]]:
     """Load and run the chosen models; a model that fails is reported in one line and skipped."""
     return [(f, m) for f, m in chosen_models(inputs, families) if prepared(m, inputs)]

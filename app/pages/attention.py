@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import compute, export, figures, state, ui
 from engine.analysis import attention as att
+from engine.families import FAMILIES
 
 
 def view_options(enc) -> tuple[int, int | None, bool]:
@@ -98,15 +99,18 @@ def show(fig, name, table, settings) -> None:
     export.figure_downloads(fig, name, table, settings)
 
 
-def elmo_contributions(inputs, model_id: str, sentence: str) -> None:
-    st.info(f"{model_id} is an ELMo model: a biLSTM has no attention. Shown instead: how much "
-            "each layer contributes to each word's uniform mix (share of the vector norms).")
+def layer_contributions(inputs, family_name: str, model_id: str, sentence: str) -> None:
+    """For a model without attention maps (ELMo's biLSTM has none): each layer's share of each
+    word's vector norm, i.e. of its uniform mix."""
+    st.info(f"{model_id} ({FAMILIES[family_name].label}) has no attention maps. Shown "
+            "instead: how much each layer contributes to each word's uniform mix (share of the "
+            "vector norms).")
     enc = compute.encodings(model_id, (sentence,))[0]
     norms = np.linalg.norm(enc.word_vectors(inputs.pool), axis=2)       # [layers, words]
     shares = norms / np.maximum(norms.sum(axis=0, keepdims=True), 1e-12)
     names = enc.layer_names or tuple(f"layer {l}" for l in range(len(shares)))
     show(figures.stacked_shares(enc.words, shares, names, f"{model_id}: layer contributions"),
-         "elmo-contributions", pd.DataFrame(shares.T, columns=list(names)).assign(
+         f"{family_name}-contributions", pd.DataFrame(shares.T, columns=list(names)).assign(
              word=list(enc.words)), inputs.settings(model=model_id, sentence=sentence))
 
 
@@ -121,7 +125,7 @@ def render(inputs: state.Inputs) -> None:
         st.session_state[key] = 0
     pick = st.selectbox("Sentence", range(len(labels)), format_func=labels.__getitem__, key=key)
     sentence = inputs.sentences[pick]
-    with_att = [m for f, m in models if f in ("bert", "gpt")]
+    with_att = [m for f, m in models if FAMILIES[f].can("attention")]
     if with_att:
         if st.session_state.get("att_model") not in with_att:
             st.session_state["att_model"] = with_att[0]
@@ -131,10 +135,10 @@ def render(inputs: state.Inputs) -> None:
             st.warning(f"{model_id} returned no attention maps for this sentence.")
         else:
             attention_views(inputs, enc)
-    elmo = [m for f, m in models if f == "elmo"]
-    if elmo:
-        st.subheader("ELMo")
-        elmo_contributions(inputs, elmo[0], sentence)
+    for f, m in models:
+        if not FAMILIES[f].can("attention"):
+            st.subheader(FAMILIES[f].label)
+            layer_contributions(inputs, f, m, sentence)
 
 
 ui.run_page(render)

@@ -115,7 +115,7 @@ def render(inputs: state.Inputs) -> None:
     method = METHODS[st.radio("Projection", list(METHODS), horizontal=True, key=state.url_key(
         "projection", str, default="PCA", choices=METHODS))]
     labels = sense_editor(inputs, models[-1])
-    tabs = st.tabs([f"{state.FAMILY_NAMES[f]}: {m}" for f, m in models])
+    tabs = st.tabs([f"{state.family_name(f)}: {m}" for f, m in models])
     shown = []
     for tab, (family, model_id) in zip(tabs, models):
         with tab:

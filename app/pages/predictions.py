@@ -1,12 +1,14 @@
-"""Predictions for one blank, each family as it honestly can: a BERT fills it with its masked-LM
-head; a GPT takes its likeliest words from the left and re-ranks them by the whole sentence
-(beside its plain next-word guess, and the logit lens at every layer); ELMo multiplies its
-forward LM (from the left) and backward LM (from the right), shown together and apart."""
+"""Predictions for one blank, each family as it honestly can, asked of the family table: a BERT
+fills it with its masked-LM head; a GPT takes its likeliest words from the left and re-ranks them
+by the whole sentence (beside its plain next-word guess, and the logit lens at every layer);
+ELMo multiplies its forward LM (from the left) and backward LM (from the right), shown together
+and apart. No family is named here: a new family's row says what it can do."""
 import pandas as pd
 import streamlit as st
 
 from app import compute, export, figures, state, ui
 from engine.errors import EngineError, UnsupportedPrediction
+from engine.families import FAMILIES
 from engine.text import MASK, split_words
 
 
@@ -57,41 +59,53 @@ def prediction(kind: str, model_id: str, text: str, title: str, inputs, name: st
     return True
 
 
-def masked_lm(sidebar_bert: str | None) -> str | None:
-    """The masked LM for the BERT column: the sidebar's BERT when it has a head, else a
+def masked_lm(sidebar_bert: str | None, label: str) -> str | None:
+    """The masked LM for the masked-LM column: the sidebar's model when it has a head, else a
     bundled one, said in one line (the sidebar choice stays as it is for the other pages)."""
     fillers = compute.masked_lms(sidebar_bert)
     if not fillers:
-        st.info("No installed BERT model has a masked-LM head.")
+        st.info("No installed model has a masked-LM head.")
         return None
     key = state.url_key("pred_bert", kind=str, default=fillers[0])
     if st.session_state[key] not in fillers:
         st.session_state[key] = fillers[0]
     if sidebar_bert and compute.fills_blank(sidebar_bert) != "masked-lm":
-        st.caption(f"{sidebar_bert} (the sidebar's BERT) has no masked-LM head, so a model "
+        st.caption(f"{sidebar_bert} (the sidebar's {label}) has no masked-LM head, so a model "
                    "with one fills the blank here.")
     return st.selectbox("Masked LM", fillers, key=key)
 
 
-def bert_column(inputs, sidebar_bert: str | None, masked: str) -> None:
-    model_id = masked_lm(sidebar_bert)
-    if model_id is not None:
-        st.markdown(f"**BERT · {model_id}** — fills the blank")
-        prediction("masked", model_id, masked, "Masked LM", inputs, "bert")
-
-
-def gpt_column(inputs, model_id: str, masked: str, prefix: str) -> None:
-    st.markdown(f"**GPT · {model_id}** — reads left to right")
-    prediction("masked", model_id, masked, "Fill from both sides", inputs, "gpt-fill")
-    prediction("next", model_id, prefix, "Next word (left side only)", inputs, "gpt")
-
-
-def elmo_column(inputs, model_id: str, masked: str, prefix: str, suffix: str) -> None:
-    st.markdown(f"**ELMo · {model_id}** — forward and backward LMs")
-    if prediction("masked", model_id, masked, "Both LMs together", inputs, "elmo-fill"):
-        prediction("next", model_id, prefix, "Forward LM (from the left)", inputs, "elmo-fwd")
+def model_column(inputs, family_name: str, model_id: str | None, masked: str, prefix: str,
+                 suffix: str) -> None:
+    """Every prediction the model's family can make, asked of the family table: a masked LM
+    fills the blank; a left-to-right LM fills it by re-ranking and guesses the next word; with a
+    right-to-left LM as well (ELMo) both LMs are shown together and apart."""
+    fam = FAMILIES[family_name]
+    if fam.can("masked_lm"):
+        model_id = masked_lm(model_id, fam.label)
+        if model_id is not None:
+            st.markdown(f"**{fam.label} · {model_id}** — fills the blank")
+            prediction("masked", model_id, masked, "Masked LM", inputs, fam.name)
+        return
+    if model_id is None:
+        st.info(f"Choose {'an' if fam.label[0] in 'AEIOU' else 'a'} {fam.label} model in the "
+                "sidebar.")
+        return
+    two_lms = fam.can("next_word") and fam.can("previous_word")
+    st.markdown(f"**{fam.label} · {model_id}** — "
+                + ("forward and backward LMs" if two_lms else "reads left to right"))
+    filled = True   # with two LMs, a failed fill means the checkpoint has no LM softmax at all
+    if fam.can("fill_blank"):
+        filled = prediction("masked", model_id, masked,
+                            "Both LMs together" if two_lms else "Fill from both sides", inputs,
+                            f"{fam.name}-fill")
+    if (filled or not two_lms) and fam.can("next_word"):
+        prediction("next", model_id, prefix,
+                   "Forward LM (from the left)" if two_lms else "Next word (left side only)",
+                   inputs, f"{fam.name}-fwd" if two_lms else fam.name)
+    if (filled or not two_lms) and fam.can("previous_word"):
         prediction("previous", model_id, suffix, "Backward LM (from the right)", inputs,
-                   "elmo-bwd")
+                   f"{fam.name}-bwd")
 
 
 def logit_lens(inputs, model_id: str, prefix: str) -> None:
@@ -115,6 +129,9 @@ def logit_lens(inputs, model_id: str, prefix: str) -> None:
         inputs.settings(model=model_id, prefix=prefix))
 
 
+PREDICTS = ("masked_lm", "fill_blank", "next_word", "previous_word")
+
+
 def render(inputs: state.Inputs) -> None:
     st.title("Predictions")
     models = ui.ready_models(inputs)
@@ -123,21 +140,15 @@ def render(inputs: state.Inputs) -> None:
     masked, prefix, suffix = choose_blank(inputs)
     st.markdown(f"**The blank:** {masked}")
     chosen = dict(models)
-    cols = st.columns(3)
-    with cols[0]:
-        bert_column(inputs, chosen.get("bert"), masked)
-    with cols[1]:
-        if "gpt" in chosen:
-            gpt_column(inputs, chosen["gpt"], masked, prefix)
-        else:
-            st.info("Choose a GPT model in the sidebar.")
-    with cols[2]:
-        if "elmo" in chosen:
-            elmo_column(inputs, chosen["elmo"], masked, prefix, suffix)
-        else:
-            st.info("Choose an ELMo model in the sidebar.")
-    if "gpt" in chosen:
-        logit_lens(inputs, chosen["gpt"], prefix)
+    # one column per family that can predict, masked LMs first (they read both sides at once)
+    shown = sorted((name for name, f in FAMILIES.items() if any(map(f.can, PREDICTS))),
+                   key=lambda name: not FAMILIES[name].can("masked_lm"))
+    for col, name in zip(st.columns(len(shown)), shown):
+        with col:
+            model_column(inputs, name, chosen.get(name), masked, prefix, suffix)
+    for name, model_id in models:
+        if FAMILIES[name].can("logit_lens"):
+            logit_lens(inputs, model_id, prefix)
 
 
 ui.run_page(render)

@@ -38,10 +38,10 @@ def test_page_url_keys_belong_to_the_session_that_registered_them(tiny_engine):
     assert "top_k" in first.session_state["_url_keys"]
     second = app().run()
     assert "top_k" not in second.session_state["_url_keys"]
-    assert set(second.session_state["_url_keys"]) >= set(state.SIDEBAR_KEYS)
-    assert "top_k" not in state.SIDEBAR_KEYS
+    assert set(second.session_state["_url_keys"]) >= set(state.sidebar_keys())
+    assert "top_k" not in state.sidebar_keys()
     with pytest.raises(TypeError):
-        state.SIDEBAR_KEYS["top_k"] = int
+        state.sidebar_keys()["top_k"] = int
 
 
 def test_the_url_holds_the_state_and_reopens_it(tiny_engine):
