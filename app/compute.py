@@ -91,9 +91,11 @@ def model_info(model_id: str):
         return get_engine().adapter(model_id, progress=False).info
 
 
-def encodings(model_id: str, sentences: tuple[str, ...]) -> list[Encoding]:
-    """Encodings from the engine's LRU cache (no Streamlit element here: cached callers)."""
-    return get_engine().encode(model_id, list(sentences))
+def encodings(model_id: str, sentences: tuple[str, ...],
+              attentions: bool = False) -> list[Encoding]:
+    """Encodings from the engine's cache (no Streamlit element here: cached callers); attention
+    maps only for the views that show them."""
+    return get_engine().encode(model_id, list(sentences), attentions=attentions)
 
 
 def prepare(model_ids: list[str], sentences: tuple[str, ...]) -> None:
@@ -180,7 +182,7 @@ def layer_geometry(model_id: str, sentences: tuple[str, ...], pool: str):
 
 @engine_cached()
 def head_stats(model_id: str, sentence: str) -> att_analysis.HeadStats | None:
-    enc = encodings(model_id, (sentence,))[0]
+    enc = encodings(model_id, (sentence,), attentions=True)[0]
     if enc.attentions is None:
         return None
     return att_analysis.head_stats(enc.attentions, enc.special_mask, enc.family)

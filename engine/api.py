@@ -109,19 +109,25 @@ class Engine:
 
     # -- encodings ----------------------------------------------------------------------
     def encode(self, model_id: str, texts: Sequence[str], pretokenized: bool = False,
-               batch_size: int = 16) -> list[Encoding]:
-        """Encode texts (one sentence each); cached per (model, text, options)."""
+               batch_size: int = 16, attentions: bool = False) -> list[Encoding]:
+        """Encode texts (one sentence each); cached per (model, text, options). Attention maps
+        only with `attentions` (they need the slower eager attention path)."""
         word_texts = [to_word_text(t, pretokenized) for t in texts]
-        return self.encode_words(model_id, word_texts, batch_size=batch_size)
+        return self.encode_words(model_id, word_texts, batch_size=batch_size,
+                                 attentions=attentions)
 
     def encode_words(self, model_id: str, texts: Sequence[WordText],
-                     batch_size: int = 16) -> list[Encoding]:
+                     batch_size: int = 16, attentions: bool = False) -> list[Encoding]:
         keys = [("encoding", model_id, t.text, t.words, self.options) for t in texts]
         out = [self.results.get(k) for k in keys]
-        missing = [i for i, enc in enumerate(out) if enc is None]
+        adapter = self.adapter(model_id) if None in out or attentions else None
+        # an encoding made without maps serves a request for them only if the model has none
+        want_maps = attentions and family(adapter.info.family).can("attention")
+        missing = [i for i, enc in enumerate(out)
+                   if enc is None or (want_maps and enc.attentions is None)]
         if missing:
-            fresh = self.adapter(model_id).encode([texts[i] for i in missing],
-                                                  batch_size=batch_size)
+            fresh = adapter.encode([texts[i] for i in missing], batch_size=batch_size,
+                                   attentions=want_maps)
             for i, enc in zip(missing, fresh):
                 out[i] = self.results.put(keys[i], enc)
         return out

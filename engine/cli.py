@@ -146,7 +146,7 @@ def cmd_embed(args, engine_cls) -> int:
 def cmd_attention(args, engine_cls) -> int:
     out = _check_output(args.output)
     engine = engine_cls(device=args.device, dtype=args.dtype)
-    enc = engine.encode(args.model, [args.text])[0]
+    enc = engine.encode(args.model, [args.text], attentions=True)[0]
     if enc.attentions is None:
         raise EngineError(f"{args.model} is an ELMo model: it has no attention")
     np.savez(out, attentions=enc.attentions, tokens=np.array(enc.tokens),

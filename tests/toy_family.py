@@ -28,7 +28,7 @@ class ToyAdapter:
         self.info = ModelInfo(model_id=model_id, family="toy", n_layers=LAYERS, n_heads=0,
                               dim=DIM)
 
-    def encode(self, texts, batch_size: int = 16):
+    def encode(self, texts, batch_size: int = 16, attentions: bool = False):
         out = []
         for t in texts:
             n = len(t.words)

@@ -130,7 +130,7 @@ def render(inputs: state.Inputs) -> None:
         if st.session_state.get("att_model") not in with_att:
             st.session_state["att_model"] = with_att[0]
         model_id = st.radio("Model", with_att, horizontal=True, key="att_model")
-        enc = compute.encodings(model_id, (sentence,))[0]
+        enc = compute.encodings(model_id, (sentence,), attentions=True)[0]
         if enc.attentions is None:
             st.warning(f"{model_id} returned no attention maps for this sentence.")
         else:

@@ -30,13 +30,15 @@ class ModelInfo:
 class Adapter(Protocol):
     """One loaded model. Implementations live in engine/families/{elmo,gpt,bert}.py.
 
-    encode() must give each text the same vectors whatever else shares its batch.
+    encode() must give each text the same vectors whatever else shares its batch; attention
+    maps (Encoding.attentions) only when `attentions` is asked for and the model has them.
     Prediction methods raise UnsupportedPrediction when the checkpoint lacks the head.
     """
 
     info: ModelInfo
 
-    def encode(self, texts: Sequence[WordText], batch_size: int = 16) -> list[Encoding]: ...
+    def encode(self, texts: Sequence[WordText], batch_size: int = 16,
+               attentions: bool = False) -> list[Encoding]: ...
 
     def predict_masked(self, text: WordText, top_k: int = 10,
                        sides: str = "both") -> Prediction: ...

@@ -62,9 +62,11 @@ class BertAdapter:
     def _prepare(self, wt: WordText) -> WordText:
         return with_mask_token(wt, self.tokenizer.mask_token or MASK)
 
-    def encode(self, texts: Sequence[WordText], batch_size: int = 16) -> list[Encoding]:
+    def encode(self, texts: Sequence[WordText], batch_size: int = 16,
+               attentions: bool = False) -> list[Encoding]:
         return hf.encode_texts(self.model_id, "bert", self.encoder, self.tokenizer, texts,
-                               batch_size, self.max_tokens, self.pad_id, self._prepare)
+                               batch_size, self.max_tokens, self.pad_id, self._prepare,
+                               attentions=attentions)
 
     def predict_masked(self, text: WordText, top_k: int = 10, sides: str = "both") -> Prediction:
         """Top-k words for the [MASK] position: softmax over the MLM head's logits there."""

@@ -77,10 +77,12 @@ class GPTAdapter:
     def device(self) -> str:
         return str(next(self.model.parameters()).device)
 
-    def encode(self, texts: Sequence[WordText], batch_size: int = 16) -> list[Encoding]:
+    def encode(self, texts: Sequence[WordText], batch_size: int = 16,
+               attentions: bool = False) -> list[Encoding]:
         # base_model: the decoder stack without the vocabulary projection
         return hf.encode_texts(self.model_id, "gpt", self.model.base_model, self.tokenizer,
-                               texts, batch_size, self.max_tokens, self.pad_id)
+                               texts, batch_size, self.max_tokens, self.pad_id,
+                               attentions=attentions)
 
     def _input(self, text: WordText):
         # trailing spaces would become a lone space token the model rarely saw before a word

@@ -8,7 +8,8 @@ else shares its batch (position ids count from 0 for every text under right padd
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+import threading
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -36,7 +37,7 @@ class LayerOutputs:
     """One text's transformer outputs, CPU float32, padding removed."""
 
     hidden_states: np.ndarray        # [layers+1, tokens, dim]
-    attentions: np.ndarray           # [layers, heads, tokens, tokens]
+    attentions: np.ndarray | None    # [layers, heads, tokens, tokens], when asked for
 
 
 def layer_names(n_layers: int) -> tuple[str, ...]:
@@ -90,22 +91,47 @@ def _quiet(on: bool):
 
 def load_hf_model(auto_cls, path: Path, options: LoadOptions, progress: bool = True,
                   config=None):
-    """A model in eval mode on the requested device and dtype, with eager attention.
-
-    Eager attention because SDPA/flash kernels never materialise the attention weights, so
-    `output_attentions=True` returns nothing under them.
-    """
+    """A model in eval mode on the requested device and dtype, with SDPA attention where the
+    architecture has it (else eager). SDPA never materialises the attention weights, so a call
+    that asks for attention maps switches the model to eager for that call (run_layers)."""
     device = resolve_device(options.device)
     dtype = resolve_dtype(options.dtype, device)
+    extra = {"config": config} if config is not None else {}
     try:
         with progress_bars(progress), _quiet(config is not None):
-            extra = {"config": config} if config is not None else {}
-            model = auto_cls.from_pretrained(str(path), attn_implementation="eager",
-                                             dtype=dtype, local_files_only=True,
-                                             trust_remote_code=False, **extra)
+            try:
+                model = auto_cls.from_pretrained(str(path), attn_implementation="sdpa",
+                                                 dtype=dtype, local_files_only=True,
+                                                 trust_remote_code=False, **extra)
+            except ValueError as err:
+                if "sdpa" not in str(err).lower():
+                    raise
+                model = auto_cls.from_pretrained(str(path), attn_implementation="eager",
+                                                 dtype=dtype, local_files_only=True,
+                                                 trust_remote_code=False, **extra)
     except (OSError, ValueError) as err:
         raise ModelUnavailable(f"cannot load the model in {path}: {err}") from err
     return model.to(device).eval()
+
+
+# Forwards that need attention maps switch a shared model to eager attention and back; they
+# take this lock so two of them never interleave. A forward without maps running meanwhile
+# may go through eager too: same vectors (to float rounding), only slower.
+_EAGER_LOCK = threading.Lock()
+
+
+@contextmanager
+def eager_attention(model):
+    with _EAGER_LOCK:
+        before = model.config._attn_implementation
+        if before == "eager":
+            yield
+            return
+        model.set_attn_implementation("eager")
+        try:
+            yield
+        finally:
+            model.set_attn_implementation(before)
 
 
 def readable_tokens(tokenizer, ids: Sequence[int]) -> tuple[str, ...]:
@@ -168,25 +194,29 @@ def pad_batch(batch: Sequence[TokenizedText], pad_id: int, device: str):
     return ids.to(device), mask.to(device)
 
 
-def run_layers(base_model, batch: Sequence[TokenizedText], pad_id: int) -> list[LayerOutputs]:
-    """Hidden states and attention maps of every layer, for each text of one batch."""
+def run_layers(base_model, batch: Sequence[TokenizedText], pad_id: int,
+               attentions: bool = False) -> list[LayerOutputs]:
+    """Hidden states of every layer, and the attention maps only when asked (they force the
+    eager attention path and cost tokens-squared memory), for each text of one batch."""
     import torch
 
     device = next(base_model.parameters()).device
     ids, mask = pad_batch(batch, pad_id, str(device))
-    with torch.inference_mode():
+    with torch.inference_mode(), (eager_attention(base_model) if attentions else nullcontext()):
         out = base_model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
-                         output_attentions=True, return_dict=True)
-    if not out.attentions or any(a is None for a in out.attentions):
-        raise EngineError("the model returned no attention weights; it must be loaded with "
-                          "attn_implementation='eager'")
+                         output_attentions=attentions, return_dict=True)
+    if attentions and (not out.attentions or any(a is None for a in out.attentions)):
+        raise EngineError("the model returned no attention weights (its attention "
+                          "implementation cannot return them)")
     hs = torch.stack(out.hidden_states, dim=1).float().cpu().numpy()   # (B, L+1, T, D)
-    att = torch.stack(out.attentions, dim=1).float().cpu().numpy()     # (B, L, H, T, T)
+    att = (torch.stack(out.attentions, dim=1).float().cpu().numpy()    # (B, L, H, T, T)
+           if attentions else None)
     results = []
     for i, t in enumerate(batch):
         n = len(t.input_ids)
-        results.append(LayerOutputs(np.ascontiguousarray(hs[i, :, :n]),
-                                    np.ascontiguousarray(att[i, :, :, :n, :n])))
+        results.append(LayerOutputs(
+            np.ascontiguousarray(hs[i, :, :n]),
+            None if att is None else np.ascontiguousarray(att[i, :, :, :n, :n])))
     return results
 
 
@@ -216,15 +246,17 @@ def batches(tokenized: Sequence[TokenizedText], batch_size: int,
 
 def encode_texts(model_id: str, family: str, base_model, tokenizer, texts: Sequence[WordText],
                  batch_size: int, max_tokens: int, pad_id: int,
-                 prepare=lambda wt: wt) -> list[Encoding]:
-    """Encodings for texts, in their order; `prepare` may rewrite a text before tokenising."""
+                 prepare=lambda wt: wt, attentions: bool = False) -> list[Encoding]:
+    """Encodings for texts, in their order; `prepare` may rewrite a text before tokenising.
+    Attention maps only with `attentions` (else Encoding.attentions is None)."""
     tokenized = [tokenize(tokenizer, prepare(wt), max_tokens) for wt in texts]
     cfg = base_model.config
     names = layer_names(cfg.num_hidden_layers)
     out: list[Encoding | None] = [None] * len(texts)
-    for group in batches(tokenized, max(1, batch_size),
-                         4 * cfg.num_hidden_layers * cfg.num_attention_heads):
-        for i, lo in zip(group, run_layers(base_model, [tokenized[i] for i in group], pad_id)):
+    pair_bytes = 4 * cfg.num_hidden_layers * cfg.num_attention_heads if attentions else 0
+    for group in batches(tokenized, max(1, batch_size), pair_bytes):
+        for i, lo in zip(group, run_layers(base_model, [tokenized[i] for i in group], pad_id,
+                                           attentions)):
             t = tokenized[i]
             out[i] = Encoding(model_id=model_id, family=family, text=texts[i].text,
                               words=texts[i].words, tokens=t.tokens,

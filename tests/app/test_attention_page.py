@@ -22,7 +22,7 @@ def _bert(at, m):
 
 
 def _encoding(model_id):
-    return Engine().encode(model_id, [FIRST])[0]
+    return Engine().encode(model_id, [FIRST], attentions=True)[0]
 
 
 def test_one_head_heatmap_is_the_engines_map_with_rows_summing_to_one(tiny_engine):

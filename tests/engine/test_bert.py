@@ -30,7 +30,7 @@ def bert_plain(model_dir: Path) -> str:
 def test_encoding_shapes_follow_the_config(bert_mlm):
     engine = Engine(device="cpu")
     assert isinstance(engine.adapter(bert_mlm), Adapter)
-    enc, = engine.encode(bert_mlm, [SENTENCES[0]])
+    enc, = engine.encode(bert_mlm, [SENTENCES[0]], attentions=True)
     n_tokens = len(enc.tokens)
     assert enc.hidden_states.shape == (LAYERS + 1, n_tokens, DIM)
     assert enc.attentions.shape == (LAYERS, HEADS, n_tokens, n_tokens)
@@ -65,15 +65,16 @@ def test_pooling_first_mean_last_differ_for_a_multi_token_word(bert_mlm):
 
 
 def test_attention_rows_sum_to_one(bert_mlm):
-    enc, = Engine(device="cpu").encode(bert_mlm, [SENTENCES[1]])
+    enc, = Engine(device="cpu").encode(bert_mlm, [SENTENCES[1]], attentions=True)
     np.testing.assert_allclose(enc.attentions.sum(-1), 1.0, atol=1e-5)
     assert (enc.attentions >= 0).all()
 
 
 def test_vectors_do_not_depend_on_the_rest_of_the_batch(bert_mlm, model_dir):
     short = "The bank raised rates."
-    alone, = Engine(device="cpu").encode(bert_mlm, [short])
-    batched = Engine(device="cpu").encode(bert_mlm, SENTENCES[1:] + [short], batch_size=8)[-1]
+    alone, = Engine(device="cpu").encode(bert_mlm, [short], attentions=True)
+    batched = Engine(device="cpu").encode(bert_mlm, SENTENCES[1:] + [short], batch_size=8,
+                                          attentions=True)[-1]
     assert len(batched.tokens) == len(alone.tokens)
     np.testing.assert_allclose(batched.hidden_states, alone.hidden_states, atol=1e-5)
     np.testing.assert_allclose(batched.attentions, alone.attentions, atol=1e-5)

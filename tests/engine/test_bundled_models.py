@@ -57,7 +57,7 @@ def test_minilm_separates_bank_senses_in_upper_layers(engine):
 
 
 def test_minilm_aligns_wordpiece_tokens_to_words(engine):
-    enc, = engine.encode(require("minilm-l6"), ["The riverbank was unbelievably muddy."])
+    enc, = engine.encode(require("minilm-l6"), ["The riverbank was unbelievably muddy."], attentions=True)
     assert enc.tokens[0] == "[CLS]" and enc.tokens[-1] == "[SEP]"
     for w, word in enumerate(enc.words):
         pieces = [enc.tokens[i] for i in enc.word_tokens(w)]

@@ -43,7 +43,7 @@ def reference(path: str, text: str):
 def test_encoding_shapes_follow_the_config(causal_lm):
     engine = Engine(device="cpu")
     assert isinstance(engine.adapter(causal_lm), Adapter)
-    enc, = engine.encode(causal_lm, [TEXT])
+    enc, = engine.encode(causal_lm, [TEXT], attentions=True)
     n = len(enc.tokens)
     assert enc.family == "gpt"
     assert enc.hidden_states.shape == (LAYERS + 1, n, DIM)
@@ -90,16 +90,16 @@ def test_a_token_spanning_two_words_is_reported(model_dir):
 
 
 def test_attention_is_causal_and_rows_sum_to_one(causal_lm):
-    enc, = Engine(device="cpu").encode(causal_lm, [TEXT])
+    enc, = Engine(device="cpu").encode(causal_lm, [TEXT], attentions=True)
     np.testing.assert_allclose(enc.attentions.sum(-1), 1.0, atol=1e-5)
     upper = np.triu(np.ones(enc.attentions.shape[-2:], dtype=bool), k=1)
     assert np.abs(enc.attentions[..., upper]).max() == 0.0
 
 
 def test_vectors_do_not_depend_on_the_rest_of_the_batch(causal_lm):
-    alone, = Engine(device="cpu").encode(causal_lm, [SHORT])
+    alone, = Engine(device="cpu").encode(causal_lm, [SHORT], attentions=True)
     batched = Engine(device="cpu").encode(causal_lm, [CORPUS[1], CORPUS[2], SHORT],
-                                          batch_size=8)[-1]
+                                          batch_size=8, attentions=True)[-1]
     assert len(batched.tokens) == len(alone.tokens)
     np.testing.assert_allclose(batched.hidden_states, alone.hidden_states, atol=1e-5)
     np.testing.assert_allclose(batched.attentions, alone.attentions, atol=1e-5)

@@ -58,7 +58,9 @@ class ElmoAdapter:
         layers = out.layers.float().cpu().numpy()                       # (L+1, B, T+2, 2P)
         return [layers[:, b, 1:1 + len(s)] for b, s in enumerate(sentences)]
 
-    def encode(self, texts: Sequence[WordText], batch_size: int = 16) -> list[Encoding]:
+    def encode(self, texts: Sequence[WordText], batch_size: int = 16,
+               attentions: bool = False) -> list[Encoding]:
+        """`attentions` is accepted and ignored: a biLSTM has no attention maps."""
         from tqdm import tqdm
 
         # batches of similar length waste less time on padding; the order is restored below
