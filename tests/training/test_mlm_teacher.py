@@ -1,0 +1,79 @@
+"""Teacher labels for the MLM head: SmolLM2-style next-token guesses placed on the right
+WordPiece, mapped onto the student's vocabulary, and packed onto the training blocks."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from engine.training.bert import installed_dir, specials_of
+from engine.training.mlm_head import TeacherRows, distill_loss
+from engine.training.mlm_teacher import align, vocab_map
+from tests.tiny_models import byte_level_tokenizer
+
+CORPUS = ["the cat sat on the mat .", "a dog ran to the park .", "the cat ran ."] * 20
+
+
+@pytest.fixture(scope="module")
+def toks():
+    student = AutoTokenizer.from_pretrained(str(installed_dir("minilm-l6")))
+    teacher = byte_level_tokenizer(CORPUS, vocab_size=300)
+    return student, teacher, vocab_map(student, teacher, specials_of(student).first_regular)
+
+
+def test_each_teacher_pair_spells_its_wordpiece(toks):
+    student, teacher, vm = toks
+    for t, s in zip(vm.spaced_teacher.tolist(), vm.spaced_student.tolist()):
+        assert teacher.decode([t]).strip().lower() == student.convert_ids_to_tokens(s)
+    assert len(vm.spaced_student) > 0
+
+
+def test_alignment_puts_each_word_after_its_left_context(toks):
+    student, teacher, vm = toks
+    text = "the cat sat on the mat ."
+    start = teacher.convert_tokens_to_ids("<|endoftext|>")
+    t_ids, pairs, n = align(text, student, teacher, vm.student_of(True), vm.student_of(False),
+                            start)
+    pieces = student.convert_ids_to_tokens(student(text, add_special_tokens=False)["input_ids"])
+    assert pairs, "no word was aligned"
+    for j, k, spaced in pairs:
+        # the teacher token after position k spells the student's piece j
+        word = teacher.decode([t_ids[k + 1]])
+        assert word.strip().lower() == pieces[j] and spaced == word.startswith(" ")
+        assert k >= 1        # never a guess from the start token alone
+    assert 0 not in [j for j, _, _ in pairs]
+
+
+def test_distill_loss_mixes_word_and_teacher_targets():
+    class Labels:
+        ids = torch.tensor([[1, 2], [0, 3]])
+        probs = torch.tensor([[0.5, 0.5], [1.0, 0.0]])
+
+    logits = torch.log(torch.tensor([[0.1, 0.6, 0.2, 0.1], [0.7, 0.1, 0.1, 0.1]]))
+    targets = torch.tensor([1, 0])
+    rows = torch.tensor([0, -1])
+    got = distill_loss(logits, targets, rows, Labels, 0.5)
+    word = -np.log([0.6, 0.7])
+    soft = -(0.5 * np.log(0.6) + 0.5 * np.log(0.2))
+    expected = ((0.5 * word[0] + 0.5 * soft) + word[1]) / 2
+    assert float(got) == pytest.approx(expected, rel=1e-5)
+
+
+def test_labels_land_on_the_same_positions_of_the_packed_blocks(tmp_path):
+    from engine.training.bert import pad_chunks
+    from engine.training.blocks import sentence_chunks
+
+    sentence_ids = [[10, 11, 12], [20, 21], [30, 31, 32, 33], [40]]
+    np.savez(tmp_path / "shard-0000.npz", sentence=np.array([0, 2, 2, 3], np.int32),
+             piece=np.array([1, 0, 3, 0], np.int16), ids=np.zeros((4, 16), np.int32),
+             probs=np.ones((4, 16), np.float16))
+    rows = TeacherRows(tmp_path, sentence_ids)
+    docs, words = [sentence_ids[:2], sentence_ids[2:]], [[3, 2], [4, 1]]
+    chunks, _ = sentence_chunks(docs, words, 6, 0.0, 13)
+    it = iter(rows.per_sentence)
+    row_chunks, _ = sentence_chunks([[next(it) for _ in d] for d in docs], words, 6, 0.0, 13)
+    blocks = pad_chunks(chunks, 8)
+    placed = rows.blocks(row_chunks, 8)
+    labelled = {int(blocks[i, p]) for i, p in zip(*np.nonzero(placed.numpy() >= 0))}
+    assert labelled == {11, 30, 33, 40}
