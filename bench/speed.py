@@ -109,11 +109,12 @@ def embed_throughput(model_id: str, texts: list[str], batch_size: int = 32) -> d
     engine = Engine(cache_size=0)
     engine.adapter(model_id, progress=False)
     engine.encode(model_id, texts[:8])  # warm-up (first-call allocations)
+    from engine.cli import embed_pooled
+    from engine.text import to_word_text
+
     start = time.perf_counter()
-    chunk = max(batch_size * 4, 64)  # the `ctxlens embed` loop (engine/cli.py)
-    for i in range(0, len(texts), chunk):
-        for enc in engine.encode(model_id, texts[i:i + chunk], batch_size=batch_size):
-            enc.word_vectors("mean")
+    # the `ctxlens embed` path (engine/cli.py), text splitting included
+    embed_pooled(engine, model_id, [to_word_text(t) for t in texts], batch_size, "mean")
     engine_s = time.perf_counter() - start
     path = local_path(load_registry()[model_id])
     naive_s, tokens, params = _naive_hf(path, texts)

@@ -146,6 +146,17 @@ def test_speed_report_flags_missed_targets():
     assert "- app: no browser" in text
 
 
+def test_speed_report_compares_the_embed_path_with_batched_hf():
+    embed = {"model": "m", "speedup": 2.5, "engine_s": 1.0, "hf_batched_s": 1.01, "naive_s": 2.5,
+             "sentences": 4, "tokens": 40, "batch_size": 2, "matmul_gflops": 1.0,
+             "params_matmul": 1, "flop_bound_s": 0.1, "engine_vs_bound": 10.0}
+    text = speed_report({"embed": embed})
+    row = [r for r in text.splitlines() if "plain HF batched SDPA loop" in r][0]
+    assert "| 1.01× | ≥ 1.2× | MISSES target |" in row
+    faster = speed_report({"embed": {**embed, "hf_batched_s": 1.3}})
+    assert "| 1.30× | ≥ 1.2× | meets target |" in faster
+
+
 def test_brown_tags_lose_title_and_headline_suffixes():
     assert [simplify_tag(t) for t in ("nn-tl", "np$", "dod*", "*", "--", "fw-in")] == \
         ["nn", "np$", "dod", "*", "--", "fw"]
