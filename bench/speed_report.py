@@ -83,9 +83,9 @@ def speed_report(s: dict) -> str:
                 f") {b.get('umap_jit_s', float('nan')):.1f} s; the first analysis "
                 "(encode the preset, every layer's target vectors, UMAP aligned across layers, "
                 f"sense separation, layer geometry) {b['cold_s']:.2f} s; repeats (the engine's "
-                "encoding cache and the projection cache hit) "
-                f"{b['warm_s']:.2f} s. The app adds st.cache_data on top, so a re-render with "
-                "unchanged inputs does not recompute at all.", ""]
+                "result cache hits: encodings and projections) "
+                f"{b['warm_s']:.2f} s. The app keeps its analyses in the same cache, so a "
+                "re-render with unchanged inputs does not recompute at all.", ""]
     e = s.get("embed", {})
     if "speedup" in e:
         out += ["## Embedding throughput", "",
@@ -103,8 +103,10 @@ def speed_report(s: dict) -> str:
                 f"{e['tokens']} tokens; "
                 f"{e['params_matmul'] / 1e6:.1f}M matmul parameters; measured matmul "
                 f"{e['matmul_gflops']:.1f} GFLOP/s; the engine runs at "
-                f"{e['engine_vs_bound']:.1f}× the FLOP bound (it also returns every layer's "
-                "attention maps, which the naive loop does not).", ""]
+                f"{e['engine_vs_bound']:.1f}× the FLOP bound. Like the HF loops it runs SDPA "
+                "attention and returns hidden states only (attention maps are computed only "
+                "when a view or `ctxlens attention` asks); it also splits words, aligns tokens "
+                "to words and pools them.", ""]
     a = s.get("app", {})
     if "page_served_s" in a:
         out += ["## App start to first chart", "",

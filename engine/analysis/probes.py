@@ -13,6 +13,7 @@ from scipy.special import expit, softmax
 
 from engine.analysis.vectors import EPS as _EPS
 from engine.analysis.vectors import unit_rows
+from engine.families.elmo.mix import scalar_mix
 
 
 @dataclass(frozen=True)
@@ -185,8 +186,11 @@ class ScalarMix:
     weights: np.ndarray       # [layers], softmax(s)
 
     def apply(self, vectors: np.ndarray) -> np.ndarray:
-        """vectors [layers, n, dim] -> [n, dim]."""
-        return np.einsum("l,lnd->nd", self.weights, unit_rows(vectors))
+        """vectors [layers, n, dim] -> [n, dim]: the one scalar mix (engine.families.elmo.mix)
+        of the unit-length vectors, with s = log(weights) so that softmax(s) = weights."""
+        with np.errstate(divide="ignore"):          # a weight of 0 is s = -inf: no share
+            s = np.log(self.weights)
+        return scalar_mix(unit_rows(vectors), s).astype(np.float64)
 
 
 def _mix_loss(params: np.ndarray, cross: np.ndarray, norm_a: np.ndarray, norm_b: np.ndarray,
