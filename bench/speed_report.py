@@ -5,7 +5,7 @@ from bench.report import table
 
 # the targets the report checks each measurement against (bench/speed.py measures)
 TARGETS = {"warm": 0.2, "cold": 2.0, "embed": 2.0, "embed_vs_batched": 1.2, "elmo": 5.0,
-           "rss_gb": 1.5, "app_s": 15.0}
+           "rss_gb": 1.5, "app_s": 15.0, "gpu_mfu": 0.40}
 
 
 def _ok(passed: bool) -> str:
@@ -53,6 +53,18 @@ def speed_rows(s: dict) -> list[list]:
             rows.append(["ELMo fast path vs reference run one sentence at a time",
                          f"{el['speedup_vs_unbatched']:.2f}×", f"≥ {TARGETS['elmo']}×",
                          _ok(el["speedup_vs_unbatched"] >= TARGETS["elmo"])])
+    g = s.get("gpu", {})
+    if g.get("mfu") is not None:
+        rows.append([f"GPU batch embedding MFU ({g['model']}, {g['device']}, {g['dtype']}; "
+                     f"{g['tokens_per_s']:,.0f} tokens/s)", f"{g['mfu'] * 100:.1f}%",
+                     f"≥ {TARGETS['gpu_mfu'] * 100:.0f}%", _ok(g["mfu"] >= TARGETS["gpu_mfu"])])
+    elif "tokens_per_s" in g:
+        rows.append([f"GPU batch embedding ({g['model']}, {g['device']}, {g['dtype']}; no "
+                     "nominal peak known for this device)", f"{g['tokens_per_s']:,.0f} tokens/s",
+                     f"MFU ≥ {TARGETS['gpu_mfu'] * 100:.0f}%", "not judged"])
+    elif "skipped" in g:
+        rows.append(["GPU batch embedding MFU", "skipped", f"≥ {TARGETS['gpu_mfu'] * 100:.0f}%",
+                     f"skipped: {g['skipped']}"])
     r = s.get("rss", {})
     if "peak_rss_gb" in r:
         rows.append([f"peak RSS, bundled models loaded ({', '.join(r['models'])})",

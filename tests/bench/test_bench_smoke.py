@@ -179,3 +179,23 @@ def test_mix_layer_norm_changes_only_the_mixes_and_is_recorded():
     assert plain["centroid"] == normed["centroid"] and plain["pairs"] == normed["pairs"]
     assert plain["uniform_pairs"] != normed["uniform_pairs"] or \
         plain["uniform_centroid"] != normed["uniform_centroid"]
+
+
+def test_gpu_part_is_skipped_with_its_reason_without_cuda():
+    import torch
+
+    from bench.speed import gpu_embed
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: the measurement itself runs in make bench")
+    got = gpu_embed("minilm-l6", ["one sentence ."])
+    assert got == {"skipped": "no CUDA device here (torch.cuda.is_available() is False)"}
+    text = speed_report({"gpu": got})
+    assert "| GPU batch embedding MFU | skipped | ≥ 40% | skipped: no CUDA device" in text
+
+
+def test_gpu_mfu_is_judged_against_its_target():
+    gpu = {"model": "bert-base-uncased", "device": "NVIDIA H100 80GB HBM3", "dtype": "bfloat16",
+           "tokens_per_s": 250000.0, "mfu": 0.43}
+    assert "| 43.0% | ≥ 40% | meets target |" in speed_report({"gpu": gpu})
+    assert "| 12.0% | ≥ 40% | MISSES target |" in speed_report({"gpu": {**gpu, "mfu": 0.12}})
