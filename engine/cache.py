@@ -69,9 +69,9 @@ class ResultCache:
         return default
 
     def put(self, key: Hashable, value: Any) -> Any:
-        freeze(value)
-        if self.size <= 0:
+        if self.size <= 0:          # nothing is kept, so nothing is shared: no need to freeze
             return value
+        freeze(value)
         with self._lock:
             self._items[key] = value
             self._items.move_to_end(key)

@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--pool", default="mean", choices=POOLINGS)
     e.add_argument("--pretokenized", action="store_true",
                    help="take whitespace-separated tokens as the words")
-    e.add_argument("--batch-size", type=int, default=16)
+    e.add_argument("--batch-size", type=int, default=32)
 
     a = sub.add_parser("attention", help="attention maps of every layer and head for one text")
     model_args(a)

@@ -1,0 +1,37 @@
+"""Pooling subword vectors into word vectors, checked against the per-word definition."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.result import Encoding
+
+
+@pytest.fixture
+def enc():
+    rng = np.random.default_rng(3)
+    # [CLS] un ##believ ##able bank s [SEP]: word 0 has 3 pieces, word 1 one, word 2 one
+    t2w = np.array([-1, 0, 0, 0, 1, 2, -1])
+    return Encoding(model_id="m", family="bert", text="unbelievable bank s",
+                    words=("unbelievable", "bank", "s"),
+                    tokens=("[CLS]", "un", "##believ", "##able", "bank", "s", "[SEP]"),
+                    token_to_word=t2w,
+                    hidden_states=rng.normal(size=(3, 7, 5)).astype(np.float32))
+
+
+@pytest.mark.parametrize("pool", ["first", "mean", "last"])
+def test_pooling_matches_the_per_word_definition(enc, pool):
+    hs = enc.hidden_states
+    expected = np.stack([
+        {"first": hs[:, idx[0]], "last": hs[:, idx[-1]], "mean": hs[:, idx].mean(axis=1)}[pool]
+        for idx in (np.nonzero(enc.token_to_word == w)[0] for w in range(3))], axis=1)
+    got = enc.word_vectors(pool)
+    assert got.shape == (3, 3, 5) and got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_pooled_vectors_are_fresh_arrays(enc):
+    enc.hidden_states.flags.writeable = False      # as the engine's cache leaves them
+    for pool in ("first", "mean", "last"):
+        enc.word_vectors(pool)[0, 0, 0] = 1.0          # writable, and not a view of the cache
+    assert enc.hidden_states[0, 1, 0] != 1.0
