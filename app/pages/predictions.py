@@ -3,6 +3,8 @@ fills it with its masked-LM head; a GPT takes its likeliest words from the left 
 by the whole sentence (beside its plain next-word guess, and the logit lens at every layer);
 ELMo multiplies its forward LM (from the left) and backward LM (from the right), shown together
 and apart. No family is named here: a new family's row says what it can do."""
+import zlib
+
 import pandas as pd
 import streamlit as st
 
@@ -23,7 +25,11 @@ def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
     wt = split_words(inputs.sentences[pick])
     lowered = [w.lower() for w in wt.words]
     default = lowered.index(inputs.target.lower()) if inputs.target.lower() in lowered else 0
-    wkey = f"pred_word_{pick}"
+    # keyed by the sentence's text, not its line number: an edited line starts again from its
+    # target word instead of keeping a position that now names another word (or none)
+    wkey = f"pred_word_{zlib.crc32(wt.text.encode()):08x}"
+    if st.session_state.get(wkey, default) >= len(wt.words):
+        st.session_state[wkey] = default
     st.session_state.setdefault(wkey, default)
     w = c2.selectbox("Word to mask", range(len(wt.words)), key=wkey,
                      format_func=lambda i: f"{wt.words[i]} (#{i + 1})")

@@ -176,7 +176,7 @@ def _tsne(x: np.ndarray, seed: int) -> tuple[np.ndarray, str]:
     coords = TSNE(n_components=2, perplexity=p, init="pca", random_state=seed,
                   metric="cosine", max_iter=500,
                   method="exact" if n <= 300 else "barnes_hut").fit_transform(x)
-    note = f"t-SNE perplexity={p:g} for {n} points" + (" (lowered from 30)" if p < 30 else "")
+    note = f"t-SNE perplexity={p:.3g} for {n} points" + (" (lowered from 30)" if p < 30 else "")
     return np.asarray(coords, np.float64), note
 
 

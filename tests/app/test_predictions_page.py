@@ -71,3 +71,15 @@ def test_top_k_slider_sets_the_number_of_candidates(tiny_engine):
     nxt = figure(at, "Next word")
     assert len(nxt["data"][0]["y"]) == 4
     _same(nxt, Engine().predict_next(tiny_engine.gpt, "Your", top_k=4))
+
+
+def test_editing_the_sentence_resets_the_masked_word_to_its_target():
+    at = page("predictions").run()
+    words = [b for b in at.selectbox if b.label == "Word to mask"][0]
+    words.set_value(3).run()                        # "cheese." in "Your mouse likes cheese."
+    assert any("Your mouse likes [MASK]" in md.value for md in at.markdown)
+    lines = at.sidebar.text_area(key="sentences").value.splitlines()
+    lines[0] = "The mouse ran ."                    # same line, three words, target at 1
+    at.sidebar.text_area(key="sentences").set_value("\n".join(lines)).run()
+    no_failures(at)
+    assert any("The [MASK] ran ." in md.value for md in at.markdown)

@@ -121,3 +121,9 @@ def test_a_second_process_loads_umaps_kernels_from_numbas_disk_cache(tmp_path):
             for _ in range(2)]
     assert runs[0]["misses"] >= 1 and runs[0]["hits"] == 0
     assert runs[1]["hits"] >= 1 and runs[1]["misses"] == 0
+
+
+def test_the_tsne_note_rounds_its_perplexity():
+    x = np.random.default_rng(4).normal(size=(1, 8, 16)).astype(np.float32)
+    note = project(x, method="tsne").note
+    assert "t-SNE perplexity=2.33 for 8 points (lowered from 30)" in note
