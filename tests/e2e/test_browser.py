@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -31,6 +32,9 @@ pytestmark = [pytest.mark.slow,
                                  "(make system-deps installs it)")]
 
 
+SERVER_LOG = Path(tempfile.gettempdir()) / f"ctxlens-e2e-server-{os.getpid()}.log"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -41,11 +45,12 @@ def _free_port() -> int:
 def server():
     port = _free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    # the repository's .streamlit/config.toml (headless, no file watcher) applies, as in
+    # `make run`; the terminal output is kept for test_the_server_terminal_stays_quiet
+    log = open(SERVER_LOG, "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
-         "--server.port", str(port), "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         "--server.port", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     for _ in range(120):
         try:
@@ -59,6 +64,7 @@ def server():
     yield url
     proc.terminate()
     proc.wait(timeout=20)
+    log.close()
 
 
 @pytest.fixture(scope="module")
@@ -184,3 +190,18 @@ def test_explorer_in_a_real_browser(server, browser, tmp_path):
     rgb = [int(x) for x in re.findall(r"\d+", background)[:3]]
     assert sum(rgb) < 200, background          # a dark background
     again.screenshot(path=str(SHOTS / "clusters-dark.png"), full_page=True)
+
+
+def test_the_server_terminal_stays_quiet(server, browser):
+    """After every page was driven above: no warnings, no tracebacks, no file-watcher noise
+    (before .streamlit/config.toml, Streamlit watched .venv and printed hundreds of "Inotify
+    queue overflowed" lines)."""
+    page = browser.new_page()
+    for path in ("", "layers", "attention", "predictions", "elmo"):
+        page.goto(f"{server}/{path}")
+        _settle(page, 3000)
+    page.close()
+    lines = [ln for ln in SERVER_LOG.read_text().splitlines() if ln.strip()]
+    noisy = [ln for ln in lines if any(w in ln for w in ("Warning", "WARNING", "Traceback",
+                                                           "Error", "Inotify", "deprecat"))]
+    assert noisy == [], noisy[:5]
