@@ -160,9 +160,12 @@ def project(model_id: str, sentences: tuple[str, ...], target: str, pool: str, m
 
 @engine_cached()
 def separation(model_id: str, sentences: tuple[str, ...], target: str, pool: str,
-               labels: tuple[str, ...]) -> senses.SenseSeparation:
+               labels: tuple[str, ...], unlabelled: str = "?") -> senses.SenseSeparation:
+    """Silhouette and nearest-centroid accuracy over the LABELLED sentences only: an
+    unlabelled sentence is not a sense of its own."""
     tv = target_vectors(model_id, sentences, target, pool)
-    return senses.sense_separation(tv.vectors, [labels[r] for r in tv.rows])
+    keep = [i for i, r in enumerate(tv.rows) if labels[r] != unlabelled]
+    return senses.sense_separation(tv.vectors[:, keep], [labels[tv.rows[i]] for i in keep])
 
 
 @engine_cached()

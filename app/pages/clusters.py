@@ -1,5 +1,6 @@
 """Polysemy clusters: the target word's vectors across sentences, per model and layer."""
 import re
+from collections import Counter
 
 import numpy as np
 import pandas as pd
@@ -86,13 +87,22 @@ def separation_chart(inputs, models, labels) -> None:
     sil, acc = {}, {}
     for _, model_id in models:
         sep = compute.separation(model_id, inputs.sentences, inputs.target, inputs.pool,
-                                 tuple(labels))
+                                 tuple(labels), state.UNLABELLED)
         sil[model_id], acc[model_id] = sep.silhouette, sep.nearest_centroid
-    if any(np.isnan(v).all() for v in acc.values()):
-        st.caption("Leave-one-out accuracy needs at least two sentences for every sense.")
-    c1, c2 = st.columns(2)
-    for col, series, name, axis in ((c1, sil, "silhouette", "silhouette (cosine)"),
-                                    (c2, acc, "nearest-centroid", "leave-one-out accuracy")):
+    n_unlabelled = sum(l == state.UNLABELLED for l in labels)
+    if n_unlabelled:
+        st.caption(f"{n_unlabelled} unlabelled sentence{'s' if n_unlabelled > 1 else ''} "
+                   f"('{state.UNLABELLED}') left out of both measures.")
+    counts = Counter(l for l in labels if l != state.UNLABELLED)
+    single = sorted(s for s, n in counts.items() if n == 1)
+    charts = [("silhouette", sil, "silhouette (cosine)")]
+    if single:
+        st.info(f"Nearest-centroid accuracy is left out: it holds each sentence out in turn, so "
+                f"every sense needs at least two sentences ({', '.join(map(repr, single))} "
+                "has one).")
+    else:
+        charts.append(("nearest-centroid", acc, "leave-one-out accuracy"))
+    for col, (name, series, axis) in zip(st.columns(2), charts):
         fig = figures.per_layer_lines(series, name.capitalize(), axis, relative=True)
         col.plotly_chart(fig, key=f"sep-{name}")
         with col:

@@ -154,7 +154,9 @@ def test_a_sense_with_one_sentence_explains_the_missing_accuracy():
     at.query_params["labels"] = "money|river|money|money"
     at.run()
     no_failures(at)
-    assert any("at least two sentences for every sense" in c.value for c in at.caption)
+    assert any("every sense needs at least two sentences ('river' has one)" in i
+               for i in messages(at)["info"])
+    assert not [f for f in figures(at) if title(f).startswith("Nearest-centroid")]
 
 
 def test_labels_follow_their_sentences_when_lines_are_edited(tiny_engine):
@@ -201,3 +203,27 @@ def test_a_model_that_fails_to_load_is_one_line_in_its_tab_and_the_others_still_
     assert not any(t.startswith(str(broken)) for t in shown)
     line_models = {tr["name"] for tr in figure(at, "Silhouette")["data"]}
     assert line_models == {tiny_engine.elmo, tiny_engine.bert}
+
+
+def test_unlabelled_sentences_are_left_out_of_separation_and_a_lone_sense_hides_accuracy(
+        tiny_engine):
+    labels = list(state.presets()["mouse"].labels)
+    edited = ["?", "?"] + labels[2:]                       # two sentences unlabelled
+    at = page("clusters")
+    at.query_params["labels"] = "|".join(edited)
+    at.run()
+    no_failures(at)
+    vectors = _target_vectors(tiny_engine.gpt)
+    keep = [i for i, l in enumerate(edited) if l != "?"]
+    expected = senses.sense_separation(vectors[:, keep], [edited[i] for i in keep])
+    line = next(tr for tr in figure(at, "Silhouette")["data"] if tr["name"] == tiny_engine.gpt)
+    assert np.allclose(line["y"], expected.silhouette, atol=1e-5)
+    assert any("2 unlabelled sentences ('?') left out" in c.value for c in at.caption)
+
+    lone = labels[:7] + ["third sense"]                     # a sense with one sentence
+    at = page("clusters")
+    at.query_params["labels"] = "|".join(lone)
+    at.run()
+    no_failures(at)
+    assert any("'third sense' has one" in i for i in messages(at)["info"])
+    assert not [f for f in figures(at) if title(f).startswith("Nearest-centroid")]
