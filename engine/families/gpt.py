@@ -45,6 +45,18 @@ FINAL_NORM_NAMES = ("ln_f", "norm", "final_layer_norm", "final_layernorm",
                     "decoder.final_layer_norm")
 
 
+NEXT_METHOD = ("next token from the left context: a byte-level piece, so '…x' continues the "
+               "last word and a word may go on beyond its first piece")
+
+
+def _word_piece(token: str) -> str:
+    """A next-token piece as a reader should see it: a word start without its space ("Ġbank"
+    -> "bank"), a piece glued to the last word marked ("sid" -> "…sid")."""
+    if token.startswith(" "):
+        return token[1:] or token
+    return "…" + token if token[:1].isalnum() else token
+
+
 def final_norm(model):
     """The final norm of a causal LM (GPT-2 `transformer.ln_f`, Llama `model.norm`), or None."""
     for name in FINAL_NORM_NAMES:
@@ -97,8 +109,10 @@ class GPTAdapter:
         _, (ids, mask) = self._input(text)
         with torch.inference_mode():
             logits = self.model(input_ids=ids, attention_mask=mask).logits[0, -1]
+        cands = hf.top_k_candidates(logits, self.tokenizer, top_k)
         return Prediction(self.model_id, "next", text.text,
-                          hf.top_k_candidates(logits, self.tokenizer, top_k))
+                          tuple(Candidate(_word_piece(c.token), c.prob) for c in cands),
+                          method=NEXT_METHOD)
 
     def logit_lens(self, text: WordText, top_k: int = 1) -> LogitLens:
         """The best next token and its probability read off every layer at every position.
@@ -128,7 +142,8 @@ class GPTAdapter:
                 p, idx = probs.max(dim=-1)
                 top_ids.append(idx.tolist())
                 top_probs.append(p.cpu().numpy())
-        top_tokens = tuple(hf.readable_tokens(self.tokenizer, row) for row in top_ids)
+        top_tokens = tuple(tuple(_word_piece(t) for t in hf.readable_tokens(self.tokenizer, row))
+                           for row in top_ids)
         return LogitLens(self.model_id, t.tokens, top_tokens,
                          np.stack(top_probs).astype(np.float32),
                          layer_names=hf.layer_names(len(states) - 1))

@@ -127,7 +127,8 @@ def test_logit_lens_last_layer_is_the_models_own_output(causal_lm):
     tok, model, ids, out = reference(causal_lm, TEXT)
     probs = torch.softmax(out.logits[0], -1)
     assert lens.top_probs.shape == (LAYERS + 1, ids.input_ids.shape[1])
-    assert lens.top_tokens[-1] == readable_tokens(tok, probs.argmax(-1).tolist())
+    assert lens.top_tokens[-1] == tuple(gpt._word_piece(t) for t in
+                                        readable_tokens(tok, probs.argmax(-1).tolist()))
     np.testing.assert_allclose(lens.top_probs[-1], probs.max(-1).values.numpy(), rtol=1e-4)
     # an inner layer goes through the final norm, then the head
     with torch.no_grad():
@@ -143,7 +144,8 @@ def test_next_word_prediction_is_the_softmax_at_the_last_position(causal_lm):
     probs = torch.softmax(out.logits[0, -1], -1)
     got = [c.prob for c in pred.candidates]
     assert pred.kind == "next" and got == sorted(got, reverse=True) and sum(got) <= 1 + 1e-6
-    assert pred.candidates[0].token == readable_tokens(tok, [int(probs.argmax())])[0]
+    assert pred.candidates[0].token == \
+        gpt._word_piece(readable_tokens(tok, [int(probs.argmax())])[0])
     assert got[0] == pytest.approx(float(probs.max()), rel=1e-5)
 
 
@@ -336,5 +338,27 @@ def test_a_gguf_folder_is_dequantised_once_and_matches_transformers(model_dir, m
     with torch.no_grad():
         logits = model(**tok("She sat on the river", return_tensors="pt")).logits[0, -1]
     probs = torch.softmax(logits, -1).topk(3)
-    assert [c.token for c in pred.candidates] == list(readable_tokens(tok, probs.indices.tolist()))
+    assert [c.token for c in pred.candidates] == \
+        [gpt._word_piece(t) for t in readable_tokens(tok, probs.indices.tolist())]
     np.testing.assert_allclose([c.prob for c in pred.candidates], probs.values.numpy(), rtol=1e-5)
+
+
+def test_next_word_pieces_read_as_words_or_marked_continuations(causal_lm):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    pred = Engine(device="cpu").predict_next(causal_lm, TEXT, top_k=40)
+    tok = AutoTokenizer.from_pretrained(causal_lm)
+    model = AutoModelForCausalLM.from_pretrained(causal_lm).eval()
+    with torch.no_grad():
+        logits = model(**tok(TEXT.rstrip(), return_tensors="pt")).logits[0, -1]
+    ids = torch.topk(torch.softmax(logits, -1), 40).indices.tolist()
+    checked = 0
+    for cand, i in zip(pred.candidates, ids):
+        raw = tok.convert_ids_to_tokens([i])[0]           # "Ġall" / "▁all": a word start
+        body = raw.lstrip("Ġ▁")
+        if not (body.isascii() and body.isalnum()):
+            continue
+        checked += 1
+        assert cand.token == (body if raw[0] in "Ġ▁" else "…" + body)
+    assert checked >= 5
+    assert "'…x' continues the last word" in pred.method
