@@ -43,8 +43,11 @@ def _wrap(text: str, width: int = 60) -> str:
 
 
 def projection_scatter(panels: Sequence[tuple[str, np.ndarray]], labels: Sequence[str],
-                       hover: Sequence[str], title: str = "") -> go.Figure:
-    """panels: (subtitle, coords [n, 2]) side by side, sharing the axes; points coloured by label."""
+                       hover: Sequence[str], title: str = "",
+                       overlaps: Sequence[Sequence[Sequence[int]]] = ()) -> go.Figure:
+    """panels: (subtitle, coords [n, 2]) side by side, sharing the axes; points coloured by label.
+    overlaps: per panel, groups of points with the same vector, marked "×k" where they sit (one
+    point drawn on another would otherwise hide it)."""
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[t for t, _ in panels],
                         shared_xaxes=True, shared_yaxes=True, horizontal_spacing=0.04)
     colours = _colour_map(labels)
@@ -58,6 +61,13 @@ def projection_scatter(panels: Sequence[tuple[str, np.ndarray]], labels: Sequenc
                 marker=dict(size=12, color=colour, line=dict(width=1, color="white")),
                 text=[_wrap(hover[i]) for i in idx],
                 hovertemplate="%{text}<extra>" + lab + "</extra>"), row=1, col=col)
+    for col, groups in enumerate(overlaps, start=1):
+        if groups:
+            coords = panels[col - 1][1]
+            fig.add_trace(go.Scatter(
+                x=[coords[g[0], 0] for g in groups], y=[coords[g[0], 1] for g in groups],
+                mode="text", text=[f"×{len(g)}" for g in groups], textposition="top right",
+                name="same vector", showlegend=False, hoverinfo="skip"), row=1, col=col)
     fig.update_xaxes(matches="x")    # one scale for every panel: the layouts are comparable
     fig.update_layout(title=title, height=430, legend_title_text="sense",
                       margin=dict(l=10, r=10, t=60, b=10))

@@ -8,6 +8,8 @@ import streamlit as st
 
 from app import compute, export, figures, state, ui
 from engine.analysis import senses
+from engine.analysis.vectors import identical_groups
+from engine.families import FAMILIES
 
 METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
 
@@ -40,6 +42,26 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
     return labels
 
 
+def overlap_notes(inputs, model_id: str, tv, layer: int, overlaps) -> None:
+    """Say why points coincide instead of leaving a lone dot (Issue: a context-free layer, or a
+    left-to-right model that has read only the shared words before the target)."""
+    n = len(tv.rows)
+    if overlaps[0] and len(overlaps[0][0]) == n:
+        st.caption(f"{tv.layer_names[0]} is context-free: all {n} sentences give "
+                   f"'{inputs.target}' the same vector there, so the baseline is one point.")
+    shared = overlaps[1]
+    if layer == 0 or not shared:
+        return
+    family = FAMILIES[compute.family(model_id)]
+    left_to_right = family.can("next_word") and not family.can("previous_word")
+    sizes = ", ".join(str(len(g)) for g in shared)
+    lines = "; ".join(", ".join(str(tv.rows[i] + 1) for i in g) for g in shared)
+    why = (f"they share the words before '{inputs.target}', and a left-to-right model has not "
+           "read what follows" if left_to_right else "the model gives them the same vector")
+    st.caption(f"Sentences {lines} coincide at {tv.layer_names[layer]} ({sizes} points, "
+               f"marked ×k): {why}.")
+
+
 def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None:
     tv = compute.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
     if not ui.missing_target_note(inputs.target, tv.missing, len(inputs.sentences)):
@@ -56,11 +78,13 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
     word = re.compile(rf"\b({re.escape(inputs.target)})\b", re.IGNORECASE)
     hover_bold = [word.sub(r"<b>\1</b>", h, count=1) for h in hover]
     point_labels = [labels[r] for r in tv.rows]
+    overlaps = [identical_groups(tv.vectors[0]), identical_groups(tv.vectors[layer])]
     fig = figures.projection_scatter(
         [(f"{tv.layer_names[0]} (baseline)", proj.coords[0]),
          (tv.layer_names[layer], proj.coords[layer])], point_labels, hover_bold,
-        title=f"{model_id}: '{inputs.target}' in {len(tv.rows)} sentences")
+        title=f"{model_id}: '{inputs.target}' in {len(tv.rows)} sentences", overlaps=overlaps)
     st.plotly_chart(fig, key=f"scatter-{model_id}")
+    overlap_notes(inputs, model_id, tv, layer, overlaps)
     st.caption(proj.note + (f"; axes explain {sum(proj.explained):.0%} of the variance"
                             if proj.explained else ""))
     table = pd.DataFrame({"sentence": hover, "sense": point_labels,

@@ -36,7 +36,7 @@ def _cosines(v):
 def _scatter_points(fig, panel: int) -> np.ndarray:
     axis = "x" if panel == 1 else f"x{panel}"
     pts = [(x, y) for tr in fig["data"] if tr.get("xaxis", "x") == axis
-           for x, y in zip(tr["x"], tr["y"])]
+           and tr.get("mode") != "text" for x, y in zip(tr["x"], tr["y"])]
     return np.array(pts)
 
 
@@ -46,7 +46,8 @@ def test_preset_shows_one_scatter_and_heatmap_per_model_and_separation_charts(ti
     scatter = figure(at, f"{tiny_engine.gpt}: 'mouse' in 8 sentences")
     # two panels (baseline layer 0, chosen layer), 8 sentences each, coloured by 2 senses
     assert len(_scatter_points(scatter, 1)) == 8 and len(_scatter_points(scatter, 2)) == 8
-    assert {tr["name"] for tr in scatter["data"]} == {"animal", "device"}
+    assert {tr["name"] for tr in scatter["data"] if tr.get("mode") != "text"} == \
+        {"animal", "device"}
     names = Engine().encode(tiny_engine.gpt, [MOUSE[0]])[0].layer_names
     assert [a["text"] for a in scatter["layout"]["annotations"]] == [f"{names[0]} (baseline)",
                                                                      names[-1]]
@@ -126,7 +127,8 @@ def test_suggest_senses_relabels_sentences_by_clustering(tiny_engine):
     no_failures(at)
     labels = set(at.session_state["labels"].split("|"))
     assert labels == {"sense 1", "sense 2"}
-    assert {tr["name"] for tr in figure(at, tiny_engine.gpt)["data"]} == {"sense 1", "sense 2"}
+    assert {tr["name"] for tr in figure(at, tiny_engine.gpt)["data"]
+            if tr.get("mode") != "text"} == {"sense 1", "sense 2"}
 
 
 def test_tsne_projection_notes_the_lowered_perplexity():
@@ -165,7 +167,7 @@ def test_labels_follow_their_sentences_when_lines_are_edited(tiny_engine):
     edited = ["A brand new line about a mouse."] + lines[1:]
     at.sidebar.text_area(key="sentences").set_value("\n".join(edited)).run()
     no_failures(at)
-    names = {tr["name"] for tr in figure(at, tiny_engine.gpt)["data"]}
+    names = {tr["name"] for tr in figure(at, tiny_engine.gpt)["data"] if tr.get("mode") != "text"}
     assert names == {"?", "device", "animal"}
     hovers = {t.replace("<b>", "").replace("</b>", ""): tr["name"]
               for tr in figure(at, tiny_engine.gpt)["data"] for t in tr["text"]}
@@ -227,3 +229,22 @@ def test_unlabelled_sentences_are_left_out_of_separation_and_a_lone_sense_hides_
     no_failures(at)
     assert any("'third sense' has one" in i for i in messages(at)["info"])
     assert not [f for f in figures(at) if title(f).startswith("Nearest-centroid")]
+
+
+def test_coinciding_points_are_counted_and_explained(tiny_engine):
+    """A left-to-right model gives 'crane' the same vector in sentences that share the words
+    before it, and every layer-0 vector of a word is the same: say so and mark the count."""
+    at = page("clusters")
+    at.query_params.update({"sentences": "The crane flew away .\nThe crane lifted steel .\n"
+                                         "A crane stood still .", "target": "crane",
+                            "labels": "bird|machine|bird"})
+    at.run()
+    no_failures(at)
+    captions = [c.value for c in at.caption]
+    assert any("is context-free: all 3 sentences give 'crane' the same vector" in c
+               for c in captions)
+    assert any(c.startswith("Sentences 1, 2 coincide at") and "left-to-right model" in c
+               for c in captions)
+    scatter = figure(at, f"{tiny_engine.gpt}: 'crane' in 3 sentences")
+    marks = [t for tr in scatter["data"] if tr.get("mode") == "text" for t in tr["text"]]
+    assert marks == ["×3", "×2"]             # baseline: all three; top layer: sentences 1, 2

@@ -35,3 +35,12 @@ def test_pooled_vectors_are_fresh_arrays(enc):
     for pool in ("first", "mean", "last"):
         enc.word_vectors(pool)[0, 0, 0] = 1.0          # writable, and not a view of the cache
     assert enc.hidden_states[0, 1, 0] != 1.0
+
+
+def test_identical_groups_finds_points_drawn_on_each_other():
+    from engine.analysis.vectors import identical_groups
+
+    a, b = np.array([1.0, 2.0, 3.0]), np.array([3.0, 2.0, 1.0])
+    x = np.stack([a, b, a + 1e-9, a * 1.001, b, np.zeros(3), np.zeros(3)])
+    assert identical_groups(x) == [[0, 2], [1, 4], [5, 6]]
+    assert identical_groups(np.eye(3)) == []
