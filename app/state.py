@@ -87,7 +87,7 @@ def url_key(key: str, kind=int, default=None, choices=None) -> str:
     restored = st.session_state.setdefault("_restored", set())
     if key not in restored and key in st.query_params:
         try:
-            value = kind(st.query_params[key])
+            value = _parse(kind, st.query_params[key])
             if choices is None or value in choices:
                 st.session_state[key] = value
         except ValueError:
@@ -98,7 +98,28 @@ def url_key(key: str, kind=int, default=None, choices=None) -> str:
         st.session_state[key] = st.session_state[f"_kept_{key}"]
     if default is not None:
         st.session_state.setdefault(key, default)
+    # whatever put it there (a hand-edited link, an older session's value), a widget's value has
+    # its declared type: a str where an int belongs raised "'>=' not supported between
+    # instances of 'str' and 'int'" on every page until the tab was reloaded
+    if isinstance(kind, type) and key in st.session_state and \
+            not isinstance(st.session_state[key], kind):
+        try:
+            st.session_state[key] = _parse(kind, st.session_state[key])
+        except (TypeError, ValueError):
+            if default is not None:
+                st.session_state[key] = default
+            else:
+                del st.session_state[key]
     return key
+
+
+def _parse(kind, value):
+    """A URL value (always text) as `kind`; bool("False") would be True."""
+    if kind is bool and isinstance(value, str):
+        if value not in ("True", "False", "true", "false", "1", "0"):
+            raise ValueError(value)
+        return value in ("True", "true", "1")
+    return kind(value)
 
 
 def _apply_preset(name: str) -> None:

@@ -59,7 +59,7 @@ def render(inputs: state.Inputs) -> None:
     if not models:
         return
     adjusted = st.toggle("Subtract the anisotropy baseline", key=state.url_key(
-        "adjusted", lambda v: v == "True", default=True))
+        "adjusted", bool, default=True))
     results = {m: compute.layer_geometry(m, inputs.sentences, inputs.pool) for _, m in models}
     repeated = {m: r[0].n_words_repeated for m, r in results.items()}
     if not any(repeated.values()):

@@ -83,3 +83,14 @@ def test_editing_the_sentence_resets_the_masked_word_to_its_target():
     at.sidebar.text_area(key="sentences").set_value("\n".join(lines)).run()
     no_failures(at)
     assert any("The [MASK] ran ." in md.value for md in at.markdown)
+
+
+def test_a_text_value_in_an_int_widget_key_is_read_as_its_type():
+    """The '>=' str/int TypeError of issue #18 item 1: a page key holding text where an int
+    belongs broke every page; url_key now gives each key its declared type."""
+    at = page("predictions")
+    at.session_state["pred_sentence"] = "1"
+    at.session_state["top_k"] = "nonsense"
+    at.run()
+    no_failures(at)
+    assert at.session_state["pred_sentence"] == 1 and at.session_state["top_k"] == 8
