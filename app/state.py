@@ -22,7 +22,7 @@ from app import compute
 from app.export import manifest_json
 from engine.families import FAMILIES
 from engine.result import POOLINGS
-from engine.text import MAX_WORDS
+from engine.text import MAX_WORDS, TextError, split_words
 
 PRESETS_FILE = Path(__file__).resolve().parent.parent / "assets" / "presets.toml"
 MAX_SENTENCES = 24
@@ -194,8 +194,13 @@ def sidebar() -> Inputs:
     sb.download_button("Settings (JSON)", manifest_json(current_settings(inputs)),
                        file_name="ctxlens-settings.json", mime="application/json",
                        on_click="ignore", help="Everything in this page's link, as JSON")
-    if len(sentence_lines()) > MAX_SENTENCES:
-        sb.warning(f"{len(sentence_lines())} sentences: only the first {MAX_SENTENCES} are used")
+    for i, (_, why) in enumerate(checked_lines(), 1):
+        if why is not None:
+            # the line itself is not quoted: typed text is never rendered as markdown
+            sb.warning(f"Line {i} is left out: {why}.")
+    usable = sum(why is None for _, why in checked_lines())
+    if usable > MAX_SENTENCES:
+        sb.warning(f"{usable} sentences: only the first {MAX_SENTENCES} are used")
     return inputs
 
 
@@ -203,8 +208,22 @@ def _session_inputs(models: tuple[tuple[str, str], ...] | None = None) -> Inputs
     if models is None:
         models = tuple((f, st.session_state[f"model_{f}"]) for f in shown_families()
                        if st.session_state.get(f"model_{f}") not in (None, NONE))
-    return Inputs(sentence_lines()[:MAX_SENTENCES], st.session_state.get("target", "").strip(),
+    usable = [line for line, why in checked_lines() if why is None]
+    return Inputs(tuple(usable[:MAX_SENTENCES]), st.session_state.get("target", "").strip(),
                   models, st.session_state.get("pool", "mean"))
+
+
+def checked_lines() -> list[tuple[str, str | None]]:
+    """Each typed line with why it cannot be used (None when it can): a line over the word or
+    character cap is left out on its own, so one pasted paragraph does not blank every page."""
+    out = []
+    for line in sentence_lines():
+        try:
+            split_words(line)
+            out.append((line, None))
+        except TextError as err:
+            out.append((line, str(err)))
+    return out
 
 
 def sense_labels(sentences: tuple[str, ...]) -> list[str]:

@@ -2,7 +2,8 @@
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app.helpers import ROOT, app, figures, messages, no_failures, set_sentences, with_query
+from tests.app.helpers import (ROOT, app, figures, messages, no_failures, set_sentences, title,
+                               with_query)
 from tests.tiny_models import LAYERS
 
 pytestmark = pytest.mark.usefixtures("tiny_engine")
@@ -69,11 +70,21 @@ def test_the_url_holds_the_state_and_reopens_it(tiny_engine):
 
 def test_a_too_long_sentence_is_one_line_not_a_traceback():
     at = app().run()
-    set_sentences(at, ["word " * 200, "mouse here", "a mouse"], "mouse").run()
-    assert not at.exception
-    errors = messages(at)["error"]
-    assert errors and all("\n" not in e for e in errors)
-    assert any("cap is 128" in e for e in errors)
+    set_sentences(at, ["word " * 200, "mouse here", "a mouse", "one mouse"], "mouse").run()
+    no_failures(at)
+    warnings = messages(at)["warning"]
+    assert "Line 1 is left out: the text has 200 words; the cap is 128." in warnings
+
+
+def test_one_pasted_paragraph_leaves_out_its_line_and_the_rest_still_plots(tiny_engine):
+    at = app().run()
+    set_sentences(at, ["A mouse ran.", "x" * 5000, "The mouse slept.", "My mouse clicked."],
+                  "mouse").run()
+    no_failures(at)
+    assert "Line 2 is left out: the text has 5000 characters; the cap is 1000." in \
+        messages(at)["warning"]
+    assert any(title(f).endswith("'mouse' in 3 sentences") for f in figures(at))
+    assert at.sidebar.text_area(key="sentences").value.splitlines()[1] == "x" * 5000
 
 
 def test_typing_sentences_turns_the_preset_into_custom():
