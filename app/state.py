@@ -267,6 +267,11 @@ def write_url() -> None:
     keys = url_keys()
     params = {k: str(st.session_state[k]) for k in keys if k in st.session_state
               and st.session_state[k] is not None}
+    # a shared link's settings for pages not visited yet stay in the address until those
+    # pages register (and restore) them; dropping them lost every other page's settings
+    restored = st.session_state.get("_restored", set())
+    params.update({k: v for k, v in st.query_params.items()
+                   if k not in keys and k not in restored})
     for k in keys:
         if k in st.session_state:
             st.session_state[f"_kept_{k}"] = st.session_state[k]

@@ -151,3 +151,15 @@ def test_settings_manifest_lists_sentences_labels_models_and_layers(tiny_engine)
     figure = json.loads(at.json[1].value)
     assert {k: v for k, v in figure.items() if k != "model"} == \
         {k: v for k, v in manifest.items() if k not in ("preset", "widgets")}
+
+
+def test_a_link_keeps_other_pages_settings_until_they_are_visited(tiny_engine):
+    link = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=120)
+    link.query_params.update({**tiny_engine.query(), "top_k": "5", "pred_sentence": "2"})
+    link.run()                                     # lands on the clusters page
+    no_failures(link)
+    params = {k: (v[0] if isinstance(v, list) else v) for k, v in link.query_params.items()}
+    assert params["top_k"] == "5" and params["pred_sentence"] == "2"
+    link.switch_page("app/pages/predictions.py").run()
+    no_failures(link)
+    assert link.session_state["top_k"] == 5 and link.session_state["pred_sentence"] == 2
