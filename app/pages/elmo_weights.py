@@ -53,7 +53,9 @@ def fmt(value: float, digits: int = 3) -> str:
     return "n/a" if np.isnan(value) else f"{value:.{digits}f}"
 
 
-def learned_summary(sep_now) -> None:
+def learned_summary(sep_now, sep_top) -> None:
+    """The learned mix against the uniform mix and against the top layer alone (Peters et al.
+    2018 found the top layer best for word sense; a learned mix can lose to it)."""
     learned = st.session_state.get("mix_learned")
     if isinstance(learned, str):
         st.warning(learned)
@@ -67,6 +69,13 @@ def learned_summary(sep_now) -> None:
                     None if np.isnan(gain) else f"{gain:+.3f}")
         c[2].metric("nearest centroid, uniform", fmt(learned.before.nearest_centroid[0], 2))
         c[3].metric("nearest centroid, learned", fmt(learned.after.nearest_centroid[0], 2))
+        top, mine = sep_top.silhouette[0], learned.after.silhouette[0]
+        if not (np.isnan(top) or np.isnan(mine)):
+            verdict = ("beats" if mine > top + 1e-9 else "does not beat")
+            st.caption(f"Top layer only: silhouette {fmt(top)}. The learned mix {verdict} it "
+                       f"({mine - top:+.3f}) on these same sentences (an in-sample fit: a "
+                       "softmax over layers with a small penalty, which cannot sit exactly on "
+                       "one layer).")
     st.caption(f"Current mix: silhouette {fmt(sep_now.silhouette[0])}, leave-one-out "
                f"nearest-centroid accuracy {fmt(sep_now.nearest_centroid[0], 2)} (n/a: a sense "
                "needs two sentences)")
@@ -94,7 +103,8 @@ def render(inputs: state.Inputs) -> None:
         {"s": s, "softmax_s": weights}, tv.layer_names).assign(gamma=gamma),
         inputs.settings(model=model_id, s=s.tolist(), gamma=gamma))
     mixed = senses.scalar_mix(tv.vectors, s, gamma)
-    learned_summary(senses.sense_separation(mixed[None], labels))
+    learned_summary(senses.sense_separation(mixed[None], labels),
+                    senses.sense_separation(tv.vectors[-1][None], labels))
     proj = projection.project(mixed[None], "pca")
     hover = [inputs.sentences[r] for r in tv.rows]
     fig = figures.projection_scatter([("mixed vectors (PCA)", proj.coords[0])], labels, hover,

@@ -82,3 +82,15 @@ def test_without_an_elmo_model_the_page_asks_for_one():
     no_failures(at)
     assert any("Choose an ELMo model" in i for i in messages(at)["info"])
     assert not at.slider
+
+
+def test_the_learned_mix_is_compared_with_the_top_layer_alone(tiny_engine):
+    at = page("elmo_weights").run()
+    _button(at, "Learn the mix").click().run()
+    no_failures(at)
+    vectors, labels = _mouse_vectors(tiny_engine.elmo), list(MOUSE.labels)
+    top = senses.sense_separation(vectors[-1][None], labels).silhouette[0]
+    learned = at.session_state["mix_learned"].after.silhouette[0]
+    verdict = "beats" if learned > top + 1e-9 else "does not beat"
+    assert any(c.value.startswith(f"Top layer only: silhouette {top:.3f}. The learned mix "
+                                  f"{verdict} it ({learned - top:+.3f})") for c in at.caption)
