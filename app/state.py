@@ -180,7 +180,12 @@ def sidebar() -> Inputs:
     for family in shown_families():
         options = [*compute.available_models(family), NONE]
         key = f"model_{family}"
-        if st.session_state.get(key) not in options:
+        asked = st.session_state.get(key)
+        if asked not in options:
+            if asked is not None:      # a hand-edited or old link: say so, in one line
+                shown = str(asked)[:60].replace("`", "'")    # a code span: never markdown
+                sb.warning(f"The {family_name(family)} model `{shown}` is not available here; "
+                           f"using {options[0]}.")
             st.session_state[key] = options[0]
         sb.selectbox(f"{family_name(family)} model", options, key=key)
         if st.session_state[key] != NONE:

@@ -18,7 +18,13 @@ MASK = "[MASK]"
 # punctuation. Keeping "don't" and "well-known" whole matches what a reader calls a word; keeping
 # "--", "..." and '."' whole matters because byte-level BPE merges such runs into one token,
 # and a token must not span two words.
-WORD_RE = re.compile(r"\[MASK\]|\w+(?:['’\-]\w+)*|(?:(?!\[MASK\])[^\w\s])+", re.UNICODE)
+# Combining marks belong to the letter before them ("cafe" + U+0301 is one word), and a stray
+# mark or a control character is no word at all (a tokenizer drops it, so no token could stand
+# for it).
+_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+_CONTROL = "\x00-\x1f\x7f-\x9f"
+WORD_RE = re.compile(rf"\[MASK\]|\w[\w{_MARKS}]*(?:['’\-]\w[\w{_MARKS}]*)*"
+                     rf"|(?:(?!\[MASK\])[^\w\s{_MARKS}{_CONTROL}])+", re.UNICODE)
 
 MAX_WORDS = 128
 MAX_CHARS = 1000

@@ -1,4 +1,5 @@
 """Polysemy clusters: the target word's vectors across sentences, per model and layer."""
+import html
 import re
 from collections import Counter
 
@@ -75,8 +76,10 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
     layer = st.slider("Layer", 0, n_layers - 1, key=key,
                       help="0 is the context-free embedding layer")
     hover = [inputs.sentences[r] for r in tv.rows]
-    word = re.compile(rf"\b({re.escape(inputs.target)})\b", re.IGNORECASE)
-    hover_bold = [word.sub(r"<b>\1</b>", h, count=1) for h in hover]
+    # plotly reads hover text as a small HTML subset: the typed sentence is escaped first, so
+    # only the bold we add is markup ("<a href=...>" typed by a user stays text)
+    word = re.compile(rf"\b({re.escape(html.escape(inputs.target))})\b", re.IGNORECASE)
+    hover_bold = [word.sub(r"<b>\1</b>", html.escape(h), count=1) for h in hover]
     point_labels = [labels[r] for r in tv.rows]
     overlaps = [identical_groups(tv.vectors[0]), identical_groups(tv.vectors[layer])]
     fig = figures.projection_scatter(

@@ -58,3 +58,11 @@ def test_byte_level_bpe_runs_of_punctuation_align_in_smollm2():
     enc = Engine().encode("smollm2-135m", ['He said -- twice -- "no."'])[0]
     assert enc.words == ("He", "said", "--", "twice", "--", '"', "no", '."')
     assert set(enc.token_to_word[enc.token_to_word >= 0].tolist()) == set(range(8))
+
+
+def test_combining_marks_join_their_letter_and_control_characters_are_no_words():
+    from engine.text import split_words
+
+    wt = split_words("The mouse \u0308 cafe\u0301 ran\x07 \x00away .")
+    assert wt.words == ("The", "mouse", "cafe\u0301", "ran", "away", ".")
+    assert [wt.text[s:e] for s, e in wt.spans] == list(wt.words)
