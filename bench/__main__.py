@@ -188,7 +188,7 @@ def machine() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small inputs (minutes)")
-    ap.add_argument("--only", choices=("layers", "cloze", "speed", "reports"),
+    ap.add_argument("--only", choices=("layers", "cloze", "speed", "bad-input", "reports"),
                     help="run one part (reports: rebuild the markdown and plots from "
                     "results/layers.json and speed.json)")
     ap.add_argument("--models", help="comma-separated model ids (default: all available)")
@@ -219,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
         from bench.speed import run_speed
 
         run_speed(RESULTS, quick=args.quick, log=log)
+    if args.only in (None, "bad-input"):
+        from bench import bad_input
+
+        log("bad input in the browser (the whole app, bundled models)")
+        bad_input.main()
     write_readme(time.perf_counter() - start, size)
     log(f"done in {time.perf_counter() - start:.0f} s; see results/README.md")
     return 0

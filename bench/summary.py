@@ -16,7 +16,8 @@ REPORTS = (("geometry.md", "Ethayarajh (2019) geometry per layer, invariants"),
            ("pos.md", "POS linear probe per layer (Brown)"),
            ("cloze.md", "Everyday cloze: filling one blank, every family"),
            ("elmo_distill.md", "A stronger ELMo offline: distillation candidates"),
-           ("speed.md", "Speed and memory against the targets"))
+           ("speed.md", "Speed and memory against the targets"),
+           ("bad_input.md", "Bad input in the browser: cases and what the user sees"))
 
 
 def _ci(section: dict, key: str, layer: int | None = None) -> str:
