@@ -11,6 +11,7 @@ st.set_page_config(page_title="ctxlens", page_icon="🔎", layout="wide")
 
 pages = [
     st.Page(PAGES / "clusters.py", title="Polysemy clusters", url_path="clusters", default=True),
+    st.Page(PAGES / "grid.py", title="Layers side by side", url_path="grid"),
     st.Page(PAGES / "layers.py", title="Compare layers", url_path="layers"),
     st.Page(PAGES / "elmo_weights.py", title="ELMo layer weights", url_path="elmo"),
     st.Page(PAGES / "attention.py", title="Attention", url_path="attention"),

@@ -17,7 +17,7 @@ import numpy as np
 import streamlit as st
 
 from engine.analysis import attention as att_analysis
-from engine.analysis import geometry, projection, senses
+from engine.analysis import geometry, occurrences as occ_analysis, projection, senses
 from engine.analysis.vectors import unit_rows
 from engine.api import Engine
 from engine.errors import EngineError
@@ -156,6 +156,45 @@ def project(model_id: str, sentences: tuple[str, ...], target: str, pool: str, m
             seed: int = 0) -> projection.Projection:
     tv = target_vectors(model_id, sentences, target, pool)
     return get_engine().project(tv.vectors, method=method, seed=seed)
+
+
+@engine_cached()
+def occurrences(model_id: str, sentences: tuple[str, ...], target: str, pool: str,
+                scope: str = "target") -> occ_analysis.Occurrences:
+    """The target word's occurrences (scope "target") or every word's ("all"), all layers."""
+    encs = encodings(model_id, sentences)
+    return occ_analysis.collect(encs, pool, target if scope == "target" else None)
+
+
+@engine_cached("Projecting every layer …")
+def grid_projection(model_id: str, sentences: tuple[str, ...], target: str, pool: str,
+                    scope: str, method: str, dims: int = 2,
+                    keep: tuple[int, ...] | None = None) -> projection.Projection:
+    """Aligned projections of every layer at once (engine/analysis/projection.py), of all
+    occurrences or only those in `keep` (isolating a selection re-projects just it)."""
+    occ = occurrences(model_id, sentences, target, pool, scope)
+    vectors = occ.vectors if keep is None else occ.vectors[:, list(keep)]
+    return get_engine().project(vectors, method=method, seed=0, dims=dims)
+
+
+@engine_cached()
+def neighbours(model_id: str, sentences: tuple[str, ...], target: str, pool: str, scope: str,
+               index: int, layer: int, k: int = 5) -> list[occ_analysis.Neighbour]:
+    occ = occurrences(model_id, sentences, target, pool, scope)
+    return occ_analysis.nearest(occ.vectors[layer], index, k)
+
+
+@engine_cached()
+def attention_row(model_id: str, sentence: str, position: int, layer: int):
+    """Attention from one word to every word of its sentence at `layer` (1 = the first
+    attention layer), per head: ([heads, words], [heads] to special tokens, words); None for
+    a model without attention maps."""
+    enc = encodings(model_id, (sentence,), attentions=True)[0]
+    if enc.attentions is None or not 1 <= layer <= enc.attentions.shape[0]:
+        return None
+    rows, special = att_analysis.word_row(enc.attentions[layer - 1], enc.token_to_word,
+                                          position, len(enc.words))
+    return rows, special, enc.words
 
 
 @engine_cached()

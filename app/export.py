@@ -45,8 +45,10 @@ def _start_server() -> None:
         _server_started = True
 
 
-def figure_image(fig: go.Figure, fmt: str, width: int = 1000, height: int = 700,
+def figure_image(fig: go.Figure, fmt: str, width: int = 1000, height: int | None = None,
                  scale: float = 2.0) -> bytes:
+    """The figure as an image; height: the figure's own (a grid of many panels is tall), else
+    700 px."""
     if fmt not in IMAGE_FORMATS:
         raise ValueError(f"fmt: use one of {', '.join(IMAGE_FORMATS)}")
     with _KALEIDO_LOCK, warnings.catch_warnings():
@@ -54,6 +56,7 @@ def figure_image(fig: go.Figure, fmt: str, width: int = 1000, height: int = 700,
         _start_server()
         # a light template so exported figures read well on paper whatever the app theme
         out = go.Figure(fig).update_layout(template="plotly_white")
+        height = height or out.layout.height or 700
         return out.to_image(format=fmt, width=width, height=height,
                             scale=scale if fmt == "png" else 1)
 

@@ -159,11 +159,54 @@ def head_view(tokens: Sequence[str], att: np.ndarray, focus: int | None = None,
             fig.add_trace(go.Scatter(
                 x=xs, y=ys, mode="lines", showlegend=False, text=text, hoverinfo="text",
                 line=dict(width=1 + 5 * lo, color=f"rgba({rgb},{min(1.0, 0.15 + hi):.2f})")))
-    for x, side in ((0, "left"), (1, "right")):    # labels outside the lines
-        fig.add_trace(go.Scatter(x=[x] * t, y=y, mode="markers+text", text=list(tokens),
-                                 textposition=f"middle {side}", showlegend=False,
-                                 marker=dict(size=6, color="grey"), hoverinfo="text"))
+    _token_columns(fig, tokens, y)
     fig.update_layout(title=title, height=max(300, 26 * t + 80),
+                      xaxis=dict(visible=False, range=[-0.6, 1.6]),
+                      yaxis=dict(visible=False), margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+def _token_columns(fig: go.Figure, tokens: Sequence[str], y: np.ndarray) -> None:
+    """The two token columns of a head view, labels outside the lines; customdata is the token
+    index, so a click on a token can focus it."""
+    for x, side in ((0, "left"), (1, "right")):
+        fig.add_trace(go.Scatter(x=[x] * len(tokens), y=y, mode="markers+text",
+                                 text=list(tokens), textposition=f"middle {side}",
+                                 showlegend=False, customdata=np.arange(len(tokens)),
+                                 marker=dict(size=9, color="grey"),
+                                 hovertemplate="%{text}: click to focus<extra></extra>"))
+
+
+def head_view_heads(tokens: Sequence[str], att: np.ndarray, focus: int | None = None,
+                    title: str = "", min_weight: float = 0.05) -> go.Figure:
+    """BertViz's head view with every head at once: att [heads, T, T], one colour per head (a
+    legend entry each: click it to hide the head), weight as opacity; lines under min_weight
+    are left out. focus: only the lines from that token."""
+    heads, t = att.shape[0], att.shape[1]
+    y = -np.arange(t, dtype=float)
+    edges = np.array([min_weight, 0.2, 0.4, 0.7, 1.01])
+    fig = go.Figure()
+    for h in range(heads):
+        colour = PALETTE[h % len(PALETTE)]
+        first = True
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            xs, ys, text = [], [], []
+            for i, j in zip(*np.nonzero((att[h] >= lo) & (att[h] < hi))):
+                if focus is not None and i != focus:
+                    continue
+                label = f"head {h}: {tokens[i]} → {tokens[j]}: {att[h, i, j]:.3f}"
+                xs += [0, 1, None]
+                ys += [y[i], y[j], None]
+                text += [label, label, None]
+            if not xs:
+                continue
+            fig.add_trace(go.Scatter(
+                x=xs, y=ys, mode="lines", name=f"head {h}", legendgroup=f"head {h}",
+                showlegend=first, text=text, hoverinfo="text", opacity=min(1.0, 0.2 + hi * 0.8),
+                line=dict(width=1 + 4 * lo, color=colour)))
+            first = False
+    _token_columns(fig, tokens, y)
+    fig.update_layout(title=title, height=max(300, 26 * t + 80), legend_title_text="head",
                       xaxis=dict(visible=False, range=[-0.6, 1.6]),
                       yaxis=dict(visible=False), margin=dict(l=10, r=10, t=50, b=10))
     return fig
@@ -212,4 +255,130 @@ def prediction_bars(tokens: Sequence[str], probs: Sequence[float], title: str) -
     fig.update_layout(title=title, height=60 + 28 * len(tokens), xaxis_title="probability",
                       xaxis_range=[0, min(1.0, max(probs or [0.1]) * 1.3 + 0.05)],
                       margin=dict(l=10, r=10, t=50, b=10))
+    return fig
+
+
+GRID_COLS = 4
+GRID_PANEL_PX = 250
+
+
+def _emphasis(n: int, selected: Sequence[int], found: Sequence[int]):
+    """Per point: (size, opacity, outline colour, outline width). Selected points are ringed in
+    black, found ones in orange; with either present, the rest fade so the eye finds them."""
+    sel, hit = set(selected), set(found)
+    focus = sel | hit
+    size = [14 if i in focus else 9 for i in range(n)]
+    opacity = [1.0 if (not focus or i in focus) else 0.25 for i in range(n)]
+    colour = ["black" if i in sel else "darkorange" if i in hit else "white" for i in range(n)]
+    width = [2.5 if i in focus else 0.5 for i in range(n)]
+    return np.array(size), np.array(opacity), np.array(colour), np.array(width)
+
+
+def layer_grid(panels: Sequence[tuple[str, np.ndarray]], labels: Sequence[str],
+               hover: Sequence[str], words: Sequence[str] | None = None,
+               selected: Sequence[int] = (), found: Sequence[int] = (),
+               title: str = "", cols: int = GRID_COLS) -> go.Figure:
+    """Small multiples: one aligned projection per layer (panels: (title, coords [n, 2|3])),
+    the same points in every panel, coloured by label. Each point's customdata is
+    [point index, panel index], which is what a click or lasso selection reports.
+    words: drawn beside the points when given (the label toggle)."""
+    n_panels = len(panels)
+    three_d = n_panels and panels[0][1].shape[1] == 3
+    cols = max(1, min(cols, n_panels))
+    rows = -(-n_panels // cols)
+    specs = [[{"type": "scene" if three_d else "xy"}] * cols for _ in range(rows)]
+    fig = make_subplots(rows=rows, cols=cols, specs=specs,
+                        subplot_titles=[t for t, _ in panels],
+                        horizontal_spacing=0.02, vertical_spacing=min(0.12, 0.3 / rows))
+    colours = _colour_map(labels)
+    labels_arr = np.asarray(labels)
+    size, opacity, outline, width = _emphasis(len(labels), selected, found)
+    for p, (name, coords) in enumerate(panels):
+        r, c = divmod(p, cols)
+        for lab, colour in colours.items():
+            idx = np.nonzero(labels_arr == lab)[0]
+            if three_d:   # scatter3d takes one opacity and one outline width per trace
+                marker = dict(size=size[idx] * 0.6, color=colour,
+                              line=dict(width=1, color=outline[idx]))
+            else:
+                marker = dict(size=size[idx], color=colour, opacity=opacity[idx],
+                              line=dict(width=width[idx], color=outline[idx]))
+            common = dict(name=lab, legendgroup=lab, showlegend=p == 0,
+                          mode="markers+text" if words is not None else "markers",
+                          text=[words[i] for i in idx] if words is not None else None,
+                          textposition="top center", textfont=dict(size=10),
+                          customdata=np.stack([idx, np.full(len(idx), p)], axis=1),
+                          hovertext=[_wrap(hover[i]) for i in idx],
+                          hovertemplate="%{hovertext}<extra>" + f"{lab} · {name}</extra>")
+            if three_d:
+                fig.add_trace(go.Scatter3d(x=coords[idx, 0], y=coords[idx, 1], z=coords[idx, 2],
+                                           marker=marker, **common), row=r + 1, col=c + 1)
+            else:
+                fig.add_trace(go.Scatter(x=coords[idx, 0], y=coords[idx, 1], marker=marker,
+                                         **common), row=r + 1, col=c + 1)
+    if not three_d:
+        # one scale for every panel (the projections are aligned), no tick labels: the axes
+        # of a projection have no units
+        fig.update_xaxes(matches="x", showticklabels=False)
+        fig.update_yaxes(matches="y", showticklabels=False)
+    fig.update_layout(title=title, height=rows * GRID_PANEL_PX + 90, legend_title_text="sense",
+                      margin=dict(l=10, r=10, t=70, b=10), dragmode="lasso" if not three_d
+                      else None)
+    return fig
+
+
+def layer_animation(panels: Sequence[tuple[str, np.ndarray]], labels: Sequence[str],
+                    hover: Sequence[str], title: str = "") -> go.Figure:
+    """One 2-D panel that morphs from layer to layer: a frame per panel, a play button and a
+    slider (the axes stay fixed, so movement is the points', not the scale's)."""
+    colours = _colour_map(labels)
+    labels_arr = np.asarray(labels)
+    groups = {lab: np.nonzero(labels_arr == lab)[0] for lab in colours}
+
+    def traces(coords):
+        return [go.Scatter(x=coords[idx, 0], y=coords[idx, 1], mode="markers", name=lab,
+                           marker=dict(size=12, color=colours[lab],
+                                       line=dict(width=1, color="white")),
+                           text=[_wrap(hover[i]) for i in idx],
+                           hovertemplate="%{text}<extra>" + lab + "</extra>")
+                for lab, idx in groups.items()]
+
+    allc = np.concatenate([c for _, c in panels]) if panels else np.zeros((1, 2))
+    pad = 0.08 * (allc.max(axis=0) - allc.min(axis=0) + 1e-9)
+    lo, hi = allc.min(axis=0) - pad, allc.max(axis=0) + pad
+    names = [n for n, _ in panels]
+    fig = go.Figure(data=traces(panels[0][1]),
+                    frames=[go.Frame(data=traces(c), name=n) for n, c in panels])
+    step = dict(frame=dict(duration=700, redraw=False), transition=dict(duration=500),
+                mode="immediate")
+    fig.update_layout(
+        title=title, height=520, legend_title_text="sense",
+        xaxis=dict(range=[lo[0], hi[0]], showticklabels=False),
+        yaxis=dict(range=[lo[1], hi[1]], showticklabels=False),
+        updatemenus=[dict(type="buttons", showactive=False, x=0, y=-0.08, xanchor="left",
+                          buttons=[dict(label="▶ play", method="animate",
+                                        args=[None, dict(step, fromcurrent=True)]),
+                                   dict(label="❚❚ pause", method="animate",
+                                        args=[[None], dict(step, frame=dict(duration=0))])])],
+        sliders=[dict(active=0, x=0.15, len=0.85, y=-0.02, currentvalue=dict(prefix=""),
+                      steps=[dict(label=n, method="animate",
+                                  args=[[n], dict(step, frame=dict(duration=0))])
+                             for n in names])],
+        margin=dict(l=10, r=10, t=60, b=60))
+    return fig
+
+
+def attention_row(words: Sequence[str], weights: np.ndarray, special: float,
+                  focus: int, title: str) -> go.Figure:
+    """Where one word looks: attention (mean over heads) to each word, the word itself marked,
+    the share that goes to special tokens as a last bar."""
+    names = unique_labels(list(words)) + (["[special]"] if special > 0 else [])
+    values = list(weights) + ([special] if special > 0 else [])
+    colours = [PALETTE[1] if i == focus else PALETTE[0] for i in range(len(words))] + \
+        (["grey"] if special > 0 else [])
+    fig = go.Figure(go.Bar(x=names, y=values, marker_color=colours,
+                           hovertemplate="%{x}: %{y:.3f}<extra></extra>"))
+    fig.update_layout(title=title, height=260, yaxis_title="attention",
+                      yaxis_range=[0, max(values + [0.05]) * 1.15],
+                      margin=dict(l=10, r=10, t=40, b=10))
     return fig

@@ -137,15 +137,16 @@ class Engine:
         """A derived result under `key` (what was computed, from what), computed once."""
         return self.results.get_or_compute(key, compute)
 
-    def project(self, vectors: np.ndarray, method: str = "pca", seed: int = 0):
+    def project(self, vectors: np.ndarray, method: str = "pca", seed: int = 0, dims: int = 2):
         """projection.project, cached by the vectors' bytes: projections are seeded, so the
         same input always gives the same output, and a repeat costs a hash, not a fit."""
         from engine.analysis import projection
 
         vectors = np.ascontiguousarray(vectors)
         key = ("projection", hashlib.blake2b(vectors.tobytes(), digest_size=16).hexdigest(),
-               vectors.shape, str(vectors.dtype), method, seed)
-        return self.cached(key, lambda: projection.project(vectors, method=method, seed=seed))
+               vectors.shape, str(vectors.dtype), method, seed, dims)
+        return self.cached(key, lambda: projection.project(vectors, method=method, seed=seed,
+                                                           dims=dims))
 
     # -- predictions --------------------------------------------------------------------
     def predict_masked(self, model_id: str, text: str, top_k: int = 10,

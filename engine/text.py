@@ -109,3 +109,21 @@ def align_offsets(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int,
             after = np.nonzero(starts >= e)[0]
             out[t] = int(after[0]) if len(after) else len(spans) - 1
     return out
+
+
+def mask_word(text: str, word: int) -> str:
+    """The text with word `word` (as split_words counts) replaced by the mask token."""
+    wt = split_words(text)
+    if not 0 <= word < len(wt.words):
+        raise TextError(f"the text has {len(wt.words)} words, so there is no word {word + 1}")
+    s, e = wt.spans[word]
+    return text[:s] + MASK + text[e:]
+
+
+def left_of_word(text: str, word: int) -> str:
+    """The text before word `word`, without trailing spaces: what a left-to-right model has
+    read when it predicts that word."""
+    wt = split_words(text)
+    if not 0 <= word < len(wt.words):
+        raise TextError(f"the text has {len(wt.words)} words, so there is no word {word + 1}")
+    return text[:wt.spans[word][0]].rstrip()

@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from app import compute, export, figures, state, ui
+from app import selection as sel
 from engine.analysis import attention as att
 from engine.families import FAMILIES
 
@@ -41,10 +42,20 @@ def attention_views(inputs, enc) -> None:
         options = ["(all)"] + [f"{i}: {t}" for i, t in enumerate(tokens)]
         if st.session_state.get("att_focus") not in options:   # another sentence or model
             st.session_state["att_focus"] = "(all)"
-        focus = st.selectbox("Focus on token", options, key="att_focus")
+        c1, c2 = st.columns([3, 1])
+        focus = c1.selectbox("Focus on token", options, key="att_focus",
+                             help="or click a token in the view; click it again for all")
+        every = c2.toggle("Every head, one colour each", key=state.url_key(
+            "att_every_head", bool, default=False))
         idx = None if focus == "(all)" else int(focus.split(":")[0])
-        show(figures.head_view(tokens, one, idx, f"{enc.model_id}, {what}"), "head-view",
-             matrix_table(one, tokens), settings)
+        if every:
+            fig = figures.head_view_heads(tokens, maps[layer - 1], idx,
+                                          f"{enc.model_id}, layer {layer}, every head")
+        else:
+            fig = figures.head_view(tokens, one, idx, f"{enc.model_id}, {what}")
+        st.plotly_chart(fig, key="head-view", selection_mode="points",
+                        on_select=lambda: focus_token(options))
+        export.figure_downloads(fig, "head-view", matrix_table(one, tokens), settings)
     with tabs[1]:
         show(figures.matrix_heatmap(one, tokens, tokens, f"{enc.model_id}, {what}",
                                     "attention", 0.0, 1.0), "head-heatmap",
@@ -65,6 +76,14 @@ def attention_views(inputs, enc) -> None:
         show(figures.matrix_heatmap(rolled[layer - 1], tokens, tokens,
                                     f"Rollout to layer {layer}", "share", 0.0, None),
              "rollout", matrix_table(rolled[layer - 1], tokens), settings)
+
+
+def focus_token(options: list[str]) -> None:
+    """Head-view click on a token: focus it, or show every token again."""
+    clicked = sel.clicked_tokens(st.session_state.get("head-view"))
+    if clicked:
+        st.session_state["att_focus"] = sel.toggle_focus(
+            st.session_state.get("att_focus", options[0]), options, clicked[0])
 
 
 def open_head(n_heads: int) -> None:

@@ -96,3 +96,23 @@ def rollout(att: np.ndarray, residual: bool = True) -> np.ndarray:
         acc = a[layer] @ acc
         out[layer] = acc
     return out.astype(np.float32)
+
+
+def word_row(att: np.ndarray, token_to_word: np.ndarray, word: int,
+             n_words: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where one word looks, word by word: att [heads, T, T] of one layer -> ([heads, n_words]
+    attention from the word to each word, [heads] attention to special tokens). A word split
+    into several tokens asks with the mean of its tokens' rows; the columns of a word's tokens
+    add up (each row sums to 1 over words + specials)."""
+    if att.ndim != 3 or att.shape[1] != att.shape[2]:
+        raise ValueError("att: must be [heads, tokens, tokens]")
+    rows = np.nonzero(token_to_word == word)[0]
+    if rows.size == 0:
+        raise ValueError(f"word {word} has no tokens")
+    row = att[:, rows].astype(np.float64).mean(axis=1)              # [heads, T]
+    out = np.zeros((att.shape[0], n_words))
+    for t, w in enumerate(token_to_word):
+        if w >= 0:
+            out[:, w] += row[:, t]
+    special = row[:, token_to_word < 0].sum(axis=1)
+    return out, special

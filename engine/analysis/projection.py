@@ -18,6 +18,7 @@ from scipy.linalg import orthogonal_procrustes
 from engine.errors import EngineError
 
 METHODS: tuple[str, ...] = ("pca", "umap", "tsne")
+DIMS: tuple[int, ...] = (2, 3)
 MIN_POINTS = 3
 
 
@@ -27,16 +28,16 @@ class ProjectionError(EngineError):
 
 @dataclass(frozen=True, eq=False)
 class Projection:
-    """coords: [layers, points, 2]; note: one line on parameters adapted to few points."""
+    """coords: [layers, points, 2 or 3]; note: one line on parameters adapted to few points."""
 
     method: str
     coords: np.ndarray
     note: str = ""
-    explained: tuple[float, ...] = ()   # PCA: variance share of the two axes
+    explained: tuple[float, ...] = ()   # PCA: variance share of each axis
 
     def __post_init__(self) -> None:
-        if self.coords.ndim != 3 or self.coords.shape[2] != 2:
-            raise ValueError("coords: must be [layers, points, 2]")
+        if self.coords.ndim != 3 or self.coords.shape[2] not in DIMS:
+            raise ValueError("coords: must be [layers, points, 2 or 3]")
 
 
 def check_points(n: int) -> None:
@@ -66,22 +67,25 @@ def umap_neighbors(n: int) -> int:
     return int(min(15, max(2, n - 1)))
 
 
-def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> Projection:
-    """vectors: [layers, n, dim] (one word, n contexts) -> Projection with [layers, n, 2].
+def project(vectors: np.ndarray, method: str = "pca", seed: int = 0,
+            dims: int = 2) -> Projection:
+    """vectors: [layers, n, dim] (one word, n contexts) -> Projection with [layers, n, dims].
     Seeded: the same input always gives the same output (Engine.project caches it)."""
     if method not in METHODS:
         raise ProjectionError(f"unknown projection {method!r}: use one of {', '.join(METHODS)}")
+    if dims not in DIMS:
+        raise ProjectionError(f"a projection has 2 or 3 axes, not {dims}")
     if vectors.ndim != 3:
         raise ValueError("vectors: must be [layers, points, dim]")
     check_points(vectors.shape[1])
     x, constant = standardise(vectors)
     if method == "pca":
-        proj = _pca_joint(x)
+        proj = _pca_joint(x, dims)
     else:
         fit = _umap if method == "umap" else _tsne
-        coords, note = np.zeros((*x.shape[:2], 2)), ""
+        coords, note = np.zeros((*x.shape[:2], dims)), ""
         for i in np.nonzero(~constant)[0]:
-            coords[i], note = fit(x[i], seed)
+            coords[i], note = fit(x[i], seed, dims)
         proj = Projection(method, align_layers(coords).astype(np.float32), note)
     if constant.any():
         which = ", ".join(str(i) for i in np.nonzero(constant)[0])
@@ -91,17 +95,19 @@ def project(vectors: np.ndarray, method: str = "pca", seed: int = 0) -> Projecti
     return proj
 
 
-def _pca_joint(x: np.ndarray) -> Projection:
+def _pca_joint(x: np.ndarray, dims: int = 2) -> Projection:
     layers, n, dim = x.shape
     flat = x.reshape(layers * n, dim)
     # SVD of the stacked, per-layer-centred points = PCA fitted on every layer at once
     _, s, vt = np.linalg.svd(flat, full_matrices=False)
-    axes = vt[:2]
+    axes = vt[:dims]
     coords = (flat @ axes.T).reshape(layers, n, -1)
-    if coords.shape[2] < 2:  # dim == 1
-        coords = np.concatenate([coords, np.zeros_like(coords)], axis=2)
+    if coords.shape[2] < dims:  # fewer dimensions (or points) than axes asked for
+        pad = np.zeros((layers, n, dims - coords.shape[2]), coords.dtype)
+        coords = np.concatenate([coords, pad], axis=2)
     var = s ** 2
-    explained = tuple(float(v) for v in (var[:2] / var.sum() if var.sum() > 0 else var[:2]))
+    explained = tuple(float(v) for v in (var[:dims] / var.sum() if var.sum() > 0
+                                         else var[:dims]))
     return Projection("pca", coords.astype(np.float32), "PCA fitted on all layers together",
                       explained)
 
@@ -150,7 +156,7 @@ def warm_umap() -> float:
     return time.perf_counter() - start
 
 
-def _umap(x: np.ndarray, seed: int) -> tuple[np.ndarray, str]:
+def _umap(x: np.ndarray, seed: int, dims: int = 2) -> tuple[np.ndarray, str]:
     umap = _import_umap()
 
     n = x.shape[0]
@@ -159,21 +165,21 @@ def _umap(x: np.ndarray, seed: int) -> tuple[np.ndarray, str]:
     init = "spectral" if n > 10 else "random"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        reducer = umap.UMAP(n_neighbors=k, n_components=2, metric="cosine", init=init,
+        reducer = umap.UMAP(n_neighbors=k, n_components=dims, metric="cosine", init=init,
                             random_state=seed, n_jobs=1)
         coords = reducer.fit_transform(x)
     note = f"UMAP n_neighbors={k} for {n} points" + (" (fewer than the usual 15)" if k < 15 else "")
     return np.asarray(coords, np.float64), note
 
 
-def _tsne(x: np.ndarray, seed: int) -> tuple[np.ndarray, str]:
+def _tsne(x: np.ndarray, seed: int, dims: int = 2) -> tuple[np.ndarray, str]:
     from sklearn.manifold import TSNE
 
     n = x.shape[0]
     p = tsne_perplexity(n)
     # exact gradients: for the few hundred points typed here they are faster than Barnes-Hut
     # and avoid its OpenMP pool, which is slow to start in Streamlit's per-run threads
-    coords = TSNE(n_components=2, perplexity=p, init="pca", random_state=seed,
+    coords = TSNE(n_components=dims, perplexity=p, init="pca", random_state=seed,
                   metric="cosine", max_iter=500,
                   method="exact" if n <= 300 else "barnes_hut").fit_transform(x)
     note = f"t-SNE perplexity={p:.3g} for {n} points" + (" (lowered from 30)" if p < 30 else "")
@@ -181,7 +187,7 @@ def _tsne(x: np.ndarray, seed: int) -> tuple[np.ndarray, str]:
 
 
 def align_layers(coords: np.ndarray) -> np.ndarray:
-    """Rotate/reflect (and rescale) each layer's 2-D layout onto the previous aligned layer
+    """Rotate/reflect (and rescale) each layer's 2-D or 3-D layout onto the previous aligned layer
     (skipping layers whose points all coincide, which carry no orientation)."""
     out = np.empty_like(coords)
     ref = None

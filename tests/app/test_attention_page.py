@@ -109,3 +109,20 @@ def test_switching_model_resets_a_token_focus_that_no_longer_exists(tiny_engine)
     at.radio(key="att_model").set_value(m.gpt).run()
     no_failures(at)
     assert at.selectbox(key="att_focus").value == "(all)"
+
+
+def test_every_head_in_its_own_colour_with_a_legend_entry_per_head(tiny_engine):
+    m = tiny_engine
+    at = _bert(page("attention").run(), m)
+    at.toggle(key="att_every_head").set_value(True).run()
+    no_failures(at)
+    fig = figure(at, f"{m.bert}, layer 1, every head")
+    lines = [tr for tr in fig["data"] if tr["mode"] == "lines"]
+    legend = [tr["name"] for tr in lines if tr.get("showlegend")]
+    assert legend == [f"head {h}" for h in range(HEADS)]
+    colours = {tr["name"]: tr["line"]["color"] for tr in lines}
+    assert len(set(colours.values())) == HEADS          # one colour per head
+    enc = _encoding(m.bert)
+    strong = {(h, i, j) for h, i, j in zip(*np.nonzero(enc.attentions[0] >= 0.05))}
+    segments = sum(tr["x"].count(None) for tr in lines)     # one None after each line
+    assert segments == len(strong)

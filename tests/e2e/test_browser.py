@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import urllib.request
 from pathlib import Path
 
@@ -205,3 +206,39 @@ def test_the_server_terminal_stays_quiet(server, browser):
     noisy = [ln for ln in lines if any(w in ln for w in ("Warning", "WARNING", "Traceback",
                                                            "Error", "Inotify", "deprecat"))]
     assert noisy == [], noisy[:5]
+
+
+def test_layer_grid_click_links_every_panel_and_fills_the_side_panel(server, browser, tmp_path):
+    """Layers side by side: one panel per layer; clicking a point rings it in every panel and
+    the side panel names its sentence and its nearest neighbours; the grid exports."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.goto(f"{server}/grid")
+    page.wait_for_selector("text=/'mouse', 8 points/", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    plot = page.locator(".js-plotly-plot").filter(has_text="(baseline)").first
+    m = re.search(r"(\d+) of (\d+) layers", plot.locator(".gtitle").inner_text())
+    shown, total = int(m.group(1)), int(m.group(2))
+    assert shown == total == plot.locator(".annotation-text").count()
+    points = plot.locator(".scatterlayer .trace .points path")
+    assert points.count() == 8 * shown
+    points.nth(0).click(force=True)
+    _settle(page)
+    side = page.get_by_text("Nearest to", exact=False).first
+    side.wait_for(timeout=60_000)
+    page.wait_for_selector("text=/1 selected in .*, read at/", timeout=60_000)
+    body = page.locator("body").inner_text()
+    assert "Nearest to" in body and "(sentence " in body
+    sentence = int(re.search(r"\(sentence (\d+)\)", body).group(1))
+    preset = tomllib.loads((ROOT / "assets" / "presets.toml").read_text())["presets"]["mouse"]
+    assert preset["sentences"][sentence - 1][0] in body       # the side panel names it
+    # ringed in every panel of the redrawn grid: black outlines, one per panel
+    plot = page.locator(".js-plotly-plot").filter(has_text="(baseline)").first
+    ringed = plot.evaluate("el => el.data.flatMap(t => [].concat(t.marker.line.color))"
+                           ".filter(c => c === 'black').length")
+    assert ringed == shown
+    assert not page.locator('[data-testid="stException"]').count()
+    page.screenshot(path=str(SHOTS / "grid.png"), full_page=True)
+    png = _download(page, "Export grid-", "PNG", tmp_path)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    html_bytes = _download(page, "Export grid-", "HTML", tmp_path)
+    assert b"plotly" in html_bytes[:5000].lower() or b"Plotly" in html_bytes

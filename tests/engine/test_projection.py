@@ -127,3 +127,16 @@ def test_the_tsne_note_rounds_its_perplexity():
     x = np.random.default_rng(4).normal(size=(1, 8, 16)).astype(np.float32)
     note = project(x, method="tsne").note
     assert "t-SNE perplexity=2.33 for 8 points (lowered from 30)" in note
+
+
+@pytest.mark.parametrize("method", ["pca", "tsne"])
+def test_three_axes_when_asked_and_pca_keeps_the_first_two(method):
+    x, labels = _two_clusters(n=12)
+    three = project(x.astype(np.float32), method=method, dims=3)
+    assert three.coords.shape == (3, 12, 3)
+    if method == "pca":
+        two = project(x.astype(np.float32), method="pca")
+        assert np.allclose(three.coords[..., :2], two.coords, atol=1e-5)
+        assert len(three.explained) == 3 and three.explained[2] <= three.explained[1]
+    with pytest.raises(ProjectionError, match="2 or 3 axes"):
+        project(x.astype(np.float32), method=method, dims=4)

@@ -1,0 +1,300 @@
+"""Layers side by side: every layer's projection at once, linked selection, search, isolate.
+
+Small multiples after Tufte; the linked selection and neighbour panel after LIT and TF Projector.
+A point is an occurrence (sentence, word position): the same id in every model, so a selection
+made in one model's grid is ringed in every grid, and the side panel reads it in the model and
+layer where it was made.
+"""
+import html
+import re
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from app import compute, export, figures, state, ui
+from app import selection as sel
+from engine.analysis.projection import MIN_POINTS
+from engine.families import FAMILIES
+from engine.text import left_of_word, mask_word
+
+METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
+SCOPES = {"the target word": "target", "every word": "all"}
+MAX_PANELS = 12          # auto: every k-th layer so that a grid holds at most this many panels
+MAX_PANELS_3D = 8        # each 3-D panel is a WebGL context; browsers allow ~16 per page
+OTHER = "other words"
+SEL, SEL_LAYER, SEL_MODEL = "grid_sel", "grid_sel_layer", "grid_sel_model"
+
+
+def selection() -> list[tuple[int, int]]:
+    """The selected occurrences, from the URL-backed "s:w,s:w" string."""
+    return sel.parse_occurrences(st.session_state.get(SEL, ""))
+
+
+def set_selection(ids: list[tuple[int, int]], layer: int, model_id: str) -> None:
+    st.session_state[SEL] = sel.format_occurrences(ids)
+    st.session_state[SEL_LAYER] = layer
+    st.session_state[SEL_MODEL] = model_id
+
+
+def take_event(chart_key: str, occ, keep: list[int], layers: list[int], model_id: str) -> bool:
+    """A click or lasso on a grid arrives as that chart's widget state at the start of the next
+    run: turn it into the selection before the grids are drawn, so every grid shows it now.
+    (The chart is a new element once its highlights change, so its own state starts empty:
+    an empty event means "nothing new", and the Clear button clears.) True if it changed."""
+    picked, panel = sel.clicked_occurrences(st.session_state.get(chart_key), len(keep),
+                                            len(layers))
+    if not picked:
+        return False
+    before = (selection(), st.session_state.get(SEL_LAYER), st.session_state.get(SEL_MODEL))
+    set_selection([occ.ids[keep[i]] for i in picked], layers[panel], model_id)
+    return before != (selection(), st.session_state.get(SEL_LAYER),
+                      st.session_state.get(SEL_MODEL))
+
+
+def point_labels(occ, labels: list[str], target: str, scope: str) -> list[str]:
+    """Target occurrences take their sentence's sense label; other words share one grey-ish
+    label so the senses stay the colours that matter."""
+    t = target.lower()
+    return [labels[s] if (scope == "target" or w.lower() == t) else OTHER
+            for s, w in zip(occ.sentence, occ.word)]
+
+
+def hover_texts(occ, sentences) -> list[str]:
+    """The sentence with the occurrence's word in bold; typed text is escaped first (plotly
+    reads a small HTML subset), so only our bold is markup."""
+    out = []
+    for s, w in zip(occ.sentence, occ.word):
+        word = re.compile(rf"\b({re.escape(html.escape(w))})\b", re.IGNORECASE)
+        out.append(f"{s + 1}: " + word.sub(r"<b>\1</b>", html.escape(sentences[s]), count=1))
+    return out
+
+
+def plan(inputs, model_id: str, opts: dict) -> dict | None:
+    """What a model's grid will show (points kept, layers), from the selection as it stands:
+    the same plan that drew last run's grid, so a click on it maps back to occurrences."""
+    occ_all = compute.occurrences(model_id, inputs.sentences, inputs.target, inputs.pool,
+                                  opts["scope"])
+    if len(occ_all) == 0:
+        st.error(f"'{inputs.target}' is in none of the sentences (words are matched whole, "
+                 "ignoring case).")
+        return None
+    keep = list(range(len(occ_all)))
+    chosen = [i for i in (occ_all.index(o) for o in selection()) if i is not None]
+    isolated = opts["isolate"] and len(chosen) >= MIN_POINTS
+    if opts["isolate"] and not isolated:
+        st.info(f"Isolate needs at least {MIN_POINTS} selected points (lasso or shift-click "
+                f"them); {len(chosen)} selected, so every point is shown.")
+    if isolated:
+        keep = sorted(chosen)
+    n_layers = len(occ_all.layer_names)
+    cap = MAX_PANELS_3D if opts["dims"] == 3 else MAX_PANELS
+    layers = sel.shown_layers(n_layers, opts["every"], cap)
+    if len(layers) > cap:
+        if opts["dims"] == 3:
+            st.info(f"{len(layers)} panels asked for; 3D shows {cap} (the first {cap - 1} and "
+                    "the top layer): raise 'every k-th layer' to see the others.")
+            layers = layers[:cap - 1] + [layers[-1]]
+        else:
+            st.caption(f"{len(layers)} panels: scroll to see them all.")
+    return dict(model_id=model_id, occ_all=occ_all, keep=keep, isolated=isolated,
+                layers=layers, chart_key=f"grid-{model_id}")
+
+
+def model_grid(inputs, p: dict, opts: dict, labels: list[str]) -> None:
+    model_id, occ_all, keep, layers = p["model_id"], p["occ_all"], p["keep"], p["layers"]
+    occ = occ_all.subset(keep)
+    n_layers = len(occ.layer_names)
+    chart_key = p["chart_key"]
+    chosen = [occ.index(o) for o in selection()]
+    chosen = [i for i in chosen if i is not None]
+    proj = compute.grid_projection(model_id, inputs.sentences, inputs.target, inputs.pool,
+                                   opts["scope"], opts["method"], opts["dims"],
+                                   tuple(keep) if p["isolated"] else None)
+    find = opts["find"].strip().lower()
+    found = [i for i, w in enumerate(occ.word) if find and w.lower() == find]
+    if find and not found:
+        st.caption(f"'{opts['find']}' is not among the points shown.")
+    plabels = point_labels(occ, labels, inputs.target, opts["scope"])
+    hover = hover_texts(occ, inputs.sentences)
+    panels = [(occ.layer_names[l] + (" (baseline)" if l == 0 else ""), proj.coords[l])
+              for l in layers]
+    what = f"'{inputs.target}'" if opts["scope"] == "target" else "every word"
+    fig = figures.layer_grid(panels, plabels, hover, list(occ.word) if opts["labels"] else None,
+                             selected=chosen, found=found,
+                             title=f"{model_id}: {what}, {len(occ)} points, "
+                                   f"{len(layers)} of {n_layers} layers")
+    st.plotly_chart(fig, key=chart_key, on_select="rerun",
+                    selection_mode=("points", "box", "lasso"))
+    st.caption(proj.note + (f"; axes explain {sum(proj.explained):.0%} of the variance"
+                            if proj.explained else "") +
+               ". Click a point (shift-click adds) or lasso several: every panel and model "
+               "rings them and the side panel reads them.")
+    rows = []
+    for panel, l in enumerate(layers):
+        for i in range(len(occ)):
+            rows.append({"layer": occ.layer_names[l], "layer_index": l,
+                         "sentence": occ.sentence[i] + 1, "position": occ.position[i] + 1,
+                         "word": occ.word[i], "label": plabels[i],
+                         **{ax: float(proj.coords[l, i, k])
+                            for k, ax in enumerate("xyz"[:opts["dims"]])}})
+    settings = inputs.settings(model=model_id, projection=opts["method"], scope=opts["scope"],
+                               layers=layers, dims=opts["dims"], isolate=opts["isolate"],
+                               selection=[list(o) for o in selection()], seed=0)
+    export.figure_downloads(fig, f"grid-{model_id}", pd.DataFrame(rows), settings)
+    with st.expander(f"Play through {model_id}'s layers"):
+        if opts["dims"] == 3:
+            st.caption("The animation is 2-D: switch 3D off to play it.")
+        else:
+            anim = figures.layer_animation(panels, plabels, hover,
+                                           title=f"{model_id}: {what}, layer by layer")
+            st.plotly_chart(anim, key=f"anim-{model_id}")
+            export.figure_downloads(anim, f"grid-animation-{model_id}", pd.DataFrame(rows),
+                                    settings)
+
+
+def side_panel(inputs, opts: dict, labels: list[str]) -> None:
+    st.subheader("Selection")
+    ids = selection()
+    model_id = st.session_state.get(SEL_MODEL)
+    if not ids or model_id not in dict((m, f) for f, m in inputs.models):
+        st.caption("Click a point in any panel (shift-click or lasso for several) to see its "
+                   "sentence, its nearest neighbours, what the model predicts there and where "
+                   "it attends.")
+        return
+    occ = compute.occurrences(model_id, inputs.sentences, inputs.target, inputs.pool,
+                              opts["scope"])
+    index = [occ.index(o) for o in ids]
+    index = [i for i in index if i is not None]
+    if not index:
+        st.caption("The selected words are not among the points any more.")
+        return
+    n_layers = len(occ.layer_names)
+    layer = min(max(int(st.session_state.get(SEL_LAYER, n_layers - 1)), 0), n_layers - 1)
+    st.caption(f"{len(index)} selected in {model_id}, read at {occ.layer_names[layer]}.")
+    if st.button("Clear selection", key="grid_clear"):
+        set_selection([], layer, model_id)
+        st.rerun()
+    st.dataframe(pd.DataFrame({"sentence": [occ.sentence[i] + 1 for i in index],
+                               "word": [occ.word[i] for i in index],
+                               "sense": [labels[occ.sentence[i]] for i in index],
+                               "text": [inputs.sentences[occ.sentence[i]] for i in index]}),
+                 hide_index=True, width="stretch")
+    focus = index[0]
+    s, w = occ.sentence[focus], occ.position[focus]
+    word = occ.word[focus]
+    st.text(f"{s + 1}: {inputs.sentences[s]}")        # st.text: typed text stays text
+    st.markdown(f"**Nearest to `{word}` (sentence {s + 1}) at {occ.layer_names[layer]}**")
+    near = compute.neighbours(model_id, inputs.sentences, inputs.target, inputs.pool,
+                              opts["scope"], focus, layer, 5)
+    st.dataframe(pd.DataFrame({"word": [occ.word[n.index] for n in near],
+                               "sentence": [occ.sentence[n.index] + 1 for n in near],
+                               "cosine": [round(n.cosine, 4) for n in near],
+                               "text": [inputs.sentences[occ.sentence[n.index]] for n in near]}),
+                 hide_index=True, width="stretch")
+    st.caption("Cosine in the model's own space at that layer, among all points shown.")
+    predictions(model_id, inputs.sentences[s], w, word)
+    attention(model_id, inputs.sentences[s], w, layer, word)
+
+
+def predictions(model_id: str, sentence: str, position: int, word: str) -> None:
+    """What the model predicts at this position, as it honestly can: a masked LM fills the
+    word's place from both sides, a left-to-right model says what it expected next."""
+    family = FAMILIES[compute.family(model_id)]
+    try:
+        if compute.fills_blank(model_id) == "masked-lm":
+            pred = compute.predict("masked", model_id, mask_word(sentence, position), top_k=5)
+            what = f"masked-word guesses for `{word}`"
+        elif family.can("next_word") and position > 0:
+            pred = compute.predict("next", model_id, left_of_word(sentence, position), top_k=5)
+            what = f"next-word guesses before `{word}` (left context only)"
+        else:
+            return
+    except Exception as exc:  # noqa: BLE001 - the panel's other parts still show
+        st.caption(f"No predictions: {ui.one_line(exc)}")
+        return
+    st.markdown(f"**{what}**")
+    st.dataframe(pd.DataFrame({"guess": [c.token for c in pred.candidates],
+                               "probability": [round(c.prob, 4) for c in pred.candidates]}),
+                 hide_index=True, width="stretch")
+
+
+def attention(model_id: str, sentence: str, position: int, layer: int, word: str) -> None:
+    if not FAMILIES[compute.family(model_id)].can("attention") or layer == 0:
+        return
+    got = compute.attention_row(model_id, sentence, position, layer)
+    if got is None:
+        return
+    rows, special, words = got
+    fig = figures.attention_row(words, rows.mean(axis=0), float(special.mean()), position,
+                                f"Where '{word}' attends, layer {layer} (mean of heads)")
+    st.plotly_chart(fig, key="grid-attention")
+
+
+def controls() -> dict:
+    c = st.columns([2, 2, 1, 1, 1])
+    method = METHODS[c[0].radio("Projection", list(METHODS), horizontal=True, key=state.url_key(
+        "grid_projection", str, default="PCA", choices=METHODS))]
+    scope = SCOPES[c[1].radio("Points", list(SCOPES), horizontal=True, key=state.url_key(
+        "grid_points", str, default="the target word", choices=SCOPES))]
+    dims = 3 if c[2].toggle("3D", key=state.url_key("grid_3d", bool, default=False)) else 2
+    show_labels = c[3].toggle("Labels", key=state.url_key("grid_labels", bool, default=False))
+    stack = c[4].toggle("All models", key=state.url_key("grid_all", bool, default=False),
+                        help="One grid per chosen model, one under another")
+    d = st.columns([1, 2, 1])
+    every = d[0].number_input("Every k-th layer (0: auto)", 0, 32, key=state.url_key(
+        "grid_every", int, default=0), help=f"auto keeps a grid to {MAX_PANELS} panels")
+    find = d[1].text_input("Find a word", key=state.url_key("grid_find", str, default=""),
+                           max_chars=60, placeholder="rings its occurrences in every panel")
+    isolate = d[2].toggle("Isolate selection", key=state.url_key("grid_isolate", bool,
+                                                                   default=False),
+                          help="Re-project only the selected points")
+    return dict(method=method, scope=scope, dims=dims, labels=show_labels, stack=stack,
+                every=int(every), find=find, isolate=isolate)
+
+
+def render(inputs: state.Inputs) -> None:
+    st.title("Layers side by side")
+    st.caption("Every layer at once, aligned so that a point moves rather than the axes: "
+               "the context-free baseline first, then up the stack.")
+    if not inputs.target:
+        st.info("Type a target word in the sidebar.")
+        return
+    models = ui.chosen_models(inputs)
+    if not models:
+        return
+    state.url_key(SEL, str, default="")
+    state.url_key(SEL_LAYER, int)
+    state.url_key(SEL_MODEL, str)
+    opts = controls()
+    labels = state.sense_labels(inputs.sentences)
+    if not opts["stack"]:
+        ids = [m for _, m in models]
+        pick = st.selectbox("Model", ids, key=state.url_key("grid_model", str, default=ids[0],
+                                                            choices=ids))
+        models = [(f, m) for f, m in models if m == pick]
+    main, side = st.columns([3, 1])
+    with main:
+        plans = []
+        for _, model_id in models:
+            try:
+                if ui.prepared(model_id, inputs) and (p := plan(inputs, model_id, opts)):
+                    plans.append(p)
+            except Exception as exc:  # noqa: BLE001 - keep the other models' grids
+                ui.show_error(exc)
+        # every click first, then every grid: a selection made in the second grid rings its
+        # points in the first one in the same run
+        changed = [take_event(p["chart_key"], p["occ_all"], p["keep"], p["layers"],
+                              p["model_id"]) for p in plans]
+        if any(changed) and opts["isolate"]:    # the points kept follow the new selection
+            plans = [plan(inputs, p["model_id"], opts) for p in plans]
+        for p in plans:
+            try:
+                model_grid(inputs, p, opts, labels)
+            except Exception as exc:  # noqa: BLE001
+                ui.show_error(exc)
+    with side:
+        side_panel(inputs, opts, labels)
+
+
+ui.run_page(render)

@@ -1,0 +1,68 @@
+"""Plotly click and lasso selections as Streamlit reports them, read without Streamlit, and
+the small choices the linked views make from them (what to focus, which layers to show)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+
+def points(event: Any) -> list[dict]:
+    """The selected points of a chart's widget state ({"selection": {"points": [...]}})."""
+    if not event:
+        return []
+    sel = event.get("selection", {}) if hasattr(event, "get") else {}
+    return list(sel.get("points", []) if hasattr(sel, "get") else [])
+
+
+def clicked_tokens(event: Any) -> list[int]:
+    """Token indices clicked in a head view: only the token markers carry a number as
+    customdata (the lines carry none)."""
+    return [int(p["customdata"]) for p in points(event)
+            if isinstance(p.get("customdata"), (int, float))]
+
+
+def toggle_focus(current: str, options: Sequence[str], token: int) -> str:
+    """options[0] is "(all)", options[k + 1] token k: a click focuses a token, a second click
+    on the focused token shows every token again; an unknown token changes nothing."""
+    if not 0 <= token < len(options) - 1:
+        return current
+    option = options[token + 1]
+    return options[0] if current == option else option
+
+
+def clicked_occurrences(event: Any, n_points: int, n_panels: int) -> tuple[list[int], int | None]:
+    """Grid clicks: each point's customdata is [point, panel]; returns the points (in click
+    order, no repeats) and the panel of the first."""
+    picked, panel = [], None
+    for p in points(event):
+        data = p.get("customdata")
+        if not isinstance(data, (list, tuple)) or len(data) < 2:
+            continue
+        i, k = int(data[0]), int(data[1])
+        if 0 <= i < n_points and 0 <= k < n_panels:
+            picked.append(i)
+            panel = k if panel is None else panel
+    return list(dict.fromkeys(picked)), panel
+
+
+def parse_occurrences(text: str) -> list[tuple[int, int]]:
+    """A URL's "sentence:word,sentence:word" (0-based); malformed parts are skipped."""
+    out = []
+    for part in str(text or "").split(","):
+        s, _, w = part.partition(":")
+        if s.strip().isdigit() and w.strip().isdigit():
+            out.append((int(s), int(w)))
+    return out
+
+
+def format_occurrences(ids: Sequence[tuple[int, int]]) -> str:
+    return ",".join(f"{s}:{w}" for s, w in ids)
+
+
+def shown_layers(n_layers: int, every: int, cap: int) -> list[int]:
+    """The baseline (0), every k-th layer, and always the top one; k=0 picks the smallest k
+    that keeps the grid within `cap` panels (SmolLM2's 31 layers: every 3rd, 11 panels)."""
+    if every <= 0:
+        every = 1
+        while len(shown_layers(n_layers, every, cap)) > cap:
+            every += 1
+    return sorted(set(range(0, n_layers, every)) | {n_layers - 1})
