@@ -230,6 +230,11 @@ def head_stats(model_id: str, sentence: str) -> att_analysis.HeadStats | None:
     return att_analysis.head_stats(enc.attentions, enc.special_mask, enc.family)
 
 
+def query_key(model_id: str, text: str, layer: int):
+    """engine.result.QueryKey (the Engine caches it)."""
+    return get_engine().query_key(model_id, text, layer)
+
+
 def predict(kind: str, model_id: str, text: str, top_k: int = 10, sides: str = "both"):
     eng = get_engine()
     with st.spinner(f"Asking {model_id} …"):

@@ -382,3 +382,42 @@ def attention_row(words: Sequence[str], weights: np.ndarray, special: float,
                       yaxis_range=[0, max(values + [0.05]) * 1.15],
                       margin=dict(l=10, r=10, t=40, b=10))
     return fig
+
+
+def neuron_view(tokens: Sequence[str], query: np.ndarray, keys: np.ndarray,
+                products: np.ndarray, scores: np.ndarray, attention: np.ndarray,
+                query_token: int, title: str) -> go.Figure:
+    """BertViz's neuron view for one head and one query token: the query vector, every key
+    vector, their elementwise products (a row sums to the raw score), the scaled scores and
+    their softmax, which is the attention row. A causal model's future tokens score -inf."""
+    names = unique_labels([f"{i}: {t}" for i, t in enumerate(tokens)])
+    fig = make_subplots(rows=2, cols=4, row_heights=[0.12, 0.88], column_widths=[0.34, 0.34,
+                        0.16, 0.16], horizontal_spacing=0.04, vertical_spacing=0.06,
+                        specs=[[{"colspan": 2}, None, None, None], [{}, {}, {}, {}]],
+                        subplot_titles=[f"query q ({names[query_token]})", "keys k",
+                                        "q ⊙ k", "q·k × scale", "softmax = attention"])
+    lim = float(max(np.abs(keys).max(), np.abs(query).max(), 1e-9))
+    plim = float(max(np.abs(products).max(), 1e-9))
+    fig.add_trace(go.Heatmap(z=query[None, :], y=["q"], colorscale="RdBu", zmid=0, zmin=-lim,
+                             zmax=lim, showscale=False,
+                             hovertemplate="dim %{x}: %{z:.3f}<extra></extra>"), 1, 1)
+    fig.add_trace(go.Heatmap(z=keys, y=names, colorscale="RdBu", zmid=0, zmin=-lim, zmax=lim,
+                             showscale=False,
+                             hovertemplate="%{y} dim %{x}: %{z:.3f}<extra>k</extra>"), 2, 1)
+    fig.add_trace(go.Heatmap(z=products, y=names, colorscale="RdBu", zmid=0, zmin=-plim,
+                             zmax=plim, showscale=False,
+                             hovertemplate="%{y} dim %{x}: %{z:.3f}<extra>q⊙k</extra>"), 2, 2)
+    shown = np.where(np.isfinite(scores), scores, np.nan)
+    fig.add_trace(go.Bar(x=shown, y=names, orientation="h", marker_color=PALETTE[0],
+                         text=["−∞" if not np.isfinite(s) else f"{s:.2f}" for s in scores],
+                         textposition="auto", hovertemplate="%{y}: %{x:.3f}<extra></extra>"),
+                  2, 3)
+    fig.add_trace(go.Bar(x=attention, y=names, orientation="h", marker_color=PALETTE[1],
+                         text=[f"{a:.2f}" for a in attention], textposition="auto",
+                         hovertemplate="%{y}: %{x:.3f}<extra></extra>"), 2, 4)
+    for col in (1, 2, 3, 4):
+        fig.update_yaxes(autorange="reversed", row=2, col=col, showticklabels=col == 1)
+    fig.update_yaxes(showticklabels=False, row=1, col=1)
+    fig.update_layout(title=title, height=max(320, 24 * len(tokens) + 160), showlegend=False,
+                      margin=dict(l=10, r=10, t=70, b=10))
+    return fig

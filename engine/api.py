@@ -187,3 +187,12 @@ class Engine:
 
     def logit_lens(self, model_id: str, text: str) -> LogitLens:
         return self.adapter(model_id).logit_lens(to_word_text(text))
+
+    def query_key(self, model_id: str, text: str, layer: int):
+        """Query and key vectors of one attention layer (engine.result.QueryKey), cached."""
+        adapter = self.adapter(model_id)
+        if not hasattr(adapter, "query_key"):
+            raise UnsupportedPrediction(f"{model_id} has no attention, so no query and key "
+                                        "vectors")
+        return self.cached(("query_key", model_id, text, layer),
+                           lambda: adapter.query_key(to_word_text(text), layer))

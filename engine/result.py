@@ -144,3 +144,40 @@ class LogitLens:
     def __post_init__(self) -> None:
         _require(self.top_probs.shape == (len(self.top_tokens), len(self.tokens)), "top_probs",
                  "must be [layers+1, positions]")
+
+
+@dataclass(frozen=True, eq=False)
+class QueryKey:
+    """What one attention layer's scores are made of (BertViz's neuron view): per head the
+    query and key vector of every token, [heads, tokens, head_dim], and the factor the dot
+    products are scaled by. causal: a token attends only to itself and earlier tokens."""
+
+    model_id: str
+    tokens: tuple[str, ...]
+    layer: int                  # 1-based, as the attention maps count
+    queries: np.ndarray
+    keys: np.ndarray
+    scale: float
+    causal: bool
+
+    def __post_init__(self) -> None:
+        _require(self.queries.ndim == 3 and self.queries.shape == self.keys.shape
+                 and self.queries.shape[1] == len(self.tokens), "queries",
+                 "queries and keys must both be [heads, tokens, head_dim]")
+
+    def products(self, head: int, token: int) -> np.ndarray:
+        """q_token ⊙ k_j for every j: [tokens, head_dim]; row j sums to the raw score."""
+        return self.queries[head, token][None, :] * self.keys[head]
+
+    def scores(self, head: int, token: int) -> np.ndarray:
+        """Scaled scores q·k_j × scale, [tokens]; -inf where a causal model cannot look."""
+        s = self.products(head, token).astype(np.float64).sum(axis=1) * self.scale
+        if self.causal:
+            s[token + 1:] = -np.inf
+        return s
+
+    def attention(self, head: int, token: int) -> np.ndarray:
+        """softmax of the scores: the attention row the model itself computes."""
+        s = self.scores(head, token)
+        e = np.exp(s - s[np.isfinite(s)].max())
+        return e / e.sum()

@@ -37,7 +37,9 @@ def attention_views(inputs, enc) -> None:
     what = f"layer {layer}, " + ("mean of heads" if head is None else f"head {head}")
     settings = inputs.settings(model=enc.model_id, sentence=enc.text, layer=layer, head=head,
                                hide_special=hide)
-    tabs = st.tabs(["Head view", "Heatmap", "Model view", "Head statistics", "Rollout"])
+    names = ["Head view", "Heatmap", "Model view", "Head statistics", "Rollout"]
+    neurons = FAMILIES[enc.family].can("query_key")
+    tabs = st.tabs(names + (["Neuron view"] if neurons else []))
     with tabs[0]:
         options = ["(all)"] + [f"{i}: {t}" for i, t in enumerate(tokens)]
         if st.session_state.get("att_focus") not in options:   # another sentence or model
@@ -76,6 +78,34 @@ def attention_views(inputs, enc) -> None:
         show(figures.matrix_heatmap(rolled[layer - 1], tokens, tokens,
                                     f"Rollout to layer {layer}", "share", 0.0, None),
              "rollout", matrix_table(rolled[layer - 1], tokens), settings)
+    if neurons:
+        with tabs[5]:
+            neuron_view(enc, layer, head, settings)
+
+
+def neuron_view(enc, layer: int, head: int | None, settings: dict) -> None:
+    """BertViz's neuron view: how one head's score for each key is made from the query and key
+    vectors (all tokens, special ones included: they take part in the softmax)."""
+    st.caption("A score is the dot product of the query token's vector with each key vector, "
+               "times 1/√d; its softmax over the keys is the attention row. Red and blue: "
+               "positive and negative components.")
+    if head is None:
+        st.info("Pick one head (switch off 'Average over heads'): each head has its own "
+                "queries and keys.")
+        return
+    options = [f"{i}: {t}" for i, t in enumerate(enc.tokens)]
+    key = "att_query"
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = options[min(len(options) - 1, 1)]
+    pick = st.selectbox("Query token", options, key=key)
+    token = options.index(pick)
+    qk = compute.query_key(enc.model_id, enc.text, layer)
+    scores, attn = qk.scores(head, token), qk.attention(head, token)
+    fig = figures.neuron_view(qk.tokens, qk.queries[head, token], qk.keys[head],
+                              qk.products(head, token), scores, attn, token,
+                              f"{enc.model_id}, layer {layer}, head {head}: neuron view")
+    table = pd.DataFrame({"key_token": list(qk.tokens), "score": scores, "attention": attn})
+    show(fig, "neuron-view", table, {**settings, "query_token": token})
 
 
 def focus_token(options: list[str]) -> None:

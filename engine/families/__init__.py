@@ -23,6 +23,7 @@ CAPABILITIES = frozenset({
     "previous_word",   # a right-to-left LM's guess at the word before
     "scalar_mix",      # ELMo's learned mix of its layers
     "logit_lens",      # every layer read through the LM head
+    "query_key",       # the query and key vectors behind each attention score (neuron view)
 })
 
 
@@ -69,6 +70,7 @@ register(Family("elmo", "ELMo", "engine.families.elmo.adapter",
                            "scalar_mix"})))
 register(Family("gpt", "GPT", "engine.families.gpt",
                 frozenset({"hidden_states", "attention", "fill_blank", "next_word",
-                           "logit_lens"}), reads_gguf=True))
+                           "logit_lens", "query_key"}), reads_gguf=True))
 register(Family("bert", "BERT", "engine.families.bert",
-                frozenset({"hidden_states", "attention", "masked_lm", "fill_blank"})))
+                frozenset({"hidden_states", "attention", "masked_lm", "fill_blank",
+                           "query_key"})))

@@ -12,7 +12,7 @@ from typing import Sequence
 from engine.families import hf_common as hf
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families.base import LoadOptions, ModelInfo
-from engine.result import Encoding, LogitLens, Prediction
+from engine.result import Encoding, LogitLens, Prediction, QueryKey
 from engine.text import MASK, WordText
 
 
@@ -67,6 +67,11 @@ class BertAdapter:
         return hf.encode_texts(self.model_id, "bert", self.encoder, self.tokenizer, texts,
                                batch_size, self.max_tokens, self.pad_id, self._prepare,
                                attentions=attentions)
+
+    def query_key(self, text: WordText, layer: int) -> QueryKey:
+        t = hf.tokenize(self.tokenizer, self._prepare(text), self.max_tokens)
+        q, k, scale = hf.query_key(self.encoder, t, layer)
+        return QueryKey(self.model_id, t.tokens, layer, q, k, scale, causal=False)
 
     def predict_masked(self, text: WordText, top_k: int = 10, sides: str = "both") -> Prediction:
         """Top-k words for the [MASK] position: softmax over the MLM head's logits there."""

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.errors import EngineError, ModelUnavailable
+from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families.base import LoadOptions, resolve_device, resolve_dtype
 from engine.result import Encoding
 from engine.text import WordText
@@ -291,3 +291,79 @@ def top_k_candidates(logits, tokenizer, top_k: int):
     values, indices = torch.topk(probs, k)
     tokens = readable_tokens(tokenizer, indices.tolist())
     return tuple(Candidate(tok, float(p)) for tok, p in zip(tokens, values.tolist()))
+
+
+def _attention_of_block(base_model, layer: int):
+    """The self-attention module of block `layer` (1-based) for the three layouts we serve:
+    BERT (encoder.layer[i].attention.self), GPT-2 (h[i].attn), Llama-style (layers[i].self_attn)."""
+    for blocks_path, attn_path in (("encoder.layer", "attention.self"), ("h", "attn"),
+                                   ("layers", "self_attn")):
+        blocks = base_model
+        for part in blocks_path.split("."):
+            blocks = getattr(blocks, part, None)
+        if blocks is None:
+            continue
+        if not 1 <= layer <= len(blocks):
+            raise EngineError(f"layer {layer} is not an attention layer of this model "
+                              f"(1 to {len(blocks)})")
+        module = blocks[layer - 1]
+        for part in attn_path.split("."):
+            module = getattr(module, part)
+        return module
+    raise UnsupportedPrediction("this architecture's query and key vectors are not exposed")
+
+
+def query_key(base_model, tokenized: TokenizedText, layer: int):
+    """The query and key vectors of every head at one layer, as the attention scores use them
+    (after RoPE where the model rotates them): ([heads, T, d] queries, [heads, T, d] keys, the
+    scale the scores are multiplied by). Read with forward hooks on one ordinary forward pass,
+    so they are the model's own numbers."""
+    import torch
+
+    attn = _attention_of_block(base_model, layer)
+    cfg = base_model.config
+    heads = cfg.num_attention_heads
+    got: dict = {}
+
+    def keep(name):
+        return lambda module, args, output: got.__setitem__(name, output.detach())
+
+    hooks = []
+    if hasattr(attn, "query") and hasattr(attn, "key"):                       # BERT
+        hooks += [attn.query.register_forward_hook(keep("q")),
+                  attn.key.register_forward_hook(keep("k"))]
+    elif hasattr(attn, "c_attn") and not getattr(attn, "is_cross_attention", False):  # GPT-2
+        hooks.append(attn.c_attn.register_forward_hook(keep("qkv")))
+    elif hasattr(attn, "q_proj") and hasattr(attn, "k_proj"):               # Llama and kin
+        hooks += [attn.q_proj.register_forward_hook(keep("q")),
+                  attn.k_proj.register_forward_hook(keep("k")),
+                  attn.register_forward_pre_hook(
+                      lambda m, args, kwargs: got.__setitem__(
+                          "rope", kwargs.get("position_embeddings")), with_kwargs=True)]
+    else:
+        raise UnsupportedPrediction("this architecture's query and key vectors are not exposed")
+    device = next(base_model.parameters()).device
+    ids, mask = pad_batch([tokenized], 0, str(device))
+    try:
+        with torch.inference_mode():
+            base_model(input_ids=ids, attention_mask=mask)
+    finally:
+        for h in hooks:
+            h.remove()
+    if "qkv" in got:
+        q, k, _ = got["qkv"].split(cfg.hidden_size, dim=2)
+    else:
+        q, k = got["q"], got["k"]
+    t = q.shape[1]
+    d = q.shape[2] // heads
+    q = q.view(1, t, heads, d).transpose(1, 2)                  # [1, H, T, d]
+    k = k.view(1, t, -1, d).transpose(1, 2)                     # [1, H_kv, T, d]
+    if got.get("rope") is not None:
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+        cos, sin = got["rope"]
+        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+    if k.shape[1] != heads:                                     # grouped-query attention
+        k = k.repeat_interleave(heads // k.shape[1], dim=1)
+    scale = float(getattr(attn, "scaling", d ** -0.5))
+    return (q[0].float().cpu().numpy(), k[0].float().cpu().numpy(), scale)

@@ -126,3 +126,20 @@ def test_every_head_in_its_own_colour_with_a_legend_entry_per_head(tiny_engine):
     strong = {(h, i, j) for h, i, j in zip(*np.nonzero(enc.attentions[0] >= 0.05))}
     segments = sum(tr["x"].count(None) for tr in lines)     # one None after each line
     assert segments == len(strong)
+
+
+@pytest.mark.parametrize("which", ["bert", "gpt"])
+def test_neuron_view_shows_the_scores_whose_softmax_is_the_heads_map(tiny_engine, which):
+    m = tiny_engine
+    at = page("attention").run()
+    at.radio(key="att_model").set_value(getattr(m, which)).run()
+    at.selectbox(key="att_query").set_value(at.selectbox(key="att_query").options[2]).run()
+    no_failures(at)
+    fig = figure(at, f"{getattr(m, which)}, layer 1, head 0: neuron view")
+    enc = _encoding(getattr(m, which))
+    attention_bars = fig["data"][4]["x"]
+    assert np.allclose(attention_bars, enc.attentions[0, 0, 2], atol=1e-5)
+    keys = np.array(fig["data"][1]["z"])
+    assert keys.shape[0] == len(enc.tokens)
+    if which == "gpt":       # a causal model cannot look ahead: those scores are -inf
+        assert fig["data"][3]["text"][3:] == ["−∞"] * (len(enc.tokens) - 3)

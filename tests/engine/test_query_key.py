@@ -1,0 +1,48 @@
+"""The neuron view's numbers (Engine.query_key): softmax of q·k × scale must be the model's own
+attention map from the eager path, for BERT, GPT-2 and a Llama-style model with RoPE and
+grouped-query attention."""
+import numpy as np
+import pytest
+
+from engine.api import Engine
+from engine.errors import UnsupportedPrediction
+from tests.tiny_models import save_bert, save_causal_lm
+
+TEXT = "The bank by the river is closed today ."
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("qk")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CTXLENS_MODEL_DIRS", str(root))    # local model paths only from configured dirs
+    yield {"bert": str(save_bert(root / "bert", sentences=[TEXT])),
+            "gpt2": str(save_causal_lm(root / "gpt2", "gpt2", corpus=[TEXT])),
+            "llama": str(save_causal_lm(root / "llama", "llama", corpus=[TEXT]))}
+    mp.undo()
+
+
+@pytest.mark.parametrize("kind", ["bert", "gpt2", "llama"])
+def test_softmax_of_scaled_query_key_scores_is_the_models_attention(models, kind):
+    eng = Engine(cache_size=8)
+    enc = eng.encode(models[kind], [TEXT], attentions=True)[0]
+    for layer in range(1, enc.attentions.shape[0] + 1):
+        qk = eng.query_key(models[kind], TEXT, layer)
+        assert qk.tokens == enc.tokens
+        assert qk.causal == (kind != "bert")
+        for head in range(enc.attentions.shape[1]):
+            for token in range(len(enc.tokens)):
+                assert np.allclose(qk.attention(head, token),
+                                   enc.attentions[layer - 1, head, token], atol=1e-5)
+    # q ⊙ k rows add up to the raw score
+    qk = eng.query_key(models[kind], TEXT, 1)
+    assert np.allclose(qk.products(0, 2).sum(1) * qk.scale,
+                       np.where(np.isfinite(qk.scores(0, 2)), qk.scores(0, 2),
+                                qk.products(0, 2).sum(1) * qk.scale), atol=1e-6)
+
+
+def test_a_layer_outside_the_model_is_refused(models):
+    eng = Engine(cache_size=0)
+    enc = eng.encode(models["bert"], [TEXT])[0]
+    with pytest.raises(Exception, match="not an attention layer"):
+        eng.query_key(models["bert"], TEXT, enc.n_layers)   # n_layers counts the embeddings
