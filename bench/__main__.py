@@ -1,6 +1,7 @@
 """`python -m bench` (make bench): every reproduction and measurement, written to results/.
 
-    python -m bench [--quick] [--only layers|speed|reports] [--models id,id] [--fresh]
+    python -m bench [--quick] [--only layers|cloze|speed|grid|bad-input|reports]
+                    [--models id,id] [--fresh]
                     [--mix-layer-norm]
 
 Per-model results are cached in results/tmp/ (ignored by git) keyed by the workload, so an
@@ -188,8 +189,10 @@ def machine() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small inputs (minutes)")
-    ap.add_argument("--only", choices=("layers", "cloze", "speed", "bad-input", "reports"),
-                    help="run one part (reports: rebuild the markdown and plots from "
+    ap.add_argument("--only", choices=("layers", "cloze", "speed", "grid", "bad-input",
+                                       "reports"),
+                    help="run one part (grid: only the layers-side-by-side timings, merged "
+                    "into results/speed.json; reports: rebuild the markdown and plots from "
                     "results/layers.json and speed.json)")
     ap.add_argument("--models", help="comma-separated model ids (default: all available)")
     ap.add_argument("--fresh", action="store_true", help="ignore cached per-model results")
@@ -219,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.speed import run_speed
 
         run_speed(RESULTS, quick=args.quick, log=log)
+    if args.only == "grid":
+        from bench.speed import run_grid_only
+
+        run_grid_only(RESULTS, log=log)
     if args.only in (None, "bad-input"):
         from bench import bad_input
 

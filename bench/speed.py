@@ -294,6 +294,91 @@ def part_bank() -> dict:
             "warm_s": min(times[1:])}
 
 
+def default_preset() -> tuple[str, list[str], list[str]]:
+    """The preset the app opens with (the first in assets/presets.toml)."""
+    p = next(iter(tomllib.loads(PRESETS.read_text())["presets"].values()))
+    return p["target"], [s for s, _ in p["sentences"]], [lab for _, lab in p["sentences"]]
+
+
+def _grid_figures(engine, models, sentences, target, method) -> int:
+    """What the Layers-side-by-side page computes for a grid per model: every layer's
+    occurrences, one aligned projection of all layers (not served from a cache), the figure
+    and its JSON for the browser. Returns the number of panels drawn."""
+    from app import figures
+    from app.selection import shown_layers
+    from engine.analysis import occurrences, projection
+
+    panels = 0
+    for m in models:
+        occ = occurrences.collect(engine.encode(m, sentences), "mean", target)
+        proj = projection.project(occ.vectors, method=method, seed=0)
+        layers = shown_layers(len(occ.layer_names), 0, 12)
+        fig = figures.layer_grid([(occ.layer_names[l], proj.coords[l]) for l in layers],
+                                 ["a"] * len(occ), list(sentences[:len(occ)]))
+        fig.to_json()
+        panels += len(layers)
+    return panels
+
+
+def _side_panel(engine, model_id: str, sentences, target, point: int) -> None:
+    """What a click on a grid point computes: cosine neighbours at the top layer, the model's
+    guesses at that position and the word's attention row (maps for that one sentence)."""
+    from engine.analysis import occurrences
+    from engine.analysis.attention import word_row
+    from engine.families import FAMILIES
+    from engine.text import left_of_word, mask_word
+
+    occ = occurrences.collect(engine.encode(model_id, sentences), "mean", target)
+    occurrences.nearest(occ.vectors[-1], point, 5)
+    s, w = occ.sentence[point], occ.position[point]
+    fam = FAMILIES[engine.family(model_id)]
+    if engine.fills_blank(model_id) == "masked-lm":
+        engine.predict_masked(model_id, mask_word(sentences[s], w), top_k=5)
+    elif fam.can("next_word") and w > 0:
+        engine.predict_next(model_id, left_of_word(sentences[s], w), top_k=5)
+    if fam.can("attention"):
+        enc = engine.encode(model_id, [sentences[s]], attentions=True)[0]
+        word_row(enc.attentions[-1], enc.token_to_word, w, len(enc.words))
+
+
+def part_grid() -> dict:
+    """#19's targets, one fresh process, the app's default preset and models: all layers'
+    aligned projections for the three models, warm (models loaded, preset encoded) with PCA and
+    cold with UMAP (the first UMAP of the process: import, numba kernels from the disk cache);
+    then a click's side panel for points not clicked before (median and worst)."""
+    from engine.api import Engine
+    from engine.registry import default_model
+
+    target, sentences, _ = default_preset()
+    models = []
+    for fam in ("elmo", "gpt", "bert"):
+        try:
+            models.append(default_model(fam))
+        except Exception:  # noqa: BLE001 - a family with no model here is left out
+            pass
+    engine = Engine()
+    for m in models:
+        engine.encode(m, sentences)
+    start = time.perf_counter()
+    panels = _grid_figures(engine, models, sentences, target, "umap")
+    umap_cold = time.perf_counter() - start
+    pca = []
+    for _ in range(3):
+        start = time.perf_counter()
+        _grid_figures(engine, models, sentences, target, "pca")
+        pca.append(time.perf_counter() - start)
+    clicks = {}
+    for m in models:
+        times = []
+        for point in range(min(6, len(sentences))):
+            start = time.perf_counter()
+            _side_panel(engine, m, sentences, target, point)
+            times.append(time.perf_counter() - start)
+        clicks[m] = {"median_s": float(np.median(times)), "max_s": float(max(times))}
+    return {"models": models, "target": target, "sentences": len(sentences), "panels": panels,
+            "umap_cold_s": umap_cold, "pca_warm_s": min(pca), "clicks": clicks}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -348,7 +433,7 @@ def _installed(model_id: str) -> bool:
     return entry is not None and availability(entry) in ("bundled", "installed")
 
 
-PARTS = {"rss": part_rss, "bank": part_bank, "app": part_app}
+PARTS = {"rss": part_rss, "bank": part_bank, "app": part_app, "grid": part_grid}
 
 
 # -- the whole speed report -------------------------------------------------------------------
@@ -376,9 +461,26 @@ def run_speed(results: Path, quick: bool = False, log=print) -> dict:
                            else embed_model or "minilm-l6", texts)
     log("speed: ELMo fast vs reference")
     out["elmo"] = elmo_paths([list(s.words) for s in spread(brown.heldout, n_elmo)])
+    log("speed: layers side by side (fresh process)")
+    out["grid"] = _subprocess_json("grid", 600)
     log("speed: app start to first chart (headless Chromium)")
     out["app"] = _subprocess_json("app", 400)
     (results / "speed.json").write_text(json.dumps(out, indent=1))
+    (results / "speed.md").write_text(speed_report(out))
+    return out
+
+
+def run_grid_only(results: Path, log=print) -> dict:
+    """Only the layers-side-by-side timings, merged into the last full speed.json (its other
+    rows keep the run that measured them; speed.md says which parts ran when)."""
+    from bench.speed_report import speed_report
+
+    path = results / "speed.json"
+    out = json.loads(path.read_text()) if path.exists() else {}
+    log("speed: layers side by side (fresh process)")
+    out["grid"] = _subprocess_json("grid", 600)
+    out["grid"]["measured"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    path.write_text(json.dumps(out, indent=1))
     (results / "speed.md").write_text(speed_report(out))
     return out
 

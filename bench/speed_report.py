@@ -5,7 +5,8 @@ from bench.report import table
 
 # the targets the report checks each measurement against (bench/speed.py measures)
 TARGETS = {"warm": 0.2, "cold": 2.0, "embed": 2.0, "embed_vs_batched": 1.2, "elmo": 5.0,
-           "rss_gb": 1.5, "app_s": 15.0, "gpu_mfu": 0.40}
+           "rss_gb": 1.5, "app_s": 15.0, "gpu_mfu": 0.40,
+           "grid_pca_s": 1.5, "grid_umap_s": 5.0, "grid_click_s": 0.5}
 
 
 def _ok(passed: bool) -> str:
@@ -65,6 +66,20 @@ def speed_rows(s: dict) -> list[list]:
     elif "skipped" in g:
         rows.append(["GPU batch embedding MFU", "skipped", f"≥ {TARGETS['gpu_mfu'] * 100:.0f}%",
                      f"skipped: {g['skipped']}"])
+    gr = s.get("grid", {})
+    if "pca_warm_s" in gr:
+        what = f"{len(gr['models'])} models, {gr['panels']} panels"
+        rows.append([f"layers side by side: every layer's aligned PCA + figures, warm ({what})",
+                     f"{gr['pca_warm_s']:.2f} s", f"≤ {TARGETS['grid_pca_s']} s",
+                     _ok(gr["pca_warm_s"] <= TARGETS["grid_pca_s"])])
+        rows.append([f"layers side by side: the same with UMAP, first in a fresh process",
+                     f"{gr['umap_cold_s']:.2f} s", f"≤ {TARGETS['grid_umap_s']} s",
+                     _ok(gr["umap_cold_s"] <= TARGETS["grid_umap_s"])])
+        worst = max(c["median_s"] for c in gr["clicks"].values())
+        slowest = max(gr["clicks"], key=lambda m: gr["clicks"][m]["median_s"])
+        rows.append([f"layers side by side: a click's side panel, warm (median, slowest "
+                     f"model: {slowest})", f"{worst:.3f} s", f"≤ {TARGETS['grid_click_s']} s",
+                     _ok(worst <= TARGETS["grid_click_s"])])
     r = s.get("rss", {})
     if "peak_rss_gb" in r:
         rows.append([f"peak RSS, bundled models loaded ({', '.join(r['models'])})",
@@ -129,6 +144,23 @@ def speed_report(s: dict) -> str:
                 "the next)."
                 + "".join(f" Earlier: {r['first_chart_s']:.1f} s ({r['why']})."
                           for r in a.get("earlier_runs", [])), ""]
+    gr = s.get("grid", {})
+    if "pca_warm_s" in gr:
+        clicks = "; ".join(f"{m} {c['median_s'] * 1000:.0f} ms (worst {c['max_s'] * 1000:.0f} ms)"
+                           for m, c in gr["clicks"].items())
+        out += ["## Layers side by side", "",
+                f"The app's default preset ('{gr['target']}', {gr['sentences']} sentences) and "
+                f"default models ({', '.join(gr['models'])}), one fresh process with the models "
+                "loaded and the preset encoded: every layer's occurrences, one projection "
+                f"aligned across all layers per model and the grid figures ({gr['panels']} "
+                f"panels) took {gr['pca_warm_s']:.2f} s with PCA (best of 3, no result cache) "
+                f"and {gr['umap_cold_s']:.2f} s with UMAP as the process's first UMAP (import, "
+                "numba kernels from the disk cache `make install` fills). A click's side panel "
+                "(cosine neighbours at the top layer, the model's guesses at that position, the "
+                "word's attention row) for points not clicked before, median over 6: "
+                f"{clicks}." + (f" Measured {gr['measured']} by `python -m bench --only "
+                                "grid`, after the rest of this page." if gr.get("measured")
+                                else ""), ""]
     el = s.get("elmo", {})
     if "speedup" in el:
         out += ["## ELMo: fast path vs reference loop", "",
