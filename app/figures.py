@@ -421,3 +421,14 @@ def neuron_view(tokens: Sequence[str], query: np.ndarray, keys: np.ndarray,
     fig.update_layout(title=title, height=max(320, 24 * len(tokens) + 160), showlegend=False,
                       margin=dict(l=10, r=10, t=70, b=10))
     return fig
+
+
+def heatmaps_per_row(n_layers: list[int], width_px: int = 1200, min_cell_px: int = 18) -> int:
+    """How many square heatmaps (layer x layer CKA) fit side by side with every cell at least
+    min_cell_px wide: three 7-layer maps share a row, SmolLM2's 31 layers take the full width
+    (squeezed into a third, its cells were 9 px and its labels overlapped)."""
+    biggest = max(n_layers, default=1)
+    for cols in (3, 2, 1):
+        if cols <= len(n_layers) and width_px / cols - 120 >= biggest * min_cell_px:
+            return cols
+    return 1

@@ -40,8 +40,9 @@ def cka_heatmaps(inputs, results) -> None:
     st.subheader("Layer × layer linear CKA")
     st.caption("Kornblith et al. 2019: 1 = the two layers hold the same geometry (up to "
                "rotation and scale); computed over every word of your sentences.")
-    cols = st.columns(min(3, len(results)))
-    for col, (model_id, (metrics, cka)) in zip(cols, results.items()):
+    cols = st.columns(figures.heatmaps_per_row([len(cka) for _, cka in results.values()]))
+    for k, (model_id, (metrics, cka)) in enumerate(results.items()):
+        col = cols[k % len(cols)]
         names = metrics.layer_names or [f"layer {i}" for i in range(len(cka))]
         fig = figures.matrix_heatmap(cka, names, names, model_id, "CKA", 0.0, 1.0)
         with col:

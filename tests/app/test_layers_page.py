@@ -57,3 +57,16 @@ def test_sentences_without_a_repeated_word_explain_why_self_similarity_is_empty(
     set_sentences(at, ["Cats sleep.", "Dogs bark loudly."], "cats").run()
     no_failures(at)
     assert any("No word occurs twice" in i for i in messages(at)["info"])
+
+
+def test_cka_heatmaps_of_deep_models_get_the_full_width():
+    """#18 item 9: three maps share a row only while every cell stays readable."""
+    from app.figures import heatmaps_per_row as cka_columns
+
+    assert cka_columns([8, 8, 7]) == 3
+    assert cka_columns([4, 31, 7]) == 1          # SmolLM2: 31 layers x 18 px needs the row
+    assert cka_columns([25, 13]) == 2
+    assert cka_columns([31]) == 1
+    for n in (7, 13, 25, 31, 49):
+        cols = cka_columns([n, n, n])
+        assert 1200 / cols - 120 >= n * 18 or cols == 1
