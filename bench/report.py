@@ -123,7 +123,7 @@ def geometry_report(results: list[dict], source: str, png: str) -> str:
                 for i, name in enumerate(_names(r))]
         out += [table(["layer", "name", "anisotropy", "self-sim", "self-sim − base",
                        "intra-sent", "intra-sent − base", "MEV", "MEV − base"], rows), ""]
-    out += ["## Published (Ethayarajh 2019, via shared/reference-numbers.md)", "",
+    out += ["## Published (Ethayarajh 2019, as in bench/published.py)", "",
             table(["quantity", "ELMo (L0, L1, L2)", "BERT-base", "GPT-2 small"], [
                 ["anisotropy", "0.008, 0.157, 0.136", "rises to 0.675 at L11, 0.477 at L12",
                  "0.57–0.67 at L1–L10, 0.758 at L11, 0.978 at L12"],

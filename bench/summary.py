@@ -98,6 +98,7 @@ def readme(results: Path, elapsed: float, size: str, machine: str) -> str:
                 table(["measurement", "value", "target", "result"],
                       speed_rows(json.loads(speed.read_text())))]
     out += ["", "Plots: geometry.png, senses.png, pos.png. Published values come from "
-            "shared/reference-numbers.md (bench/published.py). Raw numbers: layers.json, "
+            "bench/published.py (copied from the project's reference notes). Raw numbers: "
+            "layers.json, "
             "speed.json.", ""]
     return "\n".join(out)

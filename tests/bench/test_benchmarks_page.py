@@ -1,4 +1,6 @@
-"""The Benchmarks page renders results/: one tab per report linked from results/README.md."""
+"""The Benchmarks page renders results/ for users: a tab per report linked from
+results/README.md, each opening with what it measures, its tables as sortable data, its plots,
+and the method prose in an expander that names no file a clone lacks."""
 from __future__ import annotations
 
 import re
@@ -8,30 +10,47 @@ from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "app" / "pages" / "benchmarks.py"
+PATH = re.compile(r"(?<![\w/.])((?:[\w.-]+/)+[\w.-]+\.(?:md|py|json|tsv|toml|png|txt))")
 
 
-def test_page_shows_a_tab_per_linked_report_and_their_plots():
+def _linked() -> list[str]:
     readme = (ROOT / "results" / "README.md").read_text()
-    linked = [n for n in re.findall(r"\]\(([\w\-.]+\.md)\)", readme)
-              if (ROOT / "results" / n).exists()]
+    return [n for n in re.findall(r"\]\(([\w\-.]+\.md)\)", readme)
+            if (ROOT / "results" / n).exists()]
+
+
+def _tables(markdown: str) -> int:
+    lines = markdown.splitlines()
+    return sum(1 for a, b in zip(lines, lines[1:]) if a.strip().startswith("|")
+               and re.fullmatch(r"\|?[\s:|-]+\|?", b.strip()))
+
+
+def test_page_shows_a_tab_per_linked_report_with_an_explanation_tables_and_plots():
+    linked = _linked()
     at = AppTest.from_file(str(PAGE), default_timeout=30).run()
     assert not at.exception
     assert len(at.tabs) == 1 + len(linked)
+    # every tab opens with what it measures, for a reader rather than the developer
+    assert all(tab.info and len(tab.info[0].value) > 60 for tab in at.tabs)
     images = [p for n in linked for p in re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)",
                                                     (ROOT / "results" / n).read_text())]
     assert len(at.get("image")) == len(images)
+    # every markdown table of every report is a dataframe (the findings table once)
+    expected = sum(_tables((ROOT / "results" / n).read_text()) for n in ["README.md"] + linked)
+    assert len(at.dataframe) == expected
+    first = at.dataframe[0].value
+    assert "reproduced?" in first.columns and "**" not in "".join(first["reproduced?"])
 
 
-def test_page_leads_with_the_reproduced_findings_table():
+def test_page_leads_with_the_reproduced_findings_table_and_names_no_missing_file():
     readme = (ROOT / "results" / "README.md").read_text()
     at = AppTest.from_file(str(PAGE), default_timeout=30).run()
     assert not at.exception
-    heading = "## Published findings: reproduced?"
-    if heading not in readme.splitlines():
-        assert not [h for h in at.subheader if "reproduced" in h.value]
-        return
-    assert [h.value for h in at.subheader] == ["Published findings: reproduced?"]
-    first = at.markdown[0].value
-    assert "| reproduced? |" in first
-    # shown once above the tabs: the Summary tab (README.md) leaves it out
-    assert not any("| reproduced? |" in m.value for m in at.tabs[0].markdown)
+    if "## Published findings: reproduced?" in readme.splitlines():
+        assert [h.value for h in at.subheader] == ["Published findings: reproduced?"]
+    shown = "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
+    for path in PATH.findall(shown):
+        if not ((ROOT / path).exists() or (ROOT / "results" / path).exists()):
+            assert f"{path} (not in this repository)" in shown, path
+    assert "shared/reference-numbers.md" not in shown.replace(
+        "shared/reference-numbers.md (not in this repository)", "")
