@@ -35,12 +35,29 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
                 for row, lab in zip(tv.rows, found):
                     labels[row] = f"sense {lab + 1}"
                 state.set_sense_labels(labels, inputs.sentences)
+                st.session_state["_suggested"] = suggestion_note(
+                    senses.split_quality(tv.vectors[-1], found), suggest_from[1])
+        if st.session_state.get("_suggested"):
+            kind, text = st.session_state["_suggested"]
+            (st.warning if kind == "weak" else st.caption)(text)
         table = pd.DataFrame({"sentence": inputs.sentences, "sense": labels})
         edited = st.data_editor(table, disabled=["sentence"], hide_index=True,
                                 width="stretch", key=f"senses-{hash(tuple(labels))}")
         labels = [str(s) if s else state.UNLABELLED for s in edited["sense"]]
         state.set_sense_labels(labels, inputs.sentences)
     return labels
+
+
+def suggestion_note(q: senses.SplitQuality, model_id: str) -> tuple[str, str]:
+    """Say how the suggested split came out, and when it is weak: it is the model's grouping,
+    not the senses (minilm-l6 split the mouse preset 5 : 3)."""
+    text = (f"{model_id}'s top layer splits the sentences {' : '.join(map(str, q.sizes))} "
+            f"(silhouette {q.silhouette:.2f})")
+    if q.weak:
+        return "weak", (text + ": a weak split (silhouette under 0.1, or a sense of one "
+                        "sentence), so read it as this layer's grouping rather than the "
+                        "senses; edit the labels where you know better.")
+    return "ok", text + "."
 
 
 def overlap_notes(inputs, model_id: str, tv, layer: int, overlaps) -> None:

@@ -120,6 +120,27 @@ def suggest_senses(vectors: np.ndarray, k: int | None = None, method: str = "kme
     return best
 
 
+WEAK_SILHOUETTE = 0.1
+
+
+@dataclass(frozen=True)
+class SplitQuality:
+    """How a suggested split came out: cluster sizes (by label order), its silhouette, and
+    whether it is weak (silhouette under WEAK_SILHOUETTE or undefined, or a cluster of one)."""
+
+    sizes: tuple[int, ...]
+    silhouette: float
+    weak: bool
+
+
+def split_quality(vectors: np.ndarray, labels: Sequence[int]) -> SplitQuality:
+    codes = _codes(labels)
+    sizes = tuple(int((codes == c).sum()) for c in sorted(set(codes.tolist())))
+    sil = silhouette(vectors, labels)
+    weak = not np.isfinite(sil) or sil < WEAK_SILHOUETTE or min(sizes) == 1
+    return SplitQuality(sizes, float(sil), bool(weak))
+
+
 # -- ELMo scalar mix (scalar_mix and softmax: engine.families.elmo.mix) --------------------
 
 def _layer_rms(layers: np.ndarray) -> np.ndarray:

@@ -1,5 +1,6 @@
 """Polysemy clusters page with the real engine on tiny random checkpoints (tests/tiny_models.py)."""
 import os
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -129,6 +130,12 @@ def test_suggest_senses_relabels_sentences_by_clustering(tiny_engine):
     assert labels == {"sense 1", "sense 2"}
     assert {tr["name"] for tr in figure(at, tiny_engine.gpt)["data"]
             if tr.get("mode") != "text"} == {"sense 1", "sense 2"}
+    # the split is said with its sizes and silhouette, computed on the same vectors
+    said = [m for m in messages(at)["warning"] + [c.value for c in at.caption]
+            if "splits the sentences" in m]
+    assert len(said) == 1
+    sizes = Counter(at.session_state["labels"].split("|"))
+    assert f"{sizes['sense 1']} : {sizes['sense 2']}" in said[0]
 
 
 def test_tsne_projection_notes_the_lowered_perplexity():

@@ -113,3 +113,16 @@ def test_silhouette_equals_sklearns_cosine_silhouette():
     codes = [0] * 4 + [1] * 3 + [2] * 3
     assert silhouette(vectors, labels) == pytest.approx(
         silhouette_score(vectors, codes, metric="cosine"), abs=1e-12)
+
+
+def test_split_quality_says_when_a_suggested_split_is_weak():
+    from engine.analysis.senses import split_quality
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(3, 8)) + 10 * np.eye(8)[0], rng.normal(size=(3, 8)) + 10 * np.eye(8)[1]
+    clear = split_quality(np.vstack([a, b]), [0, 0, 0, 1, 1, 1])
+    assert clear.sizes == (3, 3) and clear.silhouette > 0.5 and not clear.weak
+    lone = split_quality(np.vstack([a, b]), [0, 0, 0, 0, 0, 1])
+    assert lone.sizes == (5, 1) and lone.weak                    # a sense of one sentence
+    noise = split_quality(rng.normal(size=(8, 8)), [0, 1] * 4)
+    assert noise.silhouette < 0.1 and noise.weak
