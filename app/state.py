@@ -144,6 +144,9 @@ def _init_session() -> None:
     if st.session_state.get("_initialised"):
         return
     params = st.query_params
+    # a hand-edited link may give a key twice: Streamlit reads the last value; say so once
+    st.session_state["_repeated_keys"] = {
+        k: len(params.get_all(k)) for k in params if len(params.get_all(k)) > 1}
     preset = params.get("preset", CUSTOM)
     if preset not in presets() and "sentences" not in params:
         preset = "mouse"      # a first visit (or an unknown preset): start from an example
@@ -199,6 +202,9 @@ def sidebar() -> Inputs:
     sb.download_button("Settings (JSON)", manifest_json(current_settings(inputs)),
                        file_name="ctxlens-settings.json", mime="application/json",
                        on_click="ignore", help="Everything in this page's link, as JSON")
+    for key, times in st.session_state.get("_repeated_keys", {}).items():
+        shown = str(key)[:40].replace("`", "'")          # a code span: never markdown
+        sb.warning(f"The link gives `{shown}` {times} times; the last one is used.")
     for i, (_, why) in enumerate(checked_lines(), 1):
         if why is not None:
             # the line itself is not quoted: typed text is never rendered as markdown

@@ -22,7 +22,7 @@ MOUSE = ["A mouse ran under the table .", "The mouse clicked twice .", "My mouse
 @dataclass(frozen=True)
 class Case:
     name: str
-    query: dict[str, str]                       # the link's query parameters
+    query: dict[str, str | list[str]]           # the link's query parameters
     expect: str                                 # what the user should see, in words
     check: Callable[[dict], bool] = field(default=lambda seen: True)
 
@@ -62,6 +62,11 @@ CASES: tuple[Case, ...] = (
     Case("negative and huge layers in the link", {"sentences": _lines(), "target": "mouse",
                                                   "layer_smollm2-135m": "-5", "top_k": "999999"},
          "clamped to the model's range", lambda s: s["charts"]),
+    Case("repeated keys in the link", {"sentences": _lines(), "target": ["bank", "mouse"],
+                                       "pool": ["first", "mean"]},
+         "one line per key, the last value used",
+         lambda s: _said(s, "The link gives `target` 2 times") and
+         _said(s, "The link gives `pool` 2 times") and s["charts"]),
     Case("a target word in no sentence", {"sentences": _lines(), "target": "elephant"},
          "one line saying so", lambda s: _said(s, "is in none of the sentences")),
 )
