@@ -1,0 +1,251 @@
+"""Soak: N browser sessions at once drive the whole app for M minutes and we watch what breaks.
+
+    python -m bench.soak [--sessions 8] [--minutes 5] [--out results]
+
+One `streamlit run` server (the repository's config, bundled models) and one headless Chromium
+with a separate browser context per session (its own cookies, so its own Streamlit session).
+Each session types its own sentences (every one names the session's person: "Alice saw a mouse
+..."), then visits every page in turn until time is up. After each page settles it records:
+an exception box on the page, the sentence box not holding its own text, another session's
+person anywhere on the page or in its address. The server's RSS is sampled every 5 s and its
+log scanned for warnings and tracebacks. Written to results/soak.md and soak.json.
+
+Targets (#18): 0 exceptions, RSS growth <= 10% after warm-up (the first full round of every
+session), no session sees another's sentences or settings.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run"]
+PEOPLE = ("Alice", "Bruno", "Chiara", "Dmitri", "Elena", "Farid", "Greta", "Hiro", "Ines",
+          "Jonas", "Kemal", "Lena", "Mateo", "Nadia", "Oskar", "Priya")
+PAGES = ("Polysemy clusters", "Layers side by side", "Compare layers", "ELMo layer weights",
+         "Attention", "Predictions", "Benchmarks")
+PAGE_WAIT_MS = 240_000
+RSS_GROWTH_TARGET = 0.10
+
+
+def sentences(person: str) -> list[str]:
+    return [f"{person} saw a mouse run under the table .",
+            f"{person} clicked the mouse twice .",
+            f"The mouse that {person} bought needs batteries .",
+            f"A cat caught the mouse in {person}'s kitchen ."]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def _settle(page) -> None:
+    await page.wait_for_timeout(300)
+    await page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+        timeout=PAGE_WAIT_MS)
+    await page.wait_for_timeout(800)
+
+
+async def session(browser, url: str, k: int, deadline: float, log: list, stats: dict) -> None:
+    person = PEOPLE[k % len(PEOPLE)]
+    others = [p for p in PEOPLE if p != person]
+    mine = sentences(person)
+    ctx = await browser.new_context(viewport={"width": 1300, "height": 900})
+    page = await ctx.new_page()
+    s = stats[person] = {"pages": 0, "rounds": 0, "exceptions": 0, "leaks": 0,
+                         "text_lost": 0, "timeouts": 0}
+    try:
+        await page.goto(url, timeout=PAGE_WAIT_MS)
+        await page.wait_for_selector("[data-testid='stSidebar']", timeout=PAGE_WAIT_MS)
+        box = page.get_by_role("textbox", name="Sentences, one per line", exact=True)
+        await box.fill("\n".join(mine))
+        await box.press("Control+Enter")
+        await _settle(page)
+        target = page.get_by_role("textbox", name="Target word", exact=True)
+        await target.fill("mouse")
+        await target.press("Enter")
+        await _settle(page)
+        while time.monotonic() < deadline:
+            for name in PAGES:
+                if time.monotonic() >= deadline:
+                    break
+                try:
+                    await page.get_by_role("link", name=name).first.click()
+                    await _settle(page)
+                except Exception as exc:  # noqa: BLE001 - a slow page is recorded, not fatal
+                    s["timeouts"] += 1
+                    log.append(f"{person} {name}: {type(exc).__name__}")
+                    continue
+                s["pages"] += 1
+                if await page.locator('[data-testid="stException"]').count():
+                    s["exceptions"] += 1
+                    log.append(f"{person} {name}: exception box")
+                body = await page.locator("body").inner_text()
+                seen = [p for p in others
+                        if re.search(rf"\b{p}\b", body) or re.search(rf"\b{p}\b", page.url)]
+                if seen:
+                    s["leaks"] += 1
+                    log.append(f"{person} {name}: sees {', '.join(seen)}")
+                if (await box.input_value()).splitlines() != mine:
+                    s["text_lost"] += 1
+                    log.append(f"{person} {name}: sentence box changed")
+            s["rounds"] += 1
+    finally:
+        await ctx.close()
+
+
+async def drive(url: str, n: int, minutes: float, server_pid: int) -> dict:
+    from playwright.async_api import async_playwright
+
+    log: list[str] = []
+    stats: dict = {}
+    samples: list[tuple[float, float]] = []
+    start = time.monotonic()
+    deadline = start + 60 * minutes
+
+    async def sample():
+        while True:
+            samples.append((time.monotonic() - start, rss_mb(server_pid)))
+            await asyncio.sleep(5)
+
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        sampler = asyncio.create_task(sample())
+        # sessions start a second apart, as people arrive
+        tasks = []
+        for k in range(n):
+            tasks.append(asyncio.create_task(session(browser, url, k, deadline, log, stats)))
+            await asyncio.sleep(1)
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+        sampler.cancel()
+        await browser.close()
+    failures = [f"{type(d).__name__}: {d}" for d in done if isinstance(d, BaseException)]
+    return {"stats": stats, "log": log, "rss": samples, "session_failures": failures,
+            "seconds": time.monotonic() - start}
+
+
+def summarise(run: dict, n: int, minutes: float, server_log: str) -> dict:
+    stats = run["stats"].values()
+    rounds = [s["rounds"] for s in stats]
+    # warm-up: until every session has finished its first round (its pages all loaded once);
+    # approximated by the first third of the run when a session never finished one
+    rss = run["rss"]
+    warm_t = run["seconds"] / 3
+    after = [m for t, m in rss if t >= warm_t]
+    warm, last = (after[0], after[-1]) if after else (float("nan"), float("nan"))
+    noisy = [ln for ln in server_log.splitlines()
+             if any(w in ln for w in ("Traceback", "Error", "Exception", "WARNING", "Warning"))]
+    return {
+        "sessions": n, "minutes": minutes, "seconds": run["seconds"],
+        "pages_visited": sum(s["pages"] for s in stats),
+        "rounds_min": min(rounds, default=0), "rounds_max": max(rounds, default=0),
+        "exceptions": sum(s["exceptions"] for s in stats),
+        "leaks": sum(s["leaks"] for s in stats),
+        "text_lost": sum(s["text_lost"] for s in stats),
+        "timeouts": sum(s["timeouts"] for s in stats),
+        "session_failures": run["session_failures"],
+        "server_log_errors": len(noisy), "server_log_sample": noisy[:5],
+        "rss_start_mb": rss[0][1] if rss else float("nan"),
+        "rss_warm_mb": warm, "rss_end_mb": last,
+        "rss_peak_mb": max((m for _, m in rss), default=float("nan")),
+        "rss_growth_after_warmup": (last - warm) / warm if after else float("nan"),
+        "warmup_s": warm_t, "rss_series": rss, "log": run["log"][:50],
+    }
+
+
+def report(s: dict) -> str:
+    def ok(passed: bool) -> str:
+        return "meets target" if passed else "MISSES target"
+
+    growth = s["rss_growth_after_warmup"]
+    rows = [
+        ["exceptions shown on a page", str(s["exceptions"]), "0", ok(s["exceptions"] == 0)],
+        ["server log: warnings, errors, tracebacks", str(s["server_log_errors"]), "0",
+         ok(s["server_log_errors"] == 0)],
+        ["a session saw another's sentences or settings", str(s["leaks"]), "0",
+         ok(s["leaks"] == 0)],
+        ["a session's sentence box lost its text", str(s["text_lost"]), "0",
+         ok(s["text_lost"] == 0)],
+        [f"server RSS growth after warm-up ({s['rss_warm_mb']:.0f} → {s['rss_end_mb']:.0f} MB)",
+         f"{growth:+.1%}", f"≤ {RSS_GROWTH_TARGET:.0%}", ok(growth <= RSS_GROWTH_TARGET)],
+        ["pages that did not settle within 4 minutes", str(s["timeouts"]), "(reported)", ""],
+    ]
+    from bench.report import table
+
+    series = ", ".join(f"{t:.0f} s {m:.0f}" for t, m in s["rss_series"][::6])
+    out = ["# Soak: concurrent browser sessions", "",
+           f"`python -m bench.soak --sessions {s['sessions']} --minutes {s['minutes']:g}`: "
+           f"{s['sessions']} headless Chromium sessions (separate browser contexts) against one "
+           f"`streamlit run` server with the bundled models on this machine's 2 cores, for "
+           f"{s['seconds'] / 60:.1f} minutes. Each session typed its own four sentences (each "
+           "naming the session's person) and visited every page in turn: "
+           f"{s['pages_visited']} page visits, {s['rounds_min']}–{s['rounds_max']} full "
+           "rounds per session.", "",
+           table(["measurement", "value", "target", "result"], rows), "",
+           f"Server RSS (MB): start {s['rss_start_mb']:.0f}, peak {s['rss_peak_mb']:.0f}; "
+           f"warm-up taken as the first {s['warmup_s']:.0f} s (models load on first use). "
+           f"Every 30 s: {series}.", ""]
+    if s["session_failures"]:
+        out += ["Sessions that stopped early: " + "; ".join(s["session_failures"]), ""]
+    if s["log"]:
+        out += ["First events:", ""] + [f"- {e}" for e in s["log"][:20]] + [""]
+    if s["server_log_sample"]:
+        out += ["Server log lines:", ""] + [f"    {ln}" for ln in s["server_log_sample"]] + [""]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n")[0])
+    ap.add_argument("--sessions", type=int, default=8)
+    ap.add_argument("--minutes", type=float, default=5.0)
+    ap.add_argument("--out", type=Path, default=ROOT / "results")
+    args = ap.parse_args(argv)
+    port = _free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    log_path = Path(f"/tmp/ctxlens-soak-{os.getpid()}.log")
+    with open(log_path, "w") as log:
+        server = subprocess.Popen([sys.executable, "-m", "streamlit", "run",
+                                   str(ROOT / "streamlit_app.py"), "--server.port", str(port)],
+                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            time.sleep(3)
+            run = asyncio.run(drive(f"http://127.0.0.1:{port}/", args.sessions, args.minutes,
+                                    server.pid))
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+    s = summarise(run, args.sessions, args.minutes, log_path.read_text())
+    args.out.mkdir(exist_ok=True)
+    (args.out / "soak.json").write_text(json.dumps(s, indent=1))
+    (args.out / "soak.md").write_text(report(s))
+    print(report(s))
+    passed = (s["exceptions"] == 0 and s["leaks"] == 0 and s["text_lost"] == 0
+              and s["server_log_errors"] == 0 and s["rss_growth_after_warmup"] <= RSS_GROWTH_TARGET)
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
