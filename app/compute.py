@@ -274,3 +274,85 @@ def masked_lms(current: str | None = None) -> list[str]:
 
 def fills_blank(model_id: str) -> str:
     return get_engine().fills_blank(model_id)
+
+
+# -- corpus mode (engine/corpus): indexes under the configured folders only ------------------
+
+def corpus_indexes():
+    from engine.corpus.catalog import list_indexes
+
+    return [(p, m) for p, m in list_indexes() if m.complete]
+
+
+def brown_index_path(model_id: str):
+    from engine.corpus.catalog import brown_index_path as path
+
+    return path(model_id)
+
+
+def build_brown_index(model_id: str, on_progress) -> None:
+    from engine.corpus.index import build
+
+    build(model_id, "brown", brown_index_path(model_id), progress=False,
+          engine=get_engine(), on_progress=on_progress)
+
+
+def _index(folder: str):
+    """An opened index, one per folder and server (the Engine's cache owns it)."""
+    from engine.corpus.catalog import index_dirs
+    from engine.corpus.query import CorpusIndex
+
+    path = Path(folder).resolve()
+    if not any(d.resolve() in path.parents for d in index_dirs()):
+        raise EngineError(f"{folder} is not under a configured index folder")
+    return get_engine().cached(("corpus-index", str(path)), lambda: CorpusIndex(path))
+
+
+def corpus_manifest(folder: str):
+    return _index(folder).manifest
+
+
+@engine_cached("Reading the index …")
+def corpus_occurrences(folder: str, word: str, layer: int, limit: int):
+    return _index(folder).occurrences(word, layer, limit)
+
+
+@engine_cached()
+def corpus_count(folder: str, word: str, layer: int) -> int:
+    return _index(folder).count(word, layer)
+
+
+@engine_cached()
+def corpus_texts(folder: str, ids: tuple[int, ...]) -> dict:
+    return _index(folder).texts(ids)
+
+
+@engine_cached("Clustering …")
+def corpus_clusters(folder: str, word: str, layer: int, limit: int) -> np.ndarray:
+    vec, _, _ = corpus_occurrences(folder, word, layer, limit)
+    return senses.suggest_senses(vec, k=None)
+
+
+@engine_cached("Projecting …")
+def corpus_projection(folder: str, word: str, layer: int, limit: int, method: str):
+    vec, _, _ = corpus_occurrences(folder, word, layer, limit)
+    return get_engine().project(vec[None], method=method, seed=0).coords[0]
+
+
+@engine_cached("Searching the corpus …")
+def corpus_neighbours_of(folder: str, sentence_id: int, position: int, layer: int, k: int):
+    """Nearest contexts of an indexed occurrence (its own row's vector; itself comes first)."""
+    idx = _index(folder)
+    row = (idx.table.search().where(f"sentence_id = {int(sentence_id)} AND position = "
+                                    f"{int(position)} AND layer = {int(layer)}")
+           .select(["vector"]).limit(1).to_list())
+    if not row:
+        raise EngineError("that occurrence is not in the index")
+    return idx.search(np.asarray(row[0]["vector"], np.float32), layer, k)
+
+
+@engine_cached("Searching the corpus …")
+def corpus_search(folder: str, text: str, word: str, layer: int, k: int):
+    from engine.corpus.query import neighbours
+
+    return neighbours(get_engine(), _index(folder), text, word, layer, k)

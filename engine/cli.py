@@ -63,6 +63,38 @@ def _parser() -> argparse.ArgumentParser:
                          "the blank too (both, default) or use only the words before it")
     pr.add_argument("--top-k", type=int, default=10)
     pr.add_argument("--output", help="with --input: write the JSON lines here, not to stdout")
+
+    ix = sub.add_parser("index", help="embed every word of a corpus into a vector database "
+                        "(resumable: run it again to continue)")
+    model_args(ix)
+    ix.add_argument("--corpus", required=True, help="brown, a text file (one sentence a "
+                    "line), a folder of .txt files, or hf:NAME[:split[:column]]")
+    ix.add_argument("--output", required=True, help="index folder")
+    ix.add_argument("--layers", default="all", help="all, or layer numbers like 0,3,6")
+    ix.add_argument("--pool", default="mean", choices=POOLINGS)
+    ix.add_argument("--engine", default="local", choices=["local", "ray"])
+    ix.add_argument("--ray-address", help="join a running Ray cluster (ray start --head)")
+    ix.add_argument("--workers", type=int, default=2, help="Ray actors (one model each)")
+    ix.add_argument("--batch-size", type=int, default=32)
+    ix.add_argument("--commit-sentences", type=int, default=2048, help=argparse.SUPPRESS)
+
+    nb = sub.add_parser("neighbours", help="the nearest occurrences in an index of a word in "
+                        "its sentence")
+    nb.add_argument("--index", required=True, help="index folder (ctxlens index)")
+    nb.add_argument("--text", required=True)
+    nb.add_argument("--word", required=True)
+    nb.add_argument("--layer", type=int, required=True)
+    nb.add_argument("-k", type=int, default=10)
+    nb.add_argument("--exact", action="store_true", help="exact search instead of the ANN "
+                    "index")
+    nb.add_argument("--json", action="store_true", help="one JSON object a line")
+
+    st_ = sub.add_parser("stats", help="Ethayarajh's per-layer statistics over an index, with "
+                         "95%% intervals")
+    st_.add_argument("--index", required=True)
+    st_.add_argument("--sample", type=int, default=2000,
+                     help="sentences drawn (seeded) for the statistics; 0: all")
+    st_.add_argument("--json", action="store_true")
     return p
 
 
@@ -233,6 +265,68 @@ def _predict_batch(args, engine_cls) -> int:
 
 COMMANDS = {"models": cmd_models, "embed": cmd_embed, "attention": cmd_attention,
             "predict": cmd_predict}
+
+
+def cmd_index(args, engine_cls) -> int:
+    from engine.corpus.index import build
+
+    m = build(args.model, args.corpus, args.output, layers=args.layers, pool=args.pool,
+              engine_kind=args.engine, batch_size=args.batch_size, device=args.device,
+              dtype=args.dtype, ray_address=args.ray_address, ray_workers=args.workers,
+              commit_sentences=args.commit_sentences, engine=engine_cls(device=args.device, dtype=args.dtype, cache_size=0))
+    per = m.rows / max(1, len(m.layers))
+    print(f"ctxlens: {args.output}: {m.n_sentences:,} sentences, {per:,.0f} occurrences x "
+          f"{len(m.layers)} layers = {m.rows:,} rows, {m.bytes_on_disk / 2**20:,.1f} MiB "
+          f"({m.bytes_on_disk / max(1, m.rows):,.0f} bytes per occurrence-layer)"
+          + (f"; {m.skipped_lines} lines left out (over the caps)" if m.skipped_lines else ""))
+    return 0
+
+
+def cmd_neighbours(args, engine_cls) -> int:
+    from engine.corpus.query import CorpusIndex, neighbours
+
+    if args.k < 1:
+        raise EngineError("-k must be at least 1")
+    index = CorpusIndex(args.index)
+    engine = engine_cls(cache_size=0)
+    hits = neighbours(engine, index, args.text, args.word, args.layer, args.k, args.exact)
+    for h in hits:
+        if args.json:
+            print(json.dumps(h.as_json(), ensure_ascii=False))
+        else:
+            print(f"{h.cosine:.4f}  {h.word}  (sentence {h.sentence_id}, word {h.position + 1})"
+                  f"  {h.sentence}")
+    return 0
+
+
+def cmd_stats(args, engine_cls) -> int:
+    from engine.analysis.bootstrap import interval
+    from engine.corpus.query import CorpusIndex, stats
+
+    index = CorpusIndex(args.index)
+    metrics, n = stats(index, sample=args.sample)
+    rows = []
+    for i, name in enumerate(index.manifest.layer_names):
+        row = {"layer": index.manifest.layers[i], "name": name}
+        for key in ("self_similarity", "intra_sentence", "anisotropy"):
+            lo, hi = interval(metrics.replicates[key][:, i])
+            row[key] = [float(getattr(metrics, key)[i]), float(lo), float(hi)]
+        rows.append(row)
+    if args.json:
+        for r in rows:
+            print(json.dumps(r))
+        return 0
+    print(f"{index.manifest.model} over {n:,} sentences of {index.manifest.corpus} "
+          "(value [95% CI], sentence bootstrap):")
+    print(f"{'layer':<14}{'self-similarity':>28}{'intra-sentence':>28}{'anisotropy':>28}")
+    for r in rows:
+        cells = "".join(f"{v:>10.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in
+                        (r["self_similarity"], r["intra_sentence"], r["anisotropy"]))
+        print(f"{r['name']:<14}{cells}")
+    return 0
+
+
+COMMANDS.update(index=cmd_index, neighbours=cmd_neighbours, stats=cmd_stats)
 
 
 def _quiet_libraries() -> None:

@@ -1,0 +1,277 @@
+"""`ctxlens index`: every word occurrence of a corpus, at chosen layers, in a LanceDB database.
+
+Layout of an index folder:
+  manifest.json          model, pooling, corpus hash, layers, counts, versions (MANIFEST_SCHEMA)
+  db/sentences.lance     sentence_id, text (written whole before any vector)
+  db/occurrences.lance   sentence_id, position, layer, word, key (lower-cased word), vector
+                         (float16), one row per word per layer
+
+Why LanceDB: an embedded, on-disk, Arrow-based store with filters pushed into its ANN search
+(layer = L) and atomic appends. Each commit (`table.add`) is all of one block of sentences, and
+blocks go in sentence order, so the largest sentence_id on disk says where to resume: a killed
+run loses at most the block it was writing, never duplicates one. (FAISS + Parquet would need
+our own bookkeeping for both; results/corpus.md compares them.)
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+
+from engine.corpus import sources
+from engine.corpus.embed import embed_rows, parse_layers
+from engine.errors import EngineError
+
+MANIFEST_SCHEMA = "ctxlens-index/1"
+OCC, SENT = "occurrences", "sentences"
+COMMIT_SENTENCES = 2048          # sentences per atomic commit: the most a kill can cost
+ANN_MIN_ROWS = 50_000            # below this, exact search is fast enough and always right
+NPROBES, REFINE = 32, 10         # ANN search: partitions read, candidates re-ranked exactly
+
+
+def _quiet_lancedb() -> None:
+    os.environ.setdefault("LANCEDB_LOG", "error")
+
+
+@dataclass
+class Manifest:
+    schema: str
+    model: str
+    family: str
+    pooling: str
+    corpus: str
+    corpus_hash: str
+    n_sentences: int
+    layers: list[int]
+    layer_names: list[str]
+    dim: int
+    vector_dtype: str = "float16"
+    complete: bool = False
+    rows: int = 0
+    rows_per_layer: dict = field(default_factory=dict)
+    bytes_on_disk: int = 0
+    skipped_lines: int = 0
+    ann_index: dict = field(default_factory=dict)
+    build: dict = field(default_factory=dict)
+    versions: dict = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, folder: Path) -> "Manifest":
+        path = folder / "manifest.json"
+        if not path.exists():
+            raise EngineError(f"{folder} is not a ctxlens index (no manifest.json)")
+        data = json.loads(path.read_text())
+        if data.get("schema") != MANIFEST_SCHEMA:
+            raise EngineError(f"{folder} holds an index of another format "
+                              f"({data.get('schema')!r}, this ctxlens reads {MANIFEST_SCHEMA})")
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def write(self, folder: Path) -> None:
+        tmp = folder / "manifest.json.tmp"
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        tmp.replace(folder / "manifest.json")         # atomic: never a half-written manifest
+
+
+def _versions() -> dict:
+    import importlib.metadata as md
+
+    out = {}
+    for pkg in ("ctxlens", "lancedb", "torch", "transformers", "ray"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
+def _schema(dim: int):
+    import pyarrow as pa
+
+    return pa.schema([("sentence_id", pa.int64()), ("position", pa.int32()),
+                      ("layer", pa.int16()), ("word", pa.string()), ("key", pa.string()),
+                      ("vector", pa.list_(pa.float16(), dim))])
+
+
+def to_arrow(rows: dict, dim: int):
+    import pyarrow as pa
+
+    vec = np.ascontiguousarray(rows["vector"], dtype=np.float16).reshape(-1)
+    return pa.table({
+        "sentence_id": pa.array(rows["sentence_id"], pa.int64()),
+        "position": pa.array(rows["position"], pa.int32()),
+        "layer": pa.array(rows["layer"], pa.int16()),
+        "word": pa.array(list(rows["word"]), pa.string()),
+        "key": pa.array(list(rows["key"]), pa.string()),
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vec, pa.float16()), dim)},
+        schema=_schema(dim))
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _connect(folder: Path):
+    _quiet_lancedb()
+    import lancedb
+
+    return lancedb.connect(str(folder / "db"))
+
+
+def _tables(db) -> set[str]:
+    try:
+        names = db.list_tables()
+        return set(getattr(names, "tables", names))
+    except AttributeError:                           # older lancedb
+        return set(db.table_names())
+
+
+def resume_point(table) -> int:
+    """First sentence id not yet in the table (commits hold whole blocks, in order)."""
+    if table.count_rows() == 0:
+        return 0
+    from lancedb.query import ColumnOrdering
+
+    top = (table.search().select(["sentence_id"])
+           .order_by([ColumnOrdering(column_name="sentence_id", ascending=False)])
+           .limit(1).to_list())
+    return int(top[0]["sentence_id"]) + 1
+
+
+def _drop_partial_files(folder: Path) -> None:
+    """A killed `add` leaves its half-written data file (never committed) behind."""
+    for f in (folder / "db" / f"{OCC}.lance" / "data").glob(".tmp*"):
+        f.unlink(missing_ok=True)
+
+
+def _check_same(old: Manifest, new: Manifest, folder: Path) -> None:
+    for name in ("model", "pooling", "corpus_hash", "layers"):
+        if getattr(old, name) != getattr(new, name):
+            raise EngineError(f"{folder} holds an index with another {name} "
+                              f"({getattr(old, name)!r}, not {getattr(new, name)!r}): choose "
+                              "another --output or delete it")
+
+
+def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: str = "mean",
+          engine_kind: str = "local", batch_size: int = 32, device: str = "auto",
+          dtype: str = "float32", ray_address: str | None = None, ray_workers: int = 2,
+          commit_sentences: int = COMMIT_SENTENCES, progress: bool = True,
+          engine=None, on_progress=None) -> Manifest:
+    """Embed every word of the corpus at the chosen layers into the index at `out`, resuming
+    where a previous run stopped. Returns the final manifest. on_progress(done, total) is
+    called after each commit (sentences)."""
+    from engine.api import Engine
+
+    if engine_kind not in ("local", "ray"):
+        raise EngineError(f"--engine is local or ray (got {engine_kind!r})")
+    if batch_size < 1 or commit_sentences < 1:
+        raise EngineError("--batch-size must be at least 1")
+    folder = Path(out).expanduser()
+    corpus = sources.load(src, progress=progress)
+    eng = engine or Engine(device=device, dtype=dtype, cache_size=0)
+    info = eng.adapter(model_id, progress=progress).info
+    chosen = parse_layers(layers, info.n_layers + 1)
+    probe = eng.encode(model_id, [corpus.sentences[0]])[0]
+    names = list(probe.layer_names or [f"layer {i}" for i in range(probe.n_layers)])
+    manifest = Manifest(MANIFEST_SCHEMA, model_id, info.family, pool, corpus.name,
+                        corpus.digest, len(corpus.sentences), chosen,
+                        [names[i] for i in chosen], info.dim, skipped_lines=len(corpus.skipped),
+                        versions=_versions())
+    folder.mkdir(parents=True, exist_ok=True)
+    if (folder / "manifest.json").exists():
+        old = Manifest.read(folder)
+        _check_same(old, manifest, folder)
+        if old.complete:
+            return old
+        manifest.build = old.build
+    manifest.write(folder)
+    db = _connect(folder)
+    if SENT not in _tables(db) or db.open_table(SENT).count_rows() != len(corpus.sentences):
+        import pyarrow as pa
+
+        db.create_table(SENT, pa.table({"sentence_id": np.arange(len(corpus.sentences)),
+                                        "text": list(corpus.sentences)}), mode="overwrite")
+    _drop_partial_files(folder)
+    table = (db.open_table(OCC) if OCC in _tables(db)
+             else db.create_table(OCC, schema=_schema(info.dim)))
+    start_id = resume_point(table)
+    todo = list(range(start_id, len(corpus.sentences)))
+    runs = manifest.build.setdefault("runs", [])
+    runs.append({"engine": engine_kind, "started_at_sentence": start_id,
+                 "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
+    manifest.write(folder)
+    t0 = time.perf_counter()
+    from tqdm import tqdm
+
+    with tqdm(total=len(corpus.sentences), initial=start_id, unit="sent",
+              desc=f"index {model_id}", disable=not progress, mininterval=1.0) as bar:
+        def commit(rows: dict, n_sent: int) -> None:
+            if len(rows["sentence_id"]):
+                table.add(to_arrow(rows, info.dim))
+            bar.update(n_sent)
+            if on_progress is not None:          # the app's progress bar
+                on_progress(bar.n, len(corpus.sentences))
+
+        if engine_kind == "local":
+            for lo in range(0, len(todo), commit_sentences):
+                ids = todo[lo:lo + commit_sentences]
+                rows = embed_rows(eng, model_id, ids, [corpus.sentences[i] for i in ids],
+                                  chosen, pool, batch_size)
+                commit(rows, len(ids))
+        else:
+            from engine.corpus import ray_embed
+
+            for rows, n_sent in ray_embed.blocks(
+                    model_id, todo, corpus.sentences, chosen, pool, batch_size, device, dtype,
+                    ray_address, ray_workers, commit_sentences):
+                commit(rows, n_sent)
+    runs[-1]["seconds"] = round(time.perf_counter() - t0, 1)
+    runs[-1]["sentences"] = len(todo)
+    finish(folder, manifest, table, progress)
+    return manifest
+
+
+def finish(folder: Path, manifest: Manifest, table, progress: bool = True) -> None:
+    """Compact the fragments, build the ANN and scalar indexes, count, mark complete."""
+    from lancedb.index import BTree, Bitmap, IvfPq
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        # old versions go: the index is written by this one process, no reader is open yet
+        warnings.simplefilter("ignore")
+        table.optimize(cleanup_older_than=timedelta(0))
+    rows = table.count_rows()
+    manifest.rows = rows
+    manifest.rows_per_layer = {str(l): table.count_rows(f"layer = {l}") for l in manifest.layers}
+    if rows >= ANN_MIN_ROWS:
+        partitions = int(max(16, min(4096, round(np.sqrt(rows)))))
+        sub_vectors = manifest.dim // 8 if manifest.dim % 8 == 0 else manifest.dim // 4
+        if progress:
+            print(f"ctxlens: building the ANN index (IVF_PQ, {partitions} partitions) over "
+                  f"{rows:,} vectors ...", flush=True)
+        table.create_index("vector", config=IvfPq(distance_type="cosine",
+                                                  num_partitions=partitions,
+                                                  num_sub_vectors=sub_vectors), replace=True)
+        manifest.ann_index = {"type": "IVF_PQ", "distance": "cosine",
+                              "num_partitions": partitions, "num_sub_vectors": sub_vectors,
+                              "nprobes": NPROBES, "refine_factor": REFINE}
+    else:
+        manifest.ann_index = {"type": "none (exact search)", "distance": "cosine"}
+    table.create_index("layer", config=Bitmap(), replace=True)
+    table.create_index("key", config=BTree(), replace=True)
+    manifest.build["index_seconds"] = round(time.perf_counter() - t0, 1)
+    manifest.bytes_on_disk = folder_bytes(folder / "db")
+    manifest.complete = True
+    manifest.write(folder)
+
+
+def remove(folder: Path) -> None:
+    """Delete an index folder (only one that holds a manifest: never an arbitrary folder)."""
+    Manifest.read(folder)
+    shutil.rmtree(folder)

@@ -1,0 +1,153 @@
+"""Reading an index: nearest occurrences of a word in context, a word's occurrences at a layer,
+and Ethayarajh's statistics over the index."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.corpus.index import NPROBES, OCC, REFINE, SENT, Manifest, _connect
+from engine.errors import EngineError
+from engine.text import split_words
+
+
+@dataclass(frozen=True)
+class Hit:
+    sentence_id: int
+    position: int
+    layer: int
+    word: str
+    sentence: str
+    cosine: float
+
+    def as_json(self) -> dict:
+        return {"sentence": self.sentence, "word": self.word, "position": self.position,
+                "layer": self.layer, "cosine": round(self.cosine, 6),
+                "sentence_id": self.sentence_id}
+
+
+class CorpusIndex:
+    """An index folder opened for reading (its manifest says what it holds)."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder).expanduser()
+        self.manifest = Manifest.read(self.folder)
+        if not self.manifest.complete:
+            raise EngineError(f"the index at {self.folder} is not finished: run ctxlens index "
+                              "again with the same arguments to complete it")
+        db = _connect(self.folder)
+        self.table, self.sentences = db.open_table(OCC), db.open_table(SENT)
+
+    def check_layer(self, layer: int) -> None:
+        if layer not in self.manifest.layers:
+            raise EngineError(f"layer {layer} is not in this index (it holds layers "
+                              f"{', '.join(map(str, self.manifest.layers))})")
+
+    def texts(self, ids) -> dict[int, str]:
+        ids = sorted({int(i) for i in ids})
+        if not ids:
+            return {}
+        rows = (self.sentences.search().where(f"sentence_id IN ({', '.join(map(str, ids))})")
+                .select(["sentence_id", "text"]).limit(len(ids)).to_list())
+        return {int(r["sentence_id"]): r["text"] for r in rows}
+
+    def search(self, vector: np.ndarray, layer: int, k: int = 10,
+               exact: bool = False) -> list[Hit]:
+        """The k occurrences at `layer` nearest to `vector` by cosine, nearest first."""
+        self.check_layer(layer)
+        v = np.asarray(vector, np.float32)
+        if not np.isfinite(v).all() or not np.any(v):
+            raise EngineError("this word's vector is all zeros, so it has no cosine neighbours")
+        q = (self.table.search(v).distance_type("cosine")
+             .where(f"layer = {int(layer)}", prefilter=True)
+             .select(["sentence_id", "position", "layer", "word"]).limit(k))
+        if exact or not self.manifest.ann_index.get("num_partitions"):
+            q = q.bypass_vector_index()
+        else:
+            q = q.nprobes(NPROBES).refine_factor(REFINE)
+        rows = q.to_list()
+        text = self.texts(r["sentence_id"] for r in rows)
+        return [Hit(int(r["sentence_id"]), int(r["position"]), int(r["layer"]), r["word"],
+                    text.get(int(r["sentence_id"]), ""), 1.0 - float(r["_distance"]))
+                for r in rows]
+
+    def occurrences(self, word: str, layer: int, limit: int = 3000):
+        """A word's occurrences at a layer (the lower-cased key): ([n, dim] float32 vectors,
+        sentence ids, positions), at most `limit`, in corpus order."""
+        self.check_layer(layer)
+        key = word.lower().replace("'", "''")
+        tbl = (self.table.search().where(f"key = '{key}' AND layer = {int(layer)}")
+               .select(["sentence_id", "position", "vector"]).limit(limit).to_arrow())
+        tbl = tbl.sort_by([("sentence_id", "ascending"), ("position", "ascending")])
+        vec = np.asarray(tbl["vector"].combine_chunks().values.to_numpy(zero_copy_only=False),
+                         np.float32).reshape(tbl.num_rows, self.manifest.dim)
+        return (vec, tbl["sentence_id"].to_numpy(), tbl["position"].to_numpy())
+
+    def count(self, word: str, layer: int) -> int:
+        key = word.lower().replace("'", "''")
+        return self.table.count_rows(f"key = '{key}' AND layer = {int(layer)}")
+
+
+def embed_word(engine, manifest: Manifest, text: str, word: str) -> tuple[np.ndarray, int]:
+    """The word's vectors at the index's layers, in its sentence, with the index's model and
+    pooling: ([chosen layers, dim], word position). The first occurrence, case ignored."""
+    wt = split_words(text)
+    low = [w.lower() for w in wt.words]
+    if word.lower() not in low:
+        raise EngineError(f"the word {word!r} is not in the text (words are matched whole, "
+                          "ignoring case)")
+    pos = low.index(word.lower())
+    enc = engine.encode_words(manifest.model, [wt])[0]
+    return enc.word_vectors(manifest.pooling)[manifest.layers][:, pos], pos
+
+
+def neighbours(engine, index: CorpusIndex, text: str, word: str, layer: int, k: int = 10,
+               exact: bool = False) -> list[Hit]:
+    index.check_layer(layer)
+    vecs, _ = embed_word(engine, index.manifest, text, word)
+    return index.search(vecs[index.manifest.layers.index(layer)], layer, k, exact)
+
+
+def stats(index: CorpusIndex, sample: int = 2000, seed: int = 0, n_resamples: int = 1000):
+    """Ethayarajh (2019) per-layer statistics over the index: a seeded sample of `sample`
+    sentences (0: all) read back as word-level encodings, with sentence-bootstrap 95%
+    intervals (engine.analysis.geometry, the same code as the app's Compare layers page)."""
+    from engine.analysis.geometry import layer_metrics
+    from engine.result import Encoding
+
+    m = index.manifest
+    rng = np.random.default_rng(seed)
+    ids = np.arange(m.n_sentences)
+    if sample and sample < m.n_sentences:
+        ids = np.sort(rng.choice(ids, size=sample, replace=False))
+    encs = []
+    for lo in range(0, len(ids), 500):
+        chunk = ids[lo:lo + 500]
+        tbl = (index.table.search()
+               .where(f"sentence_id IN ({', '.join(map(str, chunk.tolist()))})")
+               .select(["sentence_id", "position", "layer", "word", "vector"])
+               .limit(None).to_arrow())
+        sid = tbl["sentence_id"].to_numpy()
+        pos = tbl["position"].to_numpy()
+        lay = tbl["layer"].to_numpy()
+        vec = np.asarray(tbl["vector"].combine_chunks().values.to_numpy(zero_copy_only=False),
+                         np.float32).reshape(tbl.num_rows, m.dim)
+        words = tbl["word"].to_pylist()
+        layer_at = {l: i for i, l in enumerate(m.layers)}
+        for s in chunk:
+            rows = np.nonzero(sid == s)[0]
+            if not len(rows):
+                continue
+            n = int(pos[rows].max()) + 1
+            hs = np.zeros((len(m.layers), n, m.dim), np.float32)
+            hs[[layer_at[int(l)] for l in lay[rows]], pos[rows]] = vec[rows]
+            w = [""] * n
+            for r in rows:
+                w[pos[r]] = words[r]
+            encs.append(Encoding(model_id=m.model, family=m.family, text=" ".join(w),
+                                 words=tuple(w), tokens=tuple(w), token_to_word=np.arange(n),
+                                 hidden_states=hs, layer_names=tuple(m.layer_names)))
+    if len(encs) < 2:
+        raise EngineError("the index holds too few sentences for these statistics")
+    return layer_metrics(encs, pool="mean", seed=seed, n_resamples=n_resamples), len(encs)

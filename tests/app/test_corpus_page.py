@@ -1,0 +1,76 @@
+"""Corpus page on an index of a tiny BERT built into a configured index folder."""
+import re
+
+import numpy as np
+import pytest
+
+from engine.corpus import catalog
+from engine.corpus import index as corpus_index
+from engine.text import split_words
+from tests.app.helpers import figure, no_failures, page
+from tests.corpus.test_index import _corpus
+
+pytestmark = pytest.mark.usefixtures("tiny_engine")
+
+
+@pytest.fixture
+def indexes(tiny_engine, tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXLENS_INDEX_DIRS", str(tmp_path / "indexes"))
+    monkeypatch.setattr(catalog, "DEFAULT_DIR", tmp_path / "default")
+    sentences = _corpus(80, seed=11)
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(sentences))
+    corpus_index.build(tiny_engine.bert, str(src), tmp_path / "indexes" / "tiny", layers="0,1,2",
+                       progress=False)
+    return sentences
+
+
+def test_without_an_index_the_page_offers_to_build_brown(tiny_engine, tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXLENS_INDEX_DIRS", str(tmp_path / "none"))
+    monkeypatch.setattr(catalog, "DEFAULT_DIR", tmp_path / "default")
+    at = page("corpus").run()
+    no_failures(at)
+    assert any("No corpus index yet" in i.value for i in at.info)
+    assert any(b.label.startswith("Build the Brown index") for b in at.button)
+
+
+def test_a_word_is_mapped_with_every_occurrence_and_coloured_by_clusters(indexes):
+    at = page("corpus")
+    at.query_params["corpus_word"] = "bank"
+    at.query_params["corpus_layer"] = "2"
+    at.run()
+    no_failures(at)
+    n = sum(w.lower() == "bank" for s in indexes for w in split_words(s).words)
+    fig = figure(at, f"'bank' in ")
+    points = sum(len(tr["x"]) for tr in fig["data"])
+    assert points == n and f"{n:,} of {n:,} occurrences" in fig["layout"]["title"]["text"]
+    assert all(tr["name"].startswith("cluster ") for tr in fig["data"])
+
+
+def test_keyword_labels_colour_the_map(indexes):
+    at = page("corpus")
+    at.query_params["corpus_word"] = "bank"
+    at.query_params["corpus_labels"] = "river: river, water, boat\nmoney: money, cash, loan"
+    at.run()
+    no_failures(at)
+    fig = figure(at, "'bank' in ")
+    names = {tr["name"] for tr in fig["data"]}
+    assert names <= {"river", "money", "?"} and len(names) >= 2
+    for tr in fig["data"]:
+        for hover in tr["hovertext"]:
+            words = set(re.sub(r"<[^>]+>", " ", hover.lower()).split())
+            if tr["name"] == "river":
+                assert words & {"river", "water", "boat"}
+
+
+def test_search_the_corpus_for_contexts_like_a_sentence(indexes):
+    at = page("corpus")
+    at.query_params["corpus_query_text"] = indexes[4]
+    at.query_params["corpus_query_word"] = split_words(indexes[4]).words[0]
+    at.query_params["corpus_layer"] = "1"
+    at.run()
+    no_failures(at)
+    hits = at.dataframe[-1].value
+    assert len(hits) == 10 and hits["cosine"].iloc[0] > 0.999
+    assert hits["sentence"].iloc[0] == indexes[hits["sentence_id"].iloc[0]]
+    assert np.all(np.diff(hits["cosine"].to_numpy()) <= 1e-9)

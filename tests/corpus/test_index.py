@@ -1,0 +1,159 @@
+"""ctxlens index / neighbours / stats on a tiny BERT: rows, resume after a kill, bad input."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import cli
+from engine.api import Engine
+from engine.corpus import index as corpus_index
+from engine.corpus.query import CorpusIndex, neighbours, stats
+from engine.text import split_words
+from tests.tiny_models import save_bert
+
+ROOT = Path(__file__).resolve().parents[2]
+WORDS = ("bank river money open closed the a of by is was near water cash loan boat fish "
+         "city old new big small green red").split()
+
+
+def _corpus(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(4, 12)))) + " ." for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus-models")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CTXLENS_MODEL_DIRS", str(root))
+    model = str(save_bert(root / "bert", sentences=_corpus(200) + [" ".join(WORDS)]))
+    yield model
+    mp.undo()
+
+
+def _rows(folder):
+    idx = CorpusIndex(folder)
+    t = idx.table.to_arrow().sort_by([("sentence_id", "ascending"), ("layer", "ascending"),
+                                      ("position", "ascending")])
+    vec = np.asarray(t["vector"].combine_chunks().values.to_numpy(zero_copy_only=False),
+                     np.float32).reshape(t.num_rows, -1)
+    keys = list(zip(t["sentence_id"].to_pylist(), t["layer"].to_pylist(),
+                    t["position"].to_pylist()))
+    return keys, vec, t["word"].to_pylist()
+
+
+def test_index_holds_every_word_at_every_layer_as_the_engine_embeds_it(tiny, tmp_path):
+    sentences = _corpus(40)
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(sentences) + "\n")
+    m = corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,2", batch_size=8,
+                           commit_sentences=16, progress=False)
+    n_words = sum(len(split_words(s).words) for s in sentences)
+    assert m.complete and m.layers == [0, 2] and m.rows == 2 * n_words
+    assert m.rows_per_layer == {"0": n_words, "2": n_words}
+    keys, vec, words = _rows(tmp_path / "ix")
+    assert len(set(keys)) == len(keys) == m.rows                      # no duplicates
+    enc = Engine(cache_size=0).encode(tiny, [sentences[3]])[0]
+    wv = enc.word_vectors("mean")
+    first = [i for i, k in enumerate(keys) if k[0] == 3 and k[1] == 2]
+    assert np.allclose(vec[first], wv[2], atol=2e-3, rtol=1e-3)        # float16 storage
+    assert words[first[0]] == enc.words[0]
+
+
+def test_neighbours_of_a_word_in_an_indexed_sentence_start_with_itself(tiny, tmp_path):
+    sentences = _corpus(30, seed=1)
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(sentences))
+    corpus_index.build(tiny, str(src), tmp_path / "ix", layers="all", progress=False)
+    idx = CorpusIndex(tmp_path / "ix")
+    word = split_words(sentences[5]).words[1]
+    hits = neighbours(Engine(cache_size=0), idx, sentences[5], word, 1, k=5)
+    assert hits[0].sentence_id == 5 or hits[0].cosine > 0.999
+    assert hits[0].cosine > 0.999 and hits[0].sentence == sentences[hits[0].sentence_id]
+    assert [h.cosine for h in hits] == sorted([h.cosine for h in hits], reverse=True)
+    exact = neighbours(Engine(cache_size=0), idx, sentences[5], word, 1, k=5, exact=True)
+    assert [(h.sentence_id, h.position) for h in hits] == \
+        [(h.sentence_id, h.position) for h in exact]
+
+
+def test_stats_give_every_layer_a_value_inside_its_interval(tiny, tmp_path):
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(_corpus(60, seed=2)))
+    corpus_index.build(tiny, str(src), tmp_path / "ix", progress=False)
+    metrics, n = stats(CorpusIndex(tmp_path / "ix"), sample=40, n_resamples=200)
+    assert n == 40 and metrics.n_layers == len(CorpusIndex(tmp_path / "ix").manifest.layers)
+    from engine.analysis.bootstrap import interval
+
+    for key in ("self_similarity", "intra_sentence", "anisotropy"):
+        for i in range(metrics.n_layers):
+            lo, hi = interval(metrics.replicates[key][:, i])
+            assert lo - 1e-9 <= getattr(metrics, key)[i] <= hi + 1e-9
+
+
+def test_a_killed_index_run_resumes_without_duplicates_or_losses(tiny, tmp_path):
+    sentences = _corpus(1500, seed=3)
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(sentences))
+    env = {**os.environ, "CTXLENS_MODEL_DIRS": str(Path(tiny).parent),
+           "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "engine.cli", "index", "--model", tiny, "--corpus", str(src),
+           "--output", str(tmp_path / "ix"), "--layers", "0,1", "--commit-sentences", "100"]
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    occ = tmp_path / "ix" / "db" / "occurrences.lance" / "_versions"
+    deadline = time.time() + 120
+    while time.time() < deadline and (not occ.exists() or len(list(occ.iterdir())) < 4):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)                     # mid-run, between or inside commits
+    proc.wait()
+    manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
+    assert not manifest["complete"]
+    assert subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True).returncode == 0
+    keys, vec, _ = _rows(tmp_path / "ix")
+    n_words = sum(len(split_words(s).words) for s in sentences)
+    assert len(keys) == len(set(keys)) == 2 * n_words
+    runs = json.loads((tmp_path / "ix" / "manifest.json").read_text())["build"]["runs"]
+    assert len(runs) == 2 and 0 < runs[1]["started_at_sentence"] < len(sentences)
+    # the same rows as a run that was never interrupted
+    corpus_index.build(tiny, str(src), tmp_path / "whole", layers="0,1", progress=False)
+    keys2, vec2, _ = _rows(tmp_path / "whole")
+    assert keys == keys2 and np.allclose(vec, vec2, atol=2e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["index", "--corpus", "CORPUS", "--output", "OUT", "--layers", "0,99"], "layers must be"),
+    (["neighbours", "--index", "OUT", "--text", "the bank .", "--word", "bank", "--layer",
+      "7"], "not in this index"),
+    (["neighbours", "--index", "OUT", "--text", "the bank .", "--word", "river", "--layer",
+      "1"], "not in the text"),
+    (["neighbours", "--index", "NOWHERE", "--text", "x", "--word", "x", "--layer", "1"],
+     "not a ctxlens index"),
+    (["index", "--corpus", "LATIN1", "--output", "OUT2"], "not UTF-8"),
+])
+def test_bad_input_gets_one_line(tiny, tmp_path, capsys, argv, message):
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(_corpus(10, seed=4)))
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9 .\n".encode("latin-1"))
+    corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1", progress=False)
+    subst = {"CORPUS": str(src), "OUT": str(tmp_path / "ix"), "OUT2": str(tmp_path / "ix2"),
+             "NOWHERE": str(tmp_path / "nowhere"), "LATIN1": str(tmp_path / "latin1.txt")}
+    argv = [subst.get(a, a) for a in argv]
+    if argv[0] == "index":
+        argv += ["--model", tiny]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_an_index_for_another_model_or_layers_is_not_mixed(tiny, tmp_path):
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(_corpus(10, seed=5)))
+    corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1", progress=False)
+    with pytest.raises(Exception, match="another layers"):
+        corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,2", progress=False)

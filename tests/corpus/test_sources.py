@@ -1,0 +1,47 @@
+"""Corpus sources: text files, folders, bad input said in one line."""
+import pytest
+
+from engine.corpus import sources
+from engine.errors import EngineError
+
+
+def test_a_text_file_keeps_its_sentences_in_order_and_leaves_out_bad_lines(tmp_path):
+    f = tmp_path / "c.txt"
+    f.write_text("The bank is open .\n\n   \nA river bank .\n" + "x" * 100_000 + "\nDone .\n")
+    c = sources.load(str(f))
+    assert c.sentences == ("The bank is open .", "A river bank .", "Done .")
+    assert [n for n, _ in c.skipped] == [5] and "100000 characters" in c.skipped[0][1]
+    same = sources.load(str(f))
+    assert same.digest == c.digest
+    f.write_text("The bank is open .\nA river bank .\nDone!\n")
+    assert sources.load(str(f)).digest != c.digest
+
+
+def test_a_file_that_is_not_utf8_names_the_line(tmp_path):
+    f = tmp_path / "latin1.txt"
+    f.write_bytes("ok line\nsecond ok\ncaf\xe9 au lait\n".encode("latin-1"))
+    with pytest.raises(EngineError, match=r"not UTF-8 text \(line 3"):
+        sources.load(str(f))
+
+
+def test_a_folder_reads_every_txt_file_sorted(tmp_path):
+    (tmp_path / "b.txt").write_text("Second file .\n")
+    (tmp_path / "a.txt").write_text("First file .\n")
+    (tmp_path / "notes.md").write_text("not read\n")
+    assert sources.load(str(tmp_path)).sentences == ("First file .", "Second file .")
+
+
+@pytest.mark.parametrize("src,message", [
+    ("no/such/path", "neither 'brown'"),
+    ("hf:", "hf:NAME"),
+])
+def test_unknown_sources_get_one_line(src, message):
+    with pytest.raises(EngineError, match=message):
+        sources.load(src)
+
+
+def test_an_empty_corpus_is_refused(tmp_path):
+    f = tmp_path / "empty.txt"
+    f.write_text("\n\n  \n")
+    with pytest.raises(EngineError, match="no usable sentences"):
+        sources.load(str(f))
