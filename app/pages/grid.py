@@ -195,6 +195,11 @@ def side_panel(inputs, opts: dict, labels: list[str]) -> None:
     st.caption("Cosine in the model's own space at that layer, among all points shown.")
     predictions(model_id, inputs.sentences[s], w, word)
     attention(model_id, inputs.sentences[s], w, layer, word)
+    if compute.corpus_indexes() and st.button("Search the corpus for contexts like this",
+                                              key="grid_to_corpus"):
+        st.session_state["corpus_query_text"] = inputs.sentences[s]
+        st.session_state["corpus_query_word"] = word
+        st.switch_page("app/pages/corpus.py")
 
 
 def predictions(model_id: str, sentence: str, position: int, word: str) -> None:

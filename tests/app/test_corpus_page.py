@@ -74,3 +74,23 @@ def test_search_the_corpus_for_contexts_like_a_sentence(indexes):
     assert len(hits) == 10 and hits["cosine"].iloc[0] > 0.999
     assert hits["sentence"].iloc[0] == indexes[hits["sentence_id"].iloc[0]]
     assert np.all(np.diff(hits["cosine"].to_numpy()) <= 1e-9)
+
+
+def test_the_grid_side_panel_sends_its_point_to_the_corpus_search(indexes, tiny_engine):
+    from engine.analysis import occurrences
+    from engine.api import Engine
+    from app import state
+
+    mouse = state.presets()["mouse"].sentences
+    occ = occurrences.collect(Engine().encode(tiny_engine.bert, list(mouse)), "mean", "mouse")
+    at = page("grid")
+    s, w = occ.ids[0]
+    at.query_params.update({"grid_model": tiny_engine.bert, "grid_sel": f"{s}:{w}",
+                            "grid_sel_layer": "1", "grid_sel_model": tiny_engine.bert,
+                            "model_bert": tiny_engine.bert})
+    at.run()
+    no_failures(at)
+    button = next(b for b in at.button if b.label.startswith("Search the corpus"))
+    button.click().run()
+    assert at.session_state["corpus_query_text"] == mouse[s]
+    assert at.session_state["corpus_query_word"].lower() == "mouse"
