@@ -1,6 +1,7 @@
 """Predictions for one blank, each family as it honestly can, asked of the family table: a BERT
-fills it with its masked-LM head; a GPT takes its likeliest words from the left and re-ranks them
-by the whole sentence (beside its plain next-word guess, and the logit lens at every layer);
+fills it with its masked-LM head; a GPT takes its likeliest words from the left and those a
+fill-in-the-blank prompt proposes, and ranks them by the whole sentence (beside its plain
+next-word guess, and the logit lens at every layer);
 ELMo multiplies its forward LM (from the left) and backward LM (from the right), shown together
 and apart. No family is named here: a new family's row says what it can do."""
 import zlib

@@ -17,18 +17,27 @@ from typing import Sequence
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families import hf_common as hf
 from engine.families.base import LoadOptions, ModelInfo
-from engine.result import Candidate, Encoding, LogitLens, Prediction
+from engine.result import Candidate, Encoding, LogitLens, Prediction, QueryKey
 from engine.text import MASK, WordText
 
 # Filling a blank: how many left-context words a GPT re-ranks by the whole sentence, and how
 # many greedy steps may extend a candidate that the tokenizer splits into pieces. On the cloze set
-# (results/cloze.md, 149 items, 95% Wilson intervals) SmolLM2's top-5 from both sides is
-# 59.7% [51.7, 67.3] with 30, 67.1% [59.2, 74.1] with 100, 69.8% [62.0, 76.6] with 200 and
-# 71.1% [63.4, 77.8] with 300; an answer is among the candidates 61.7 / 71.1 / 75.8 / 78.5%
-# of the time (25 of the 32 answers missing at 300 have 0-1 words before the blank: the left
-# side cannot propose them). 100 keeps most of the gain at a third of the cost of 300.
+# (results/cloze.md, 149 items, 95% Wilson intervals) SmolLM2's top-5 from both sides with
+# left-context candidates only is 59.7% [51.7, 67.3] with 30, 67.1% [59.2, 74.1] with 100,
+# 69.8% [62.0, 76.6] with 200 and 71.1% [63.4, 77.8] with 300: 25 of the 32 answers missing at
+# 300 have 0-1 words before the blank, where the left side cannot propose them ...
 FILL_CANDIDATES = 100
 FILL_EXTEND_STEPS = 2
+# ... so a second pool comes from the model reading the whole sentence through a fill-in-the-
+# blank prompt (two worked examples, none of them in the cloze set). The prompt only proposes
+# words; every candidate is still ranked by the log-probability of the sentence itself. 100 +
+# 100: 84.6% [77.9, 89.5] top-5 (+17.4 points [11.4, 24.2] over the left pool alone).
+FILL_PROMPT = ("Fill in the blank with one word.\n"
+               "Sentence: I read a good ___ before I went to sleep.\nAnswer: book\n"
+               "Sentence: He plays the ___ in a rock band.\nAnswer: guitar\n"
+               "Sentence: {sentence}\nAnswer:")
+FILL_BLANK = "___"
+FILL_PROMPT_CANDIDATES = 100
 FILL_SIDES = ("both", "left")
 _WORDLIKE = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)
 _CONTINUES = re.compile(r"[^\W_]+", re.UNICODE)
@@ -84,6 +93,8 @@ class GPTAdapter:
                               dtype=str(param.dtype).removeprefix("torch."))
         self.max_tokens = hf.max_positions(cfg, tokenizer)
         self.pad_id = hf.pad_token_id(tokenizer)
+        # words proposed by the fill-in-the-blank prompt (0: the left context alone proposes)
+        self.prompt_candidates = FILL_PROMPT_CANDIDATES
 
     @property
     def device(self) -> str:
@@ -95,6 +106,11 @@ class GPTAdapter:
         return hf.encode_texts(self.model_id, "gpt", self.model.base_model, self.tokenizer,
                                texts, batch_size, self.max_tokens, self.pad_id,
                                attentions=attentions)
+
+    def query_key(self, text: WordText, layer: int) -> QueryKey:
+        t = hf.tokenize(self.tokenizer, text, self.max_tokens)
+        q, k, scale = hf.query_key(self.model.base_model, t, layer)
+        return QueryKey(self.model_id, t.tokens, layer, q, k, scale, causal=True)
 
     def _input(self, text: WordText):
         # trailing spaces would become a lone space token the model rarely saw before a word
@@ -257,12 +273,26 @@ class GPTAdapter:
                 break
         return list(dict.fromkeys(self.tokenizer.decode(w).strip() for w in words))
 
+    def _prompt_words(self, text: WordText, at_start: bool) -> list[str]:
+        """Words the model proposes for the blank when it reads the whole sentence through
+        FILL_PROMPT. A blank that opens the sentence gets capitalised proposals, as it is
+        written there."""
+        s, e = text.spans[text.mask_indices[0]]
+        sentence = _running_text(text.text[:s] + FILL_BLANK + text.text[e:]).strip()
+        prompt_ids = self.tokenizer(FILL_PROMPT.format(sentence=sentence))["input_ids"]
+        if len(prompt_ids) + 16 > self.max_tokens:
+            return []                                  # the left pool alone still answers
+        words = self._candidate_words(prompt_ids, self.prompt_candidates)
+        return [w[:1].upper() + w[1:] if at_start else w for w in words]
+
     def predict_masked(self, text: WordText, top_k: int = 10, sides: str = "both") -> Prediction:
-        """Fill the one [MASK] as a left-to-right LM honestly can: take its likeliest whole
-        words from the left context alone, then re-rank them by the log-probability of the
-        whole sentence, left + word + right (sides="both"), or by the word's own probability
-        given the left context (sides="left"). The probabilities shown are shares among the
-        candidates, not over the whole vocabulary."""
+        """Fill the one [MASK] as a left-to-right LM honestly can. sides="both": candidates are
+        its likeliest whole words from the left context plus the words it proposes after
+        reading the whole sentence in a fill-in-the-blank prompt (a blank near the start leaves
+        the left context nothing to go on), each ranked by the log-probability of the sentence
+        left + word + right. sides="left": the left context's words ranked by their own
+        probability. The probabilities shown are shares among the candidates, not over the
+        whole vocabulary."""
         import torch
 
         if sides not in FILL_SIDES:
@@ -281,6 +311,9 @@ class GPTAdapter:
             raise EngineError(f"the text is too long for this model (cap {self.max_tokens} "
                               "tokens)")
         words = self._candidate_words(left_ids, max(FILL_CANDIDATES, top_k))
+        n_left_pool = len(words)
+        if sides == "both" and self.prompt_candidates:
+            words = list(dict.fromkeys(words + self._prompt_words(text, at_start)))
         joined = [(left + " " + w if left else w) for w in words]
         seqs = [self._ids(j + right, at_start) for j in joined]
         ends = [len(self._ids(j, at_start)) for j in joined]
@@ -299,9 +332,15 @@ class GPTAdapter:
             scores.append(float(sum(lp[k][:stop - n_left])))
         share = torch.softmax(torch.tensor(scores, dtype=torch.float64), dim=0)
         best = torch.argsort(share, descending=True)[:top_k].tolist()
-        method = (f"top {len(words)} words from the left context, re-ranked by the whole "
-                  "sentence" if sides == "both" else
-                  f"top {len(words)} words from the left context alone")
+        if sides == "left":
+            method = f"top {len(words)} words from the left context alone"
+        elif len(words) > n_left_pool:
+            method = (f"top {n_left_pool} words from the left context and "
+                      f"{len(words) - n_left_pool} more from a fill-in-the-blank prompt, "
+                      "re-ranked by the whole sentence")
+        else:
+            method = (f"top {len(words)} words from the left context, re-ranked by the whole "
+                      "sentence")
         return Prediction(self.model_id, "masked", text.text,
                           tuple(Candidate(words[k], float(share[k])) for k in best),
                           method=method)

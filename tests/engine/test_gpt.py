@@ -175,6 +175,42 @@ def test_gpt_fills_a_blank_by_reranking_with_the_whole_sentence(causal_lm):
     assert np.log(ratio) == pytest.approx(scores[0] - scores[1], abs=1e-3)
 
 
+def test_the_fill_in_the_blank_prompt_proposes_words_the_left_context_does_not(causal_lm,
+                                                                              monkeypatch):
+    """Candidates come from the left context and from the prompt that reads the whole
+    sentence; every one is still ranked by the sentence's own log-probability. (The tiny
+    models take 64 positions: the real prompt does not fit, so a short one stands in, and the
+    real one is left out with the left pool still answering.)"""
+    from engine.families import gpt as gpt_family
+    from engine.text import split_words
+
+    engine = Engine(device="cpu")
+    adapter = engine.adapter(causal_lm)
+    text = "The [MASK] raised rates today."
+    wt = split_words(text)
+    assert adapter._prompt_words(wt, at_start=False) == []          # too long for 64 positions
+    monkeypatch.setattr(gpt_family, "FILL_PROMPT", "{sentence}\n")
+    left_pool = adapter._candidate_words(adapter._ids("The", False),
+                                         gpt_family.FILL_CANDIDATES)
+    prompt_pool = adapter._prompt_words(wt, at_start=False)
+    assert prompt_pool and set(prompt_pool) - set(left_pool)
+    pred = engine.predict_masked(causal_lm, text, top_k=gpt_family.FILL_CANDIDATES)
+    n_extra = len(set(prompt_pool) - set(left_pool))
+    assert (f"top {len(left_pool)} words from the left context and {n_extra} more from a "
+            "fill-in-the-blank prompt") in pred.method
+    words = [c.token for c in pred.candidates]
+    assert set(words) <= set(left_pool) | set(prompt_pool)
+    top = words[:3]
+    scores = [_sentence_logprob(causal_lm, text.replace("[MASK]", w)) for w in top]
+    assert scores == sorted(scores, reverse=True)
+    adapter.prompt_candidates = 0               # the left pool alone, as before the prompt
+    try:
+        only_left = engine.predict_masked(causal_lm, text, top_k=gpt_family.FILL_CANDIDATES)
+    finally:
+        adapter.prompt_candidates = gpt_family.FILL_PROMPT_CANDIDATES
+    assert {c.token for c in only_left.candidates} == set(left_pool)
+
+
 def test_suffixes_scored_on_a_shared_left_cache_match_whole_sequences(causal_lm):
     """The fill-a-blank fast path runs the left context once and scores a batch of suffixes of
     different lengths on its key/value cache: the same log-probabilities as whole sequences."""
