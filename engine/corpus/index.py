@@ -239,7 +239,7 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
 
 def finish(folder: Path, manifest: Manifest, table, progress: bool = True) -> None:
     """Compact the fragments, build the ANN and scalar indexes, count, mark complete."""
-    from lancedb.index import BTree, Bitmap, IvfPq
+    from lancedb.index import BTree, Bitmap, IvfSq
 
     t0 = time.perf_counter()
     with warnings.catch_warnings():
@@ -250,17 +250,18 @@ def finish(folder: Path, manifest: Manifest, table, progress: bool = True) -> No
     manifest.rows = rows
     manifest.rows_per_layer = {str(l): table.count_rows(f"layer = {l}") for l in manifest.layers}
     if rows >= ANN_MIN_ROWS:
-        partitions = int(max(16, min(4096, round(np.sqrt(rows)))))
-        sub_vectors = manifest.dim // 8 if manifest.dim % 8 == 0 else manifest.dim // 4
+        # IVF with 8-bit scalar quantisation: on 2 cores it trains in seconds where IVF-PQ took
+        # minutes (461k vectors: 11 s against 249 s), and with exact re-ranking its recall@10
+        # was 1.0 (PQ 0.998); ~8k vectors a partition keeps a prefiltered query near 20 ms
+        partitions = int(max(16, min(1024, rows // 8000)))
         if progress:
-            print(f"ctxlens: building the ANN index (IVF_PQ, {partitions} partitions) over "
+            print(f"ctxlens: building the ANN index (IVF_SQ, {partitions} partitions) over "
                   f"{rows:,} vectors ...", flush=True)
-        table.create_index("vector", config=IvfPq(distance_type="cosine",
-                                                  num_partitions=partitions,
-                                                  num_sub_vectors=sub_vectors), replace=True)
-        manifest.ann_index = {"type": "IVF_PQ", "distance": "cosine",
-                              "num_partitions": partitions, "num_sub_vectors": sub_vectors,
-                              "nprobes": NPROBES, "refine_factor": REFINE}
+        table.create_index("vector", config=IvfSq(distance_type="cosine",
+                                                  num_partitions=partitions), replace=True)
+        manifest.ann_index = {"type": "IVF_SQ", "distance": "cosine",
+                              "num_partitions": partitions, "nprobes": NPROBES,
+                              "refine_factor": REFINE}
     else:
         manifest.ann_index = {"type": "none (exact search)", "distance": "cosine"}
     table.create_index("layer", config=Bitmap(), replace=True)

@@ -157,3 +157,25 @@ def test_an_index_for_another_model_or_layers_is_not_mixed(tiny, tmp_path):
     corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1", progress=False)
     with pytest.raises(Exception, match="another layers"):
         corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,2", progress=False)
+
+
+def test_the_ann_index_finds_what_exact_search_finds(tiny, tmp_path, monkeypatch):
+    """Above ANN_MIN_ROWS the index gets an IVF (scalar-quantised, cosine) index; with exact
+    re-ranking its top 10 match brute force on this small corpus."""
+    monkeypatch.setattr(corpus_index, "ANN_MIN_ROWS", 500)
+    sentences = _corpus(300, seed=9)
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(sentences))
+    m = corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,2", progress=False)
+    assert m.rows >= 500 and m.ann_index["type"] == "IVF_SQ"
+    idx = CorpusIndex(tmp_path / "ix")
+    engine = Engine(cache_size=0)
+    recall = []
+    for s in range(0, 300, 30):
+        word = split_words(sentences[s]).words[2]
+        ann = neighbours(engine, idx, sentences[s], word, 2, k=10)
+        exact = neighbours(engine, idx, sentences[s], word, 2, k=10, exact=True)
+        recall.append(len({(h.sentence_id, h.position) for h in ann} &
+                          {(h.sentence_id, h.position) for h in exact}) / 10)
+        assert ann[0].cosine == pytest.approx(exact[0].cosine, abs=1e-4)
+    assert np.mean(recall) >= 0.95
