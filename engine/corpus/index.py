@@ -14,6 +14,7 @@ our own bookkeeping for both; results/corpus.md compares them.)
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -150,6 +151,11 @@ def _drop_partial_files(folder: Path) -> None:
         f.unlink(missing_ok=True)
 
 
+def _disk_full(err: BaseException) -> bool:
+    return (getattr(err, "errno", None) == errno.ENOSPC or "No space left" in str(err)
+            or "os error 28" in str(err))
+
+
 def _check_same(old: Manifest, new: Manifest, folder: Path) -> None:
     for name in ("model", "pooling", "corpus_hash", "layers"):
         if getattr(old, name) != getattr(new, name):
@@ -213,7 +219,15 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
               desc=f"index {model_id}", disable=not progress, mininterval=1.0) as bar:
         def commit(rows: dict, n_sent: int) -> None:
             if len(rows["sentence_id"]):
-                table.add(to_arrow(rows, info.dim))
+                try:
+                    table.add(to_arrow(rows, info.dim))
+                except Exception as err:  # noqa: BLE001 - lance reports a full disk its way
+                    if _disk_full(err):
+                        raise EngineError(
+                            f"the disk under {folder} is full: {bar.n:,} of "
+                            f"{len(corpus.sentences):,} sentences are indexed and kept; free "
+                            "some space and run the same command again to continue") from None
+                    raise
             bar.update(n_sent)
             if on_progress is not None:          # the app's progress bar
                 on_progress(bar.n, len(corpus.sentences))

@@ -179,3 +179,26 @@ def test_the_ann_index_finds_what_exact_search_finds(tiny, tmp_path, monkeypatch
                           {(h.sentence_id, h.position) for h in exact}) / 10)
         assert ann[0].cosine == pytest.approx(exact[0].cosine, abs=1e-4)
     assert np.mean(recall) >= 0.95
+
+
+def test_a_full_disk_stops_with_one_line_and_keeps_what_was_written(tiny, tmp_path):
+    """A 2 MiB tmpfs fills up mid-run: one line, and the rows already committed still read."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        src = tmp_path / "c.txt"
+        src.write_text("\n".join(_corpus(3000, seed=12)))
+        with pytest.raises(Exception, match="is full: .* sentences are indexed and kept") as err:
+            corpus_index.build(tiny, str(src), mnt / "ix", layers="all", commit_sentences=50,
+                               progress=False)
+        assert len(str(err.value).splitlines()) == 1
+        import lancedb
+
+        table = lancedb.connect(str(mnt / "ix" / "db")).open_table("occurrences")
+        kept = table.count_rows()
+        assert kept > 0 and len(table.to_arrow()) == kept          # still readable
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
