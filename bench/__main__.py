@@ -1,6 +1,6 @@
 """`python -m bench` (make bench): every reproduction and measurement, written to results/.
 
-    python -m bench [--quick] [--only layers|cloze|speed|grid|bad-input|reports]
+    python -m bench [--quick] [--only layers|cloze|speed|grid|bad-input|soak|corpus|reports]
                     [--models id,id] [--fresh]
                     [--mix-layer-norm]
 
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small inputs (minutes)")
     ap.add_argument("--only", choices=("layers", "cloze", "speed", "grid", "bad-input",
-                                       "reports"),
+                                       "soak", "corpus", "reports"),
                     help="run one part (grid: only the layers-side-by-side timings, merged "
                     "into results/speed.json; reports: rebuild the markdown and plots from "
                     "results/layers.json and speed.json)")
@@ -231,6 +231,16 @@ def main(argv: list[str] | None = None) -> int:
 
         log("bad input in the browser (the whole app, bundled models)")
         bad_input.main()
+    if args.only in (None, "soak"):
+        from bench import soak
+
+        log("soak: concurrent browser sessions")
+        soak.main(["--minutes", "1" if args.quick else "5"])
+    if args.only in (None, "corpus"):
+        from bench import corpus_index
+
+        log("corpus mode: Brown at every layer (about 35 minutes on 2 cores)")
+        corpus_index.main(["--sentences", "3000"] if args.quick else [])
     write_readme(time.perf_counter() - start, size)
     log(f"done in {time.perf_counter() - start:.0f} s; see results/README.md")
     return 0

@@ -151,8 +151,12 @@ def report(r: dict) -> str:
          f"{b['layers']} layers: index build", f"{b['seconds'] / 60:.1f} min",
          f"≤ {TARGETS['build_min']:g} min", ok(b["seconds"] / 60 <= TARGETS["build_min"])],
         ["bytes on disk per occurrence-layer", f"{b['bytes_per_row']:.0f} B", "(reported)", ""],
-        ["index build throughput vs plain embed (same run)", f"{b['vs_embed']:.2f}×",
-         f"≥ {TARGETS['vs_embed']}×", ok(b["vs_embed"] >= TARGETS["vs_embed"])],
+        ["embedding and writing to the database: throughput vs plain embed (same run)",
+         f"{b['embed_write_vs_embed']:.2f}×", f"≥ {TARGETS['vs_embed']}×",
+         ok(b["embed_write_vs_embed"] >= TARGETS["vs_embed"])],
+        ["the whole build, ANN and scalar indexes included, vs plain embed",
+         f"{b['vs_embed']:.2f}×", f"≥ {TARGETS['vs_embed']}×",
+         ok(b["vs_embed"] >= TARGETS["vs_embed"])],
         [f"neighbour query p50 / p95 ({q['queries']} queries, ANN)",
          f"{q['p50_ms']:.1f} / {q['p95_ms']:.1f} ms", f"≤ {TARGETS['p50_ms']:g} ms",
          ok(q["p95_ms"] <= TARGETS["p95_ms"])],
@@ -165,15 +169,41 @@ def report(r: dict) -> str:
                      f"≥ {TARGETS['ray_per_core']}×",
                      ok(r["ray"]["per_core_ratio"] >= TARGETS["ray_per_core"])])
     f = r.get("faiss", {})
+    why = []
+    if b["seconds"] / 60 > TARGETS["build_min"] or b["vs_embed"] < TARGETS["vs_embed"]:
+        why.append(f"- Build time: embedding and writing take {b['embed_write_s'] / 60:.1f} min; "
+                   f"the rest ({b['finish_s'] / 60:.1f} min) is LanceDB compacting the "
+                   "fragments and training and filling the IVF index over every vector of "
+                   "every layer on 2 cores. Next: fewer partitions trained on a smaller sample, "
+                   "one index per layer built while the next layer is written, or the index "
+                   "built on a GPU (LanceDB can train IVF on CUDA).")
+    if q["p95_ms"] > TARGETS["p95_ms"]:
+        why.append(f"- Query tail: the median query takes {q['p50_ms']:.0f} ms, the slowest 5% "
+                   f"over {q['p95_ms']:.0f} ms: a 9 GB index on a 24 GB machine, so a query "
+                   "whose partitions are not in the page cache reads them from disk. Next: "
+                   "fewer probes, or an index per layer so a query reads one layer's vectors.")
+    if "ray" in r and r["ray"]["per_core_ratio"] < TARGETS["ray_per_core"]:
+        why.append(f"- Ray on this machine: two single-threaded actors reached "
+                   f"{r['ray']['ray_2_actors_per_s']:.0f} sentences/s against "
+                   f"{r['ray']['local_1_thread_per_s']:.0f} for one local thread: the driver "
+                   "that gathers the rows and writes the database is a third busy process on "
+                   "2 cores, every block crosses the object store, and starting the cluster "
+                   "and loading a model per actor costs seconds. The figure says little about "
+                   "a real cluster, where actors have cores (or GPUs) of their own.")
     out = ["# Corpus mode: indexing Brown and searching it", "",
            f"`python -m bench.corpus_index` on {r['machine']}; model {b['model']}, mean "
            f"pooling, float16 vectors, {r['build']['ann_index']}.", "",
            table(["measurement", "value", "target", "result"], rows), "",
            f"Plain embed (the `ctxlens embed` path, no database) ran at "
            f"{b['embed_per_s']:.0f} sentences/s on a {b['embed_sample']:,}-sentence sample; the "
-           f"index build at {b['build_per_s']:.0f} sentences/s over all of Brown, of which "
-           f"{b['finish_s']:.0f} s compacting and building the ANN and scalar indexes. "
-           f"{b['bytes'] / 2**30:.2f} GiB on disk for {b['rows']:,} rows.", ""]
+           f"embedding and writing at {b['sentences'] / b['embed_write_s']:.0f} sentences/s "
+           f"({b['embed_write_s'] / 60:.1f} min), the whole build at {b['build_per_s']:.0f} "
+           f"sentences/s: {b['finish_s'] / 60:.1f} min of it compacting and building the ANN "
+           "and scalar indexes, the part that misses the time target. "
+           f"{b['bytes'] / 2**30:.2f} GiB on disk for {b['rows']:,} rows (the embed sample "
+           "is different sentences from the build, so the first ratio is approximate).", ""]
+    if why:
+        out += ["## Misses, and why", ""] + why + [""]
     if f:
         out += ["## LanceDB or FAISS + Parquet?", "",
                 table(["store (one layer, same rows)", "bytes", "build s", "query p50 / p95 ms"],
@@ -190,8 +220,10 @@ def report(r: dict) -> str:
                 "and an interrupted build needs our own bookkeeping. LanceDB keeps vectors and "
                 "rows in one on-disk Arrow table, pushes `layer = L` into the ANN search, "
                 "re-ranks candidates exactly (`refine_factor`), and commits each append "
-                "atomically, which is what makes `ctxlens index` resumable. We chose LanceDB; "
-                "its query time is well inside the target.", ""]
+                "atomically, which is what makes `ctxlens index` resumable. We chose LanceDB "
+                "for that, at the price of slower queries than a bare FAISS index"
+                + (" (inside the target)." if q["p95_ms"] <= TARGETS["p95_ms"] else
+                   " (its median inside the target, its tail not)."), ""]
     return "\n".join(out)
 
 
@@ -230,6 +262,8 @@ def main(argv=None) -> int:
             "layers": len(m.layers), "rows": m.rows, "seconds": seconds,
             "finish_s": m.build.get("index_seconds", 0.0), "bytes": m.bytes_on_disk,
             "bytes_per_row": m.bytes_on_disk / m.rows, "embed_per_s": embed_rate,
+            "embed_write_s": m.build["runs"][-1]["seconds"],
+            "embed_write_vs_embed": (m.n_sentences / m.build["runs"][-1]["seconds"]) / embed_rate,
             "embed_sample": len(sample), "build_per_s": m.n_sentences / seconds,
             "vs_embed": (m.n_sentences / seconds) / embed_rate,
             "ann_index": ", ".join(f"{k} {v}" for k, v in m.ann_index.items())}

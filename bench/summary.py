@@ -17,7 +17,9 @@ REPORTS = (("geometry.md", "Ethayarajh (2019) geometry per layer, invariants"),
            ("cloze.md", "Everyday cloze: filling one blank, every family"),
            ("elmo_distill.md", "A stronger ELMo offline: distillation candidates"),
            ("speed.md", "Speed and memory against the targets"),
-           ("bad_input.md", "Bad input in the browser: cases and what the user sees"))
+           ("bad_input.md", "Bad input in the browser: cases and what the user sees"),
+           ("soak.md", "Soak: concurrent browser sessions"),
+           ("corpus.md", "Corpus mode: indexing Brown, searching it, LanceDB or FAISS, Ray"))
 
 
 def _ci(section: dict, key: str, layer: int | None = None) -> str:

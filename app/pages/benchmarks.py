@@ -45,6 +45,11 @@ TOPICS: dict[str, tuple[str, str]] = {
               "loops, the FLOP bound) and times against the targets, on 2 CPU cores."),
     "bad_input": ("Bad input", "What a user sees after pasting or linking something the app "
                   "cannot take: one line naming the problem, the rest still plotted."),
+    "soak": ("Many users at once", "Several browser sessions use every page at the same time: "
+             "errors seen, memory over time, and whether any session saw another's text."),
+    "corpus": ("Corpus mode", "Indexing all of Brown at every layer into a vector database "
+               "and searching it: time, size, query speed and whether the approximate search "
+               "finds what exact search finds (recall)."),
 }
 
 

@@ -43,9 +43,23 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server():
+def index_dir(tmp_path_factory):
+    """A small corpus index of the bundled minilm-l6 for the Corpus page."""
+    from engine.corpus.index import build
+    from tests.corpus.test_done_when import MONEY, RIVER
+
+    root = tmp_path_factory.mktemp("indexes")
+    src = root / "bank.txt"
+    src.write_text("\n".join(RIVER + MONEY))
+    build("minilm-l6", str(src), root / "banks", layers="0,4,6", progress=False)
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(index_dir):
     port = _free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "CTXLENS_INDEX_DIRS": str(index_dir)}
     # the repository's .streamlit/config.toml (headless, no file watcher) applies, as in
     # `make run`; the terminal output is kept for test_the_server_terminal_stays_quiet
     log = open(SERVER_LOG, "w")
@@ -242,3 +256,29 @@ def test_layer_grid_click_links_every_panel_and_fills_the_side_panel(server, bro
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     html_bytes = _download(page, "Export grid-", "HTML", tmp_path)
     assert b"plotly" in html_bytes[:5000].lower() or b"Plotly" in html_bytes
+
+
+def test_corpus_page_maps_a_word_and_finds_nearest_contexts(server, browser):
+    """Corpus: the indexed word is mapped, a click opens its nearest contexts in the corpus,
+    and a typed sentence is searched."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.goto(f"{server}/corpus?corpus_word=bank&corpus_layer=6")
+    page.wait_for_selector("text=/'bank' in .*24 of 24 occurrences/", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    plot = page.locator(".js-plotly-plot").filter(has_text="occurrences").first
+    points = plot.locator(".scatterlayer .trace .points path")
+    assert points.count() == 24
+    points.nth(0).click(force=True)
+    _settle(page)
+    page.wait_for_selector("text=/Nearest contexts at/", timeout=60_000)
+    box = page.get_by_role("textbox", name="Sentence", exact=True)
+    box.fill("He sat on the bank of the river .")
+    box.press("Enter")
+    word = page.get_by_role("textbox", name="Word", exact=True).last
+    word.fill("bank")
+    word.press("Enter")
+    _settle(page)
+    assert page.locator('[data-testid="stDataFrame"]').count() >= 2
+    assert not page.locator('[data-testid="stException"]').count()
+    assert not page.locator('[data-testid="stAlert"]').filter(has_text="error").count()
+    page.screenshot(path=str(SHOTS / "corpus.png"), full_page=True)
