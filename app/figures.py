@@ -321,9 +321,10 @@ def layer_grid(panels: Sequence[tuple[str, np.ndarray]], labels: Sequence[str],
         # of a projection have no units
         fig.update_xaxes(matches="x", showticklabels=False)
         fig.update_yaxes(matches="y", showticklabels=False)
+    # plotly's default drag (zoom) keeps a plain click a selection; lasso and box select are
+    # in the mode bar
     fig.update_layout(title=title, height=rows * GRID_PANEL_PX + 90, legend_title_text="sense",
-                      margin=dict(l=10, r=10, t=70, b=10), dragmode="lasso" if not three_d
-                      else None)
+                      margin=dict(l=10, r=10, t=70, b=10))
     return fig
 
 

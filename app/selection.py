@@ -35,7 +35,9 @@ def clicked_occurrences(event: Any, n_points: int, n_panels: int) -> tuple[list[
     picked, panel = [], None
     for p in points(event):
         data = p.get("customdata")
-        if not isinstance(data, (list, tuple)) or len(data) < 2:
+        if isinstance(data, dict):    # a row of a typed array arrives as {"0": i, "1": k}
+            data = [data.get("0"), data.get("1")]
+        if not isinstance(data, (list, tuple)) or len(data) < 2 or None in data[:2]:
             continue
         i, k = int(data[0]), int(data[1])
         if 0 <= i < n_points and 0 <= k < n_panels:

@@ -12,6 +12,10 @@ GRID_EVENT = {"selection": {"points": [
 def test_grid_clicks_map_to_points_and_the_first_panel():
     assert sel.clicked_occurrences(GRID_EVENT, n_points=8, n_panels=3) == ([5, 7], 2)
     assert sel.clicked_occurrences(None, 8, 3) == ([], None)
+    # what a real browser sends for a numpy customdata row (the browser test found it)
+    browser = {"selection": {"points": [{"curve_number": 5, "point_index": 3,
+                                         "customdata": {"0": 7, "1": 2}}]}}
+    assert sel.clicked_occurrences(browser, n_points=8, n_panels=3) == ([7], 2)
     assert sel.clicked_occurrences({"selection": {"points": []}}, 8, 3) == ([], None)
 
 

@@ -230,7 +230,7 @@ def test_layer_grid_click_links_every_panel_and_fills_the_side_panel(server, bro
     page.wait_for_selector("text=/'mouse', 8 points/", timeout=MODEL_WAIT_MS)
     _settle(page)
     plot = page.locator(".js-plotly-plot").filter(has_text="(baseline)").first
-    m = re.search(r"(\d+) of (\d+) layers", plot.locator(".gtitle").inner_text())
+    m = re.search(r"(\d+) of (\d+) layers", plot.locator(".gtitle").text_content())
     shown, total = int(m.group(1)), int(m.group(2))
     assert shown == total == plot.locator(".annotation-text").count()
     points = plot.locator(".scatterlayer .trace .points path")
@@ -271,14 +271,17 @@ def test_corpus_page_maps_a_word_and_finds_nearest_contexts(server, browser):
     points.nth(0).click(force=True)
     _settle(page)
     page.wait_for_selector("text=/Nearest contexts at/", timeout=60_000)
-    box = page.get_by_role("textbox", name="Sentence", exact=True)
+    box = page.locator(".st-key-corpus_query_text input")
     box.fill("He sat on the bank of the river .")
     box.press("Enter")
-    word = page.get_by_role("textbox", name="Word", exact=True).last
+    _settle(page)
+    word = page.locator(".st-key-corpus_query_word input")
     word.fill("bank")
     word.press("Enter")
+    page.wait_for_url(re.compile(r"corpus_query_word=bank"), timeout=MODEL_WAIT_MS)
     _settle(page)
-    assert page.locator('[data-testid="stDataFrame"]').count() >= 2
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stDataFrame\"]')"
+                           ".length >= 2", timeout=MODEL_WAIT_MS)
     assert not page.locator('[data-testid="stException"]').count()
     assert not page.locator('[data-testid="stAlert"]').filter(has_text="error").count()
     page.screenshot(path=str(SHOTS / "corpus.png"), full_page=True)
