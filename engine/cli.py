@@ -278,7 +278,8 @@ def cmd_index(args, engine_cls) -> int:
     print(f"ctxlens: {args.output}: {m.n_sentences:,} sentences, {per:,.0f} occurrences x "
           f"{len(m.layers)} layers = {m.rows:,} rows, {m.bytes_on_disk / 2**20:,.1f} MiB "
           f"({m.bytes_on_disk / max(1, m.rows):,.0f} bytes per occurrence-layer)"
-          + (f"; {m.skipped_lines} lines left out (over the caps)" if m.skipped_lines else ""))
+          + (f"; {m.skipped_lines} line{'s' if m.skipped_lines > 1 else ''} left out (over "
+             "the caps)" if m.skipped_lines else ""))
     return 0
 
 
