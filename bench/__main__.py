@@ -175,10 +175,17 @@ def rebuild_reports() -> None:
         (RESULTS / "speed.md").write_text(speed_report(json.loads(speed.read_text())))
 
 
-def write_readme(elapsed: float, size: str) -> None:
+def write_readme(elapsed: float, size: str, part: str | None = None) -> None:
+    """results/README.md from the reports. After one part (--only), the header that records
+    which run measured what is kept: the rest of results/ was not re-measured."""
     from bench.summary import readme
 
-    (RESULTS / "README.md").write_text(readme(RESULTS, elapsed, size, machine()))
+    path = RESULTS / "README.md"
+    text = readme(RESULTS, elapsed, size, machine())
+    if part and path.exists() and "## Reports" in path.read_text():
+        head = path.read_text().split("## Reports", 1)[0]
+        text = head + "## Reports" + text.split("## Reports", 1)[1]
+    path.write_text(text)
 
 
 def machine() -> str:
@@ -241,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
 
         log("corpus mode: Brown at every layer (about 35 minutes on 2 cores)")
         corpus_index.main(["--sentences", "3000"] if args.quick else [])
-    write_readme(time.perf_counter() - start, size)
+    write_readme(time.perf_counter() - start, size, args.only)
     log(f"done in {time.perf_counter() - start:.0f} s; see results/README.md")
     return 0
 

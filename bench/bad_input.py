@@ -107,10 +107,16 @@ def report(rows: list[tuple[Case, dict]]) -> str:
     body = table(["case", "expected", "what the user saw", "text kept", "result"],
                  [[c.name, c.expect, shown(s), "yes" if s["text_kept"] else "NO",
                    "pass" if s["passed"] else "FAIL"] for c, s in rows])
+    from bench.cloze import wilson
+
+    k, n = sum(s["passed"] for _, s in rows), len(rows)
+    lo, hi = wilson(k, n)
     return ("# Bad input in the browser\n\nEvery case opens the whole app with a link "
             "(`python -m bench.bad_input`, bundled models, first page). A case passes with no "
             "exception or traceback, one-line messages, the typed text still in the sentence "
-            "box, and its own check.\n\n" + body + "\n")
+            "box, and its own check.\n\n" + body + f"\n{k} of {n} cases pass: {k / n:.0%} "
+            f"(95% CI {lo:.0%}–{hi:.0%}, Wilson; the cases are the ones the issue listed, not a "
+            "sample of all bad input, so the interval says how little ten cases prove).\n")
 
 
 def main() -> int:

@@ -235,3 +235,19 @@ def pos_report(results: list[dict], source: str, png: str) -> str:
             f"Peters et al. 2018 Table 6 (PTB, linear probe): ELMo layer 1 {ELMO_POS[1]}, "
             f"layer 2 {ELMO_POS[2]} (syntax sits lower); CoVe 93.3 / 92.8.", ""]
     return "\n".join(out)
+
+
+def quantile_ci(values, q: float = 50.0) -> tuple[float, float, float]:
+    """A percentile of repeated timings and its 95% percentile-bootstrap interval over the
+    repeats (scipy.stats.bootstrap, seed 0): (value, low, high)."""
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    x = np.asarray(values, dtype=float)
+    value = float(np.percentile(x, q))
+    if len(x) < 3 or np.ptp(x) == 0:
+        return value, value, value
+    res = bootstrap((x,), lambda a, axis=-1: np.percentile(a, q, axis=axis),
+                    confidence_level=0.95, method="percentile", n_resamples=2000,
+                    random_state=0)
+    return value, float(res.confidence_interval.low), float(res.confidence_interval.high)

@@ -178,13 +178,22 @@ def report(s: dict) -> str:
         return "meets target" if passed else "MISSES target"
 
     growth = s["rss_growth_after_warmup"]
+    from bench.cloze import wilson
+
+    visits = max(1, s["pages_visited"])
+
+    def per_visit(k: int) -> str:
+        lo, hi = wilson(k, visits)
+        return f"{k} of {visits} visits (95% CI {lo:.1%}–{hi:.1%})"
+
     rows = [
-        ["exceptions shown on a page", str(s["exceptions"]), "0", ok(s["exceptions"] == 0)],
+        ["exceptions shown on a page", per_visit(s["exceptions"]), "0",
+         ok(s["exceptions"] == 0)],
         ["server log: warnings, errors, tracebacks", str(s["server_log_errors"]), "0",
          ok(s["server_log_errors"] == 0)],
-        ["a session saw another's sentences or settings", str(s["leaks"]), "0",
+        ["a session saw another's sentences or settings", per_visit(s["leaks"]), "0",
          ok(s["leaks"] == 0)],
-        ["a session's sentence box lost its text", str(s["text_lost"]), "0",
+        ["a session's sentence box lost its text", per_visit(s["text_lost"]), "0",
          ok(s["text_lost"] == 0)],
         [f"server RSS growth after warm-up ({s['rss_warm_mb']:.0f} → {s['rss_end_mb']:.0f} MB)",
          f"{growth:+.1%}", f"≤ {RSS_GROWTH_TARGET:.0%}", ok(growth <= RSS_GROWTH_TARGET)],
@@ -202,6 +211,8 @@ def report(s: dict) -> str:
            f"{s['pages_visited']} page visits, {s['rounds_min']}–{s['rounds_max']} full "
            "rounds per session.", "",
            table(["measurement", "value", "target", "result"], rows), "",
+           "Intervals: 95% Wilson over page visits (visits of one session are not independent, "
+           "so they are optimistic); RSS is one series and carries none.", "",
            f"Server RSS (MB): start {s['rss_start_mb']:.0f}, peak {s['rss_peak_mb']:.0f}; "
            f"warm-up taken as the first {s['warmup_s']:.0f} s (models load on first use). "
            f"Every 30 s: {series}.", ""]

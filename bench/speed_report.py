@@ -18,6 +18,16 @@ def _rate_row(e: dict, name: str, seconds: float) -> list:
     return [name, seconds, e["sentences"] / seconds, e["tokens"] / seconds]
 
 
+def _with_ci(d: dict, key: str, times: str, digits: int = 2) -> str:
+    """A timing with its 95% bootstrap interval over the repeats, when they were kept."""
+    from bench.report import quantile_ci
+
+    if not d.get(times):
+        return f"{d[key]:.{digits}f} s"
+    v, lo, hi = quantile_ci(d[times])
+    return f"{v:.{digits}f} s (95% CI {lo:.{digits}f}–{hi:.{digits}f})"
+
+
 def speed_rows(s: dict) -> list[list]:
     rows = []
     b = s.get("bank", {})
@@ -69,8 +79,9 @@ def speed_rows(s: dict) -> list[list]:
     gr = s.get("grid", {})
     if "pca_warm_s" in gr:
         what = f"{len(gr['models'])} models, {gr['panels']} panels"
-        rows.append([f"layers side by side: every layer's aligned PCA + figures, warm ({what})",
-                     f"{gr['pca_warm_s']:.2f} s", f"≤ {TARGETS['grid_pca_s']} s",
+        pca = _with_ci(gr, "pca_warm_s", "pca_times_s")
+        rows.append([f"layers side by side: every layer's aligned PCA + figures, warm, median "
+                     f"({what})", pca, f"≤ {TARGETS['grid_pca_s']} s",
                      _ok(gr["pca_warm_s"] <= TARGETS["grid_pca_s"])])
         rows.append([f"layers side by side: the same with UMAP, first in a fresh process",
                      f"{gr['umap_cold_s']:.2f} s", f"≤ {TARGETS['grid_umap_s']} s",
@@ -78,7 +89,9 @@ def speed_rows(s: dict) -> list[list]:
         worst = max(c["median_s"] for c in gr["clicks"].values())
         slowest = max(gr["clicks"], key=lambda m: gr["clicks"][m]["median_s"])
         rows.append([f"layers side by side: a click's side panel, warm (median, slowest "
-                     f"model: {slowest})", f"{worst:.3f} s", f"≤ {TARGETS['grid_click_s']} s",
+                     f"model: {slowest})", _with_ci(gr["clicks"][slowest], "median_s", "times_s",
+                                                    3),
+                     f"≤ {TARGETS['grid_click_s']} s",
                      _ok(worst <= TARGETS["grid_click_s"])])
     r = s.get("rss", {})
     if "peak_rss_gb" in r:
@@ -94,7 +107,10 @@ def speed_rows(s: dict) -> list[list]:
 
 def speed_report(s: dict) -> str:
     out = ["# Speed and memory", "",
-           "Every ratio compares two measurements taken in the same run on this machine.", "",
+           "Every ratio compares two measurements taken in the same run on this machine. "
+           "Where a timing was repeated, its 95% CI is a percentile bootstrap over the repeats "
+           "(seed 0); a row without one is a single measurement (or the best of a few) and "
+           "carries no interval.", "",
            table(["measurement", "value", "target", "result"], speed_rows(s)), ""]
     errors = [f"- {k}: {v['error']}" for k, v in s.items() if isinstance(v, dict) and "error" in v]
     if errors:
@@ -146,18 +162,20 @@ def speed_report(s: dict) -> str:
                           for r in a.get("earlier_runs", [])), ""]
     gr = s.get("grid", {})
     if "pca_warm_s" in gr:
-        clicks = "; ".join(f"{m} {c['median_s'] * 1000:.0f} ms (worst {c['max_s'] * 1000:.0f} ms)"
-                           for m, c in gr["clicks"].items())
+        clicks = "; ".join(f"{m} {_with_ci(c, 'median_s', 'times_s', 3)} (worst "
+                           f"{c['max_s'] * 1000:.0f} ms)" for m, c in gr["clicks"].items())
         out += ["## Layers side by side", "",
                 f"The app's default preset ('{gr['target']}', {gr['sentences']} sentences) and "
                 f"default models ({', '.join(gr['models'])}), one fresh process with the models "
                 "loaded and the preset encoded: every layer's occurrences, one projection "
                 f"aligned across all layers per model and the grid figures ({gr['panels']} "
-                f"panels) took {gr['pca_warm_s']:.2f} s with PCA (best of 3, no result cache) "
+                f"panels) took {_with_ci(gr, 'pca_warm_s', 'pca_times_s')} with PCA (median of "
+                f"{len(gr.get('pca_times_s', [])) or 3}, no result cache) "
                 f"and {gr['umap_cold_s']:.2f} s with UMAP as the process's first UMAP (import, "
                 "numba kernels from the disk cache `make install` fills). A click's side panel "
                 "(cosine neighbours at the top layer, the model's guesses at that position, the "
-                "word's attention row) for points not clicked before, median over 6: "
+                "word's attention row) for points not clicked before, median over every "
+                "point of the preset: "
                 f"{clicks}." + (f" Measured {gr['measured']} by `python -m bench --only "
                                 "grid`, after the rest of this page." if gr.get("measured")
                                 else ""), ""]
