@@ -279,9 +279,16 @@ def fills_blank(model_id: str) -> str:
 # -- corpus mode (engine/corpus): indexes under the configured folders only ------------------
 
 def corpus_indexes():
-    from engine.corpus.catalog import list_indexes
+    """Complete indexes in the configured folders. Keyed by the manifests' modification
+    times, so a rerun reads no JSON unless an index was added or finished since."""
+    from engine.corpus.catalog import index_dirs, list_indexes
 
-    return [(p, m) for p, m in list_indexes() if m.complete]
+    stamps = []
+    for root in index_dirs():
+        if root.is_dir():
+            stamps += [(str(m), m.stat().st_mtime_ns) for m in root.glob("*/manifest.json")]
+    return get_engine().cached(("corpus-indexes", tuple(sorted(stamps))),
+                               lambda: [(p, m) for p, m in list_indexes() if m.complete])
 
 
 def brown_index_path(model_id: str):

@@ -67,6 +67,15 @@ def chosen_models(inputs: state.Inputs, families: tuple[str, ...] | None = None,
     return chosen
 
 
+def target_models(inputs: state.Inputs) -> list[tuple[str, str]]:
+    """The chosen models for a page about one target word; says what is missing (the word,
+    sentences, models) and returns [] when something is."""
+    if not inputs.target:
+        st.info("Type a target word in the sidebar.")
+        return []
+    return chosen_models(inputs)
+
+
 def prepared(model_id: str, inputs: state.Inputs) -> bool:
     """Load and run one model; a model that fails is reported in one line (False)."""
     try:

@@ -20,11 +20,10 @@ import asyncio
 import json
 import os
 import re
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from bench.server import streamlit_server
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -43,12 +42,6 @@ def sentences(person: str) -> list[str]:
             f"{person} clicked the mouse twice .",
             f"The mouse that {person} bought needs batteries .",
             f"A cat caught the mouse in {person}'s kitchen ."]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rss_mb(pid: int) -> float:
@@ -231,23 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=5.0)
     ap.add_argument("--out", type=Path, default=ROOT / "results")
     args = ap.parse_args(argv)
-    port = _free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     log_path = Path(f"/tmp/ctxlens-soak-{os.getpid()}.log")
-    with open(log_path, "w") as log:
-        server = subprocess.Popen([sys.executable, "-m", "streamlit", "run",
-                                   str(ROOT / "streamlit_app.py"), "--server.port", str(port)],
-                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            time.sleep(3)
-            run = asyncio.run(drive(f"http://127.0.0.1:{port}/", args.sessions, args.minutes,
-                                    server.pid))
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
+    with open(log_path, "w") as log, streamlit_server(log) as (url, server):
+        time.sleep(3)
+        run = asyncio.run(drive(f"{url}/", args.sessions, args.minutes, server.pid))
     s = summarise(run, args.sessions, args.minutes, log_path.read_text())
     args.out.mkdir(exist_ok=True)
     (args.out / "soak.json").write_text(json.dumps(s, indent=1))

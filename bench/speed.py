@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import time
@@ -381,50 +380,32 @@ def part_grid() -> dict:
             "clicks": clicks}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def part_app(timeout_s: float = 180) -> dict:
     """Seconds from `streamlit run` to a rendered plotly chart in headless Chromium."""
     from playwright.sync_api import sync_playwright
 
-    port = _free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    from bench.server import streamlit_server
+
     start = time.perf_counter()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
-         "--server.port", str(port), "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-            page = browser.new_page()
-            deadline = start + timeout_s
-            while True:  # the server needs a moment before it accepts connections
-                try:
-                    page.goto(f"http://127.0.0.1:{port}/", timeout=5000)
-                    break
-                except Exception:
-                    if time.perf_counter() > deadline:
-                        raise
-                    time.sleep(0.25)
-            served_s = time.perf_counter() - start
-            page.wait_for_selector("[data-testid='stSidebar']", timeout=timeout_s * 1000)
-            sidebar_s = time.perf_counter() - start
-            remaining = max(1.0, deadline - time.perf_counter())
-            page.wait_for_selector(".js-plotly-plot", timeout=remaining * 1000)
-            elapsed = time.perf_counter() - start
-            browser.close()
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+    with streamlit_server(stop_timeout=10) as (url, _), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        deadline = start + timeout_s
+        while True:  # the server needs a moment before it accepts connections
+            try:
+                page.goto(f"{url}/", timeout=5000)
+                break
+            except Exception:
+                if time.perf_counter() > deadline:
+                    raise
+                time.sleep(0.25)
+        served_s = time.perf_counter() - start
+        page.wait_for_selector("[data-testid='stSidebar']", timeout=timeout_s * 1000)
+        sidebar_s = time.perf_counter() - start
+        remaining = max(1.0, deadline - time.perf_counter())
+        page.wait_for_selector(".js-plotly-plot", timeout=remaining * 1000)
+        elapsed = time.perf_counter() - start
+        browser.close()
     return {"first_chart_s": elapsed, "page_served_s": served_s, "sidebar_s": sidebar_s}
 
 

@@ -159,11 +159,8 @@ def render(inputs: state.Inputs) -> None:
     st.title("Polysemy clusters")
     st.caption("Where does one word's meaning split by context? Each point is the target word "
                "in one sentence; layer 0 (left) is the context-free baseline.")
-    if not inputs.target:
-        st.info("Type a target word in the sidebar.")
-        return
     # Each tab loads its own model, so the first chart shows while the next models load.
-    models = ui.chosen_models(inputs)
+    models = ui.target_models(inputs)
     if not models:
         return
     method = METHODS[st.radio("Projection", list(METHODS), horizontal=True, key=state.url_key(

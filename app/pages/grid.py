@@ -262,10 +262,7 @@ def render(inputs: state.Inputs) -> None:
     st.title("Layers side by side")
     st.caption("Every layer at once, aligned so that a point moves rather than the axes: "
                "the context-free baseline first, then up the stack.")
-    if not inputs.target:
-        st.info("Type a target word in the sidebar.")
-        return
-    models = ui.chosen_models(inputs)
+    models = ui.target_models(inputs)
     if not models:
         return
     state.url_key(SEL, str, default="")

@@ -34,12 +34,17 @@ def test_without_an_index_the_page_offers_to_build_brown(tiny_engine, tmp_path, 
     assert any(b.label.startswith("Build the Brown index") for b in at.button)
 
 
-def test_a_word_is_mapped_with_every_occurrence_and_coloured_by_clusters(indexes):
+def _corpus_page(**query) -> "AppTest":
+    """The Corpus page opened with a link's settings, run once, without errors."""
     at = page("corpus")
-    at.query_params["corpus_word"] = "bank"
-    at.query_params["corpus_layer"] = "2"
+    at.query_params.update(query)
     at.run()
     no_failures(at)
+    return at
+
+
+def test_a_word_is_mapped_with_every_occurrence_and_coloured_by_clusters(indexes):
+    at = _corpus_page(corpus_word="bank", corpus_layer="2")
     n = sum(w.lower() == "bank" for s in indexes for w in split_words(s).words)
     fig = figure(at, f"'bank' in ")
     points = sum(len(tr["x"]) for tr in fig["data"])
@@ -48,11 +53,8 @@ def test_a_word_is_mapped_with_every_occurrence_and_coloured_by_clusters(indexes
 
 
 def test_keyword_labels_colour_the_map(indexes):
-    at = page("corpus")
-    at.query_params["corpus_word"] = "bank"
-    at.query_params["corpus_labels"] = "river: river, water, boat\nmoney: money, cash, loan"
-    at.run()
-    no_failures(at)
+    at = _corpus_page(corpus_word="bank",
+                      corpus_labels="river: river, water, boat\nmoney: money, cash, loan")
     fig = figure(at, "'bank' in ")
     names = {tr["name"] for tr in fig["data"]}
     assert names <= {"river", "money", "?"} and len(names) >= 2
@@ -64,12 +66,8 @@ def test_keyword_labels_colour_the_map(indexes):
 
 
 def test_search_the_corpus_for_contexts_like_a_sentence(indexes):
-    at = page("corpus")
-    at.query_params["corpus_query_text"] = indexes[4]
-    at.query_params["corpus_query_word"] = split_words(indexes[4]).words[0]
-    at.query_params["corpus_layer"] = "1"
-    at.run()
-    no_failures(at)
+    at = _corpus_page(corpus_query_text=indexes[4],
+                      corpus_query_word=split_words(indexes[4]).words[0], corpus_layer="1")
     hits = at.dataframe[-1].value
     assert len(hits) == 10 and hits["cosine"].iloc[0] > 0.999
     assert hits["sentence"].iloc[0] == indexes[hits["sentence_id"].iloc[0]]
