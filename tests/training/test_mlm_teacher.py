@@ -77,3 +77,24 @@ def test_labels_land_on_the_same_positions_of_the_packed_blocks(tmp_path):
     placed = rows.blocks(row_chunks, 8)
     labelled = {int(blocks[i, p]) for i, p in zip(*np.nonzero(placed.numpy() >= 0))}
     assert labelled == {11, 30, 33, 40}
+
+
+def test_prompt_teacher_blanks_the_picked_word_and_picks_the_same_word_again(toks):
+    from engine.families.gpt import FILL_BLANK
+    from engine.training.mlm_teacher import pick_word, prompt_sentence
+
+    student, teacher, vm = toks
+    text = "the cat sat on the mat ."
+    s = student(text, add_special_tokens=False, return_offsets_mapping=True)
+    pieces = student.convert_ids_to_tokens(s["input_ids"])
+    _, pairs, _ = align(text, student, teacher, vm.student_of(True), vm.student_of(False),
+                        teacher.convert_tokens_to_ids("<|endoftext|>"))
+    picks = {pick_word(pairs, i, 0, pieces) for i in range(40)}
+    assert {pieces[j] for j, _, _ in picks} <= {"cat", "sat", "on", "the", "mat"}
+    assert len(picks) > 1                                  # the seed spreads the words
+    assert pick_word(pairs, 7, 0, pieces) == pick_word(pairs, 7, 0, pieces)
+    j = pick_word(pairs, 7, 0, pieces)[0]
+    a, b = s["offset_mapping"][j]
+    prompt, at = prompt_sentence(text, a, b)
+    assert prompt[at:at + len(FILL_BLANK)] == FILL_BLANK
+    assert prompt.endswith("Answer:") and pieces[j] not in prompt[at - 3: at + 5]
