@@ -109,16 +109,23 @@ class Engine:
 
     # -- encodings ----------------------------------------------------------------------
     def encode(self, model_id: str, texts: Sequence[str], pretokenized: bool = False,
-               batch_size: int = 16, attentions: bool = False) -> list[Encoding]:
+               batch_size: int = 16, attentions: bool = False,
+               layers: Sequence[int] | None = None) -> list[Encoding]:
         """Encode texts (one sentence each); cached per (model, text, options). Attention maps
-        only with `attentions` (they need the slower eager attention path)."""
+        only with `attentions` (they need the slower eager attention path); hidden states of
+        `layers` only when given."""
         word_texts = [to_word_text(t, pretokenized) for t in texts]
         return self.encode_words(model_id, word_texts, batch_size=batch_size,
-                                 attentions=attentions)
+                                 attentions=attentions, layers=layers)
 
     def encode_words(self, model_id: str, texts: Sequence[WordText],
-                     batch_size: int = 16, attentions: bool = False) -> list[Encoding]:
-        keys = [("encoding", model_id, t.text, t.words, self.options) for t in texts]
+                     batch_size: int = 16, attentions: bool = False,
+                     layers: Sequence[int] | None = None) -> list[Encoding]:
+        """Encodings of texts already split into words; with `layers`, hidden states of those
+        layers only (a transformer then skips the blocks above the highest)."""
+        layers = None if layers is None else tuple(int(i) for i in layers)
+        keys = [("encoding", model_id, t.text, t.words, self.options) +
+                (() if layers is None else (("layers", layers),)) for t in texts]
         out = [self.results.get(k) for k in keys]
         adapter = self.adapter(model_id) if None in out or attentions else None
         # an encoding made without maps serves a request for them only if the model has none
@@ -127,7 +134,8 @@ class Engine:
                    if enc is None or (want_maps and enc.attentions is None)]
         if missing:
             fresh = adapter.encode([texts[i] for i in missing], batch_size=batch_size,
-                                   attentions=want_maps)
+                                   attentions=want_maps,
+                                   **({} if layers is None else {"layers": layers}))
             for i, enc in zip(missing, fresh):
                 out[i] = self.results.put(keys[i], enc)
         return out

@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--pretokenized", action="store_true",
                    help="take whitespace-separated tokens as the words")
     e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--layers", type=parse_layers, default=None, metavar="0,3,6",
+                   help="keep only these layers (0 = the embeddings; default: every layer); a "
+                        "transformer then stops after the highest one asked for")
 
     a = sub.add_parser("attention", help="attention maps of every layer and head for one text")
     model_args(a)
@@ -140,16 +143,31 @@ def cmd_models(args, engine_cls) -> int:
 EMBED_CHUNK = 1024
 
 
+def parse_layers(value: str) -> tuple[int, ...]:
+    """'0,3,6' -> (0, 3, 6): layer numbers, each once, in the order given."""
+    try:
+        layers = tuple(int(x) for x in value.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--layers takes comma-separated layer numbers such "
+                                         f"as 0,3,6, not {value!r}") from None
+    if not layers or len(set(layers)) != len(layers) or min(layers) < 0:
+        raise argparse.ArgumentTypeError(f"--layers takes distinct layer numbers from 0 up, "
+                                         f"not {value!r}")
+    return layers
+
+
 def embed_pooled(engine, model: str, texts, batch_size: int, pool: str,
-                 progress=lambda n: None) -> list:
-    """Word vectors (L+1, W, D) per text, in input order. Texts go to the engine shortest
+                 progress=lambda n: None, layers=None) -> list:
+    """Word vectors (layers, W, D) per text, in input order: every layer, or `layers` only.
+    Texts go to the engine shortest
     first, so every batch holds texts of near-equal length (sorting within small chunks left a
     quarter of the time to padding); `progress(n)` after each chunk."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i].text))
     out: list = [None] * len(texts)
     for start in range(0, len(order), EMBED_CHUNK):
         idx = order[start:start + EMBED_CHUNK]
-        encs = engine.encode_words(model, [texts[i] for i in idx], batch_size=batch_size)
+        encs = engine.encode_words(model, [texts[i] for i in idx], batch_size=batch_size,
+                                   layers=layers)
         for i, enc in zip(idx, encs):
             out[i] = enc.word_vectors(pool)
         progress(len(idx))
@@ -176,7 +194,7 @@ def cmd_embed(args, engine_cls) -> int:
     with tqdm(total=len(texts), unit="sent", desc=f"embed {args.model}",
               disable=len(texts) < 50 or None) as bar:
         per_text = embed_pooled(engine, args.model, texts, args.batch_size, args.pool,
-                                bar.update)
+                                bar.update, args.layers)
     vectors, sent_idx, word_idx, words = [], [], [], []
     for i, (wv, text) in enumerate(zip(per_text, texts)):
         vectors.append(wv.transpose(1, 0, 2))        # (W, L+1, D)
@@ -186,7 +204,9 @@ def cmd_embed(args, engine_cls) -> int:
     np.savez(out, vectors=np.concatenate(vectors).astype(np.float32),
              sentence_index=np.array(sent_idx, np.int64), word_index=np.array(word_idx, np.int64),
              words=np.array(words), sentences=np.array(sentences), model=np.array(args.model),
-             pooling=np.array(args.pool))
+             pooling=np.array(args.pool),
+             layers=np.array(args.layers if args.layers is not None
+                             else range(vectors[0].shape[1]), np.int64))
     print(f"wrote {out}: {len(words)} words from {len(texts)} sentences, "
           f"{vectors[0].shape[1]} layers x {vectors[0].shape[2]} dims", file=sys.stderr)
     return 0

@@ -87,6 +87,12 @@ class Encoding:
         hs = self.hidden_states
         if pool == "mean":
             counts = np.bincount(words, minlength=n).astype(np.float32)
+            if len(real) == n:
+                # one token per word (most words in WordPiece, every word in ELMo): a gather
+                # is the mean, and five times cheaper than the matmul below
+                order = np.empty(n, np.int64)
+                order[words] = real
+                return np.ascontiguousarray(hs[:, order])
             pool_matrix = np.zeros((n, hs.shape[1]), np.float32)
             pool_matrix[words, real] = 1.0 / counts[words]
             return np.matmul(pool_matrix[None], hs).astype(np.float32, copy=False)

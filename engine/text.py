@@ -90,24 +90,29 @@ def align_offsets(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int,
     Byte-level BPE offsets may include the leading space ("Ġbank" -> " bank"), so overlap is
     counted on non-space characters only.
     """
-    starts = np.array([s for s, _ in spans])
-    ends = np.array([e for _, e in spans])
-    out = np.full(len(offsets), -1, dtype=np.int64)
-    for t, (s, e) in enumerate(offsets):
-        if e <= s:
-            continue
-        while s < e and text[s].isspace():
+    starts = np.array([s for s, _ in spans], dtype=np.int64)
+    ends = np.array([e for _, e in spans], dtype=np.int64)
+    offs = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    tok_start, tok_end = offs[:, 0].copy(), offs[:, 1]
+    for t in np.nonzero(tok_end > tok_start)[0]:
+        s = int(tok_start[t])
+        while s < tok_end[t] and text[s].isspace():
             s += 1
-        if s >= e:
-            continue
-        overlap = np.minimum(ends, e) - np.maximum(starts, s)
-        best = int(np.argmax(overlap))
-        if overlap[best] > 0:
-            out[t] = best
-        else:
-            # a token between words (e.g. a stray byte of a multi-byte char): take the next word
-            after = np.nonzero(starts >= e)[0]
-            out[t] = int(after[0]) if len(after) else len(spans) - 1
+        tok_start[t] = s
+    out = np.full(len(offs), -1, dtype=np.int64)
+    real = np.nonzero(tok_end > tok_start)[0]
+    if len(real) == 0 or len(starts) == 0:
+        return out
+    # one (tokens x words) overlap table instead of a search per token
+    overlap = (np.minimum(ends[None, :], tok_end[real, None])
+               - np.maximum(starts[None, :], tok_start[real, None]))
+    best = overlap.argmax(axis=1)
+    found = overlap[np.arange(len(real)), best] > 0
+    out[real[found]] = best[found]
+    for t in real[~found]:
+        # a token between words (e.g. a stray byte of a multi-byte char): take the next word
+        after = np.nonzero(starts >= tok_end[t])[0]
+        out[t] = int(after[0]) if len(after) else len(spans) - 1
     return out
 
 

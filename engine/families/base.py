@@ -31,14 +31,16 @@ class Adapter(Protocol):
     """One loaded model. Implementations live in engine/families/{elmo,gpt,bert}.py.
 
     encode() must give each text the same vectors whatever else shares its batch; attention
-    maps (Encoding.attentions) only when `attentions` is asked for and the model has them.
+    maps (Encoding.attentions) only when `attentions` is asked for and the model has them;
+    with `layers`, hidden states of those layers only (in that order).
     Prediction methods raise UnsupportedPrediction when the checkpoint lacks the head.
     """
 
     info: ModelInfo
 
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,
-               attentions: bool = False) -> list[Encoding]: ...
+               attentions: bool = False, layers: Sequence[int] | None = None
+               ) -> list[Encoding]: ...
 
     def predict_masked(self, text: WordText, top_k: int = 10,
                        sides: str = "both") -> Prediction: ...

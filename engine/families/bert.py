@@ -63,10 +63,11 @@ class BertAdapter:
         return with_mask_token(wt, self.tokenizer.mask_token or MASK)
 
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,
-               attentions: bool = False) -> list[Encoding]:
+               attentions: bool = False, layers: Sequence[int] | None = None
+               ) -> list[Encoding]:
         return hf.encode_texts(self.model_id, "bert", self.encoder, self.tokenizer, texts,
                                batch_size, self.max_tokens, self.pad_id, self._prepare,
-                               attentions=attentions)
+                               attentions=attentions, layers=layers)
 
     def query_key(self, text: WordText, layer: int) -> QueryKey:
         t = hf.tokenize(self.tokenizer, self._prepare(text), self.max_tokens)

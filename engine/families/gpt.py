@@ -101,11 +101,12 @@ class GPTAdapter:
         return str(next(self.model.parameters()).device)
 
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,
-               attentions: bool = False) -> list[Encoding]:
+               attentions: bool = False, layers: Sequence[int] | None = None
+               ) -> list[Encoding]:
         # base_model: the decoder stack without the vocabulary projection
         return hf.encode_texts(self.model_id, "gpt", self.model.base_model, self.tokenizer,
                                texts, batch_size, self.max_tokens, self.pad_id,
-                               attentions=attentions)
+                               attentions=attentions, layers=layers)
 
     def query_key(self, text: WordText, layer: int) -> QueryKey:
         t = hf.tokenize(self.tokenizer, text, self.max_tokens)

@@ -157,17 +157,32 @@ def readable_tokens(tokenizer, ids: Sequence[int]) -> tuple[str, ...]:
 
 def tokenize(tokenizer, wt: WordText, max_tokens: int) -> TokenizedText:
     """Tokenise the original text with the model's own special tokens, aligned to the words."""
+    enc = tokenizer(wt.text, return_offsets_mapping=True, add_special_tokens=True)
+    return _tokenized(tokenizer, wt, enc["input_ids"], enc["offset_mapping"], max_tokens)
+
+
+def tokenize_many(tokenizer, wts: Sequence[WordText], max_tokens: int) -> list[TokenizedText]:
+    """tokenize() for many texts through one call of the fast tokenizer (its batch encoder
+    runs in Rust, a per-text call pays Python's overhead each time); the same results."""
+    if not wts:
+        return []
+    enc = tokenizer([wt.text for wt in wts], return_offsets_mapping=True,
+                    add_special_tokens=True)
+    return [_tokenized(tokenizer, wt, ids, offsets, max_tokens)
+            for wt, ids, offsets in zip(wts, enc["input_ids"], enc["offset_mapping"])]
+
+
+def _tokenized(tokenizer, wt: WordText, ids, offsets, max_tokens: int) -> TokenizedText:
     from engine.text import align_offsets
 
-    enc = tokenizer(wt.text, return_offsets_mapping=True, add_special_tokens=True)
-    ids = tuple(enc["input_ids"])
+    ids = tuple(ids)
     if len(ids) > max_tokens:
         raise EngineError(f"the text has {len(ids)} tokens for this model; its cap is "
                           f"{max_tokens}: shorten the text")
-    t2w = align_offsets(enc["offset_mapping"], wt.spans, wt.text)
+    t2w = align_offsets(offsets, wt.spans, wt.text)
     missing = sorted(set(range(len(wt.words))) - set(t2w[t2w >= 0].tolist()))
     if missing:
-        raise EngineError(_no_token_message(wt, missing[0], enc["offset_mapping"]))
+        raise EngineError(_no_token_message(wt, missing[0], offsets))
     return TokenizedText(wt, ids, readable_tokens(tokenizer, ids), t2w)
 
 
@@ -195,20 +210,35 @@ def pad_batch(batch: Sequence[TokenizedText], pad_id: int, device: str):
 
 
 def run_layers(base_model, batch: Sequence[TokenizedText], pad_id: int,
-               attentions: bool = False) -> list[LayerOutputs]:
-    """Hidden states of every layer, and the attention maps only when asked (they force the
-    eager attention path and cost tokens-squared memory), for each text of one batch."""
+               attentions: bool = False, layers: Sequence[int] | None = None
+               ) -> list[LayerOutputs]:
+    """Hidden states of every layer (or of `layers` only, in that order), and the attention
+    maps only when asked (they force the eager attention path and cost tokens-squared
+    memory), for each text of one batch. With `layers` and no maps, blocks above the highest
+    layer asked are not run at all."""
     import torch
 
     device = next(base_model.parameters()).device
     ids, mask = pad_batch(batch, pad_id, str(device))
+    n_blocks = base_model.config.num_hidden_layers
+    keep = None if layers is None else list(layers)
+    if keep is not None and any(not 0 <= i <= n_blocks for i in keep):
+        raise EngineError(f"layers must be between 0 and {n_blocks} for this model")
+    stop = max(keep) if keep and not attentions and max(keep) < n_blocks else None
     with torch.inference_mode(), (eager_attention(base_model) if attentions else nullcontext()):
-        out = base_model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
-                         output_attentions=attentions, return_dict=True)
+        if stop is not None:
+            hidden = hidden_until(base_model, ids, mask, stop)
+            out = None
+        else:
+            out = base_model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
+                             output_attentions=attentions, return_dict=True)
+            hidden = out.hidden_states
     if attentions and (not out.attentions or any(a is None for a in out.attentions)):
         raise EngineError("the model returned no attention weights (its attention "
                           "implementation cannot return them)")
-    hs = torch.stack(out.hidden_states, dim=1).float().cpu().numpy()   # (B, L+1, T, D)
+    if keep is not None:
+        hidden = [hidden[i] for i in keep]
+    hs = torch.stack(tuple(hidden), dim=1).float().cpu().numpy()   # (B, layers, T, D)
     att = (torch.stack(out.attentions, dim=1).float().cpu().numpy()    # (B, L, H, T, T)
            if attentions else None)
     results = []
@@ -218,6 +248,47 @@ def run_layers(base_model, batch: Sequence[TokenizedText], pad_id: int,
             np.ascontiguousarray(hs[i, :, :n]),
             None if att is None else np.ascontiguousarray(att[i, :, :, :n, :n])))
     return results
+
+
+class _Stopped(Exception):
+    """Raised by hidden_until's hook once the highest layer asked for has been computed."""
+
+
+def hidden_until(base_model, ids, mask, last: int) -> list:
+    """Hidden states 0..last of one batch (last < the number of blocks), running blocks 1..last
+    only. They are read by hooks from block 1's input and each block's output: the tensors
+    that output_hidden_states collects, except that a model with a final norm (GPT-2's ln_f,
+    Llama's norm) applies it to its top layer only, which this path never stops at. Hooks
+    act for the calling thread only, so another thread's forward on the same model is
+    untouched."""
+    blocks = _blocks(base_model)
+    me = threading.get_ident()
+    got: list = []
+
+    def block_input(module, args, kwargs):
+        if threading.get_ident() == me and not got:
+            got.append(args[0] if args else kwargs["hidden_states"])
+            if last == 0:
+                raise _Stopped
+
+    def block_output(module, args, output):
+        if threading.get_ident() == me:
+            got.append(output[0] if isinstance(output, tuple) else output)
+            if len(got) == last + 1:
+                raise _Stopped
+
+    handles = [blocks[0].register_forward_pre_hook(block_input, with_kwargs=True)]
+    handles += [b.register_forward_hook(block_output) for b in blocks[:last]]
+    try:
+        base_model(input_ids=ids, attention_mask=mask, return_dict=True)
+    except _Stopped:
+        pass
+    finally:
+        for h in handles:
+            h.remove()
+    if len(got) != last + 1:
+        raise EngineError("this architecture's layers could not be read one by one")
+    return got
 
 
 # Attention maps grow with tokens squared: a batch's maps (batch x layers x heads x T x T
@@ -246,17 +317,21 @@ def batches(tokenized: Sequence[TokenizedText], batch_size: int,
 
 def encode_texts(model_id: str, family: str, base_model, tokenizer, texts: Sequence[WordText],
                  batch_size: int, max_tokens: int, pad_id: int,
-                 prepare=lambda wt: wt, attentions: bool = False) -> list[Encoding]:
+                 prepare=lambda wt: wt, attentions: bool = False,
+                 layers: Sequence[int] | None = None) -> list[Encoding]:
     """Encodings for texts, in their order; `prepare` may rewrite a text before tokenising.
-    Attention maps only with `attentions` (else Encoding.attentions is None)."""
-    tokenized = [tokenize(tokenizer, prepare(wt), max_tokens) for wt in texts]
+    Attention maps only with `attentions` (else Encoding.attentions is None); hidden states of
+    `layers` only when given (Encoding.layer_names says which)."""
+    tokenized = tokenize_many(tokenizer, [prepare(wt) for wt in texts], max_tokens)
     cfg = base_model.config
     names = layer_names(cfg.num_hidden_layers)
+    if layers is not None:
+        names = tuple(names[i] for i in layers if 0 <= i < len(names))
     out: list[Encoding | None] = [None] * len(texts)
     pair_bytes = 4 * cfg.num_hidden_layers * cfg.num_attention_heads if attentions else 0
     for group in batches(tokenized, max(1, batch_size), pair_bytes):
         for i, lo in zip(group, run_layers(base_model, [tokenized[i] for i in group], pad_id,
-                                           attentions)):
+                                           attentions, layers)):
             t = tokenized[i]
             out[i] = Encoding(model_id=model_id, family=family, text=texts[i].text,
                               words=texts[i].words, tokens=t.tokens,
@@ -293,23 +368,32 @@ def top_k_candidates(logits, tokenizer, top_k: int):
     return tuple(Candidate(tok, float(p)) for tok, p in zip(tokens, values.tolist()))
 
 
-def _attention_of_block(base_model, layer: int):
-    """The self-attention module of block `layer` (1-based) for the three layouts we serve:
-    BERT (encoder.layer[i].attention.self), GPT-2 (h[i].attn), Llama-style (layers[i].self_attn)."""
-    for blocks_path, attn_path in (("encoder.layer", "attention.self"), ("h", "attn"),
-                                   ("layers", "self_attn")):
+def _blocks(base_model):
+    """The transformer blocks of the three layouts we serve: BERT (encoder.layer), GPT-2 (h),
+    Llama-style (layers)."""
+    for blocks_path in ("encoder.layer", "h", "layers"):
         blocks = base_model
         for part in blocks_path.split("."):
             blocks = getattr(blocks, part, None)
-        if blocks is None:
-            continue
-        if not 1 <= layer <= len(blocks):
-            raise EngineError(f"layer {layer} is not an attention layer of this model "
-                              f"(1 to {len(blocks)})")
-        module = blocks[layer - 1]
+        if blocks is not None:
+            return blocks
+    raise UnsupportedPrediction("this architecture's blocks are not exposed")
+
+
+def _attention_of_block(base_model, layer: int):
+    """The self-attention module of block `layer` (1-based): BERT's attention.self, GPT-2's
+    attn, Llama's self_attn."""
+    blocks = _blocks(base_model)
+    if not 1 <= layer <= len(blocks):
+        raise EngineError(f"layer {layer} is not an attention layer of this model "
+                          f"(1 to {len(blocks)})")
+    module = blocks[layer - 1]
+    for attn_path in ("attention.self", "attn", "self_attn"):
+        found = module
         for part in attn_path.split("."):
-            module = getattr(module, part)
-        return module
+            found = getattr(found, part, None)
+        if found is not None:
+            return found
     raise UnsupportedPrediction("this architecture's query and key vectors are not exposed")
 
 

@@ -129,6 +129,28 @@ def test_embed_minilm_writes_every_layer_for_every_word(tmp_path):
     assert not np.allclose(z["vectors"][5, -1], z["vectors"][12, -1])
 
 
+def test_embed_layers_keeps_only_those_layers_with_the_same_numbers(tmp_path):
+    text = "I deposited cash at the bank .\nWe fished from the river bank .\n"
+    (tmp_path / "full").mkdir()
+    (tmp_path / "some").mkdir()
+    full = embed(tmp_path / "full", "minilm-l6", text)
+    some = embed(tmp_path / "some", "minilm-l6", text, "--layers", "3,0")
+    assert some["vectors"].shape == (14, 2, 384)
+    assert some["layers"].tolist() == [3, 0] and full["layers"].tolist() == list(range(7))
+    np.testing.assert_allclose(some["vectors"], full["vectors"][:, [3, 0]], atol=1e-5)
+
+
+@pytest.mark.slow
+def test_embed_bad_layers_are_one_line(tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("The cat sat .\n")
+    for bad, says in (("1,x", "comma-separated"), ("2,2", "distinct"), ("9", "between 0 and 6")):
+        proc = run_cli("embed", "--model", "minilm-l6", "--input", str(src), "--output",
+                       str(tmp_path / "o.npz"), "--layers", bad)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+        assert says in proc.stderr, proc.stderr
+
+
 @pytest.mark.slow
 def test_embed_pretokenized_keeps_whitespace_tokens(tmp_path):
     z = embed(tmp_path, "minilm-l6", "don't stop-me now!\n", "--pretokenized")

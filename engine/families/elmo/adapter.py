@@ -59,8 +59,10 @@ class ElmoAdapter:
         return [layers[:, b, 1:1 + len(s)] for b, s in enumerate(sentences)]
 
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,
-               attentions: bool = False) -> list[Encoding]:
-        """`attentions` is accepted and ignored: a biLSTM has no attention maps."""
+               attentions: bool = False, layers: Sequence[int] | None = None
+               ) -> list[Encoding]:
+        """`attentions` is accepted and ignored: a biLSTM has no attention maps. With `layers`,
+        only those layers are kept (the biLM is run whole: its layers are two LSTMs deep)."""
         from tqdm import tqdm
 
         # batches of similar length waste less time on padding; the order is restored below
@@ -70,15 +72,23 @@ class ElmoAdapter:
         hidden: dict[int, np.ndarray] = {}
         for batch in tqdm(batches, desc="ELMo", unit="batch", disable=not show):
             hidden.update(zip(batch, self.layers([texts[i].words for i in batch])))
+        if layers is not None:
+            if any(not 0 <= i < len(self.layer_names) for i in layers):
+                raise EngineError(f"layers must be between 0 and {len(self.layer_names) - 1} "
+                                  "for this model")
+            keep = list(layers)
+            return [self._encoding(t, hidden[i][keep], tuple(self.layer_names[j] for j in keep))
+                    for i, t in enumerate(texts)]
         return [self._encoding(t, hidden[i]) for i, t in enumerate(texts)]
 
-    def _encoding(self, text: WordText, hidden_states: np.ndarray) -> Encoding:
+    def _encoding(self, text: WordText, hidden_states: np.ndarray,
+                  names: tuple[str, ...] | None = None) -> Encoding:
         n = len(text.words)
         return Encoding(model_id=self.info.model_id, family="elmo", text=text.text,
                         words=text.words, tokens=text.words,
                         token_to_word=np.arange(n, dtype=np.int64),
                         hidden_states=np.ascontiguousarray(hidden_states, dtype=np.float32),
-                        attentions=None, layer_names=self.layer_names)
+                        attentions=None, layer_names=names or self.layer_names)
 
     # -- predictions --------------------------------------------------------------------
     def predict_next(self, text: WordText, top_k: int = 10) -> Prediction:

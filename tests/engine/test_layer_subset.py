@@ -1,0 +1,78 @@
+"""Hidden states for the layers asked only: the same numbers as a full pass, fewer blocks run.
+
+Tiny random checkpoints (two blocks each): a BERT, a GPT-2 and a Llama (both with a final norm
+that HF applies to the top layer only), and an ELMo.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.api import Engine
+from engine.errors import EngineError
+from engine.families import hf_common as hf
+from tests.tiny_models import GPT_CORPUS, LAYERS, save_bert, save_causal_lm, save_elmo
+
+TEXTS = ["She sat on the river bank and watched the water.", "The bank raised rates."]
+
+
+@pytest.fixture(params=("bert", "gpt2", "llama"))
+def transformer(request, model_dir: Path) -> str:
+    if request.param == "bert":
+        return str(save_bert(model_dir / "b", masked_lm=False, sentences=TEXTS))
+    return str(save_causal_lm(model_dir / request.param, request.param, GPT_CORPUS))
+
+
+def _blocks_run(engine: Engine, model_id: str, layers) -> tuple[list, int]:
+    """Encodings for TEXTS with `layers`, and how many block forwards ran."""
+    adapter = engine.adapter(model_id)
+    base = getattr(adapter, "encoder", None) or adapter.model.base_model
+    calls = []
+    handles = [b.register_forward_hook(lambda *a: calls.append(1)) for b in hf._blocks(base)]
+    try:
+        encs = engine.encode(model_id, TEXTS, layers=layers)
+    finally:
+        for h in handles:
+            h.remove()
+    return encs, len(calls)
+
+
+@pytest.mark.parametrize("layers", [(0,), (1,), (0, 1), (1, 0), (2, 0)])
+def test_asked_layers_equal_the_full_pass_and_skip_blocks_above(transformer, layers):
+    engine = Engine(device="cpu", cache_size=0)
+    full, full_calls = _blocks_run(engine, transformer, None)
+    some, some_calls = _blocks_run(engine, transformer, layers)
+    assert full_calls == LAYERS * 1          # one batch of two texts, every block once
+    # blocks above the highest layer asked are not run (the top layer needs them all)
+    assert some_calls == max(layers)
+    for f, s in zip(full, some):
+        assert s.hidden_states.shape == (len(layers),) + f.hidden_states.shape[1:]
+        # the raw stream below the top: for GPT-2 / Llama NOT the final-normed top state
+        np.testing.assert_allclose(s.hidden_states, f.hidden_states[list(layers)], atol=1e-6)
+        assert s.layer_names == tuple(f.layer_names[i] for i in layers)
+        assert s.tokens == f.tokens and (s.token_to_word == f.token_to_word).all()
+
+
+def test_a_layer_past_the_top_is_a_clear_error(transformer):
+    with pytest.raises(EngineError, match=f"between 0 and {LAYERS}"):
+        Engine(device="cpu").encode(transformer, TEXTS, layers=(LAYERS + 1,))
+
+
+def test_a_subset_is_cached_apart_from_the_full_encoding(transformer):
+    engine = Engine(device="cpu")
+    some, = engine.encode(transformer, TEXTS[:1], layers=(1,))
+    full, = engine.encode(transformer, TEXTS[:1])
+    assert some.n_layers == 1 and full.n_layers == LAYERS + 1
+
+
+def test_elmo_keeps_the_layers_asked(model_dir):
+    elmo = str(save_elmo(model_dir / "e", TEXTS))
+    engine = Engine(device="cpu", cache_size=0)
+    full, = engine.encode(elmo, TEXTS[:1])
+    some, = engine.encode(elmo, TEXTS[:1], layers=(2, 0))
+    np.testing.assert_array_equal(some.hidden_states, full.hidden_states[[2, 0]])
+    assert some.layer_names == (full.layer_names[2], full.layer_names[0])
+    with pytest.raises(EngineError, match="between 0 and 2"):
+        engine.encode(elmo, TEXTS[:1], layers=(3,))
