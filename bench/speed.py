@@ -101,6 +101,60 @@ def _batched_hf(path: Path, texts: list[str], batch_size: int) -> float:
     return time.perf_counter() - start
 
 
+# The plain Hugging Face program a user would write to get every layer's hidden states for a
+# file of sentences: load, padded batches (shortest first), SDPA attention, save the arrays.
+HF_PROGRAM = """
+import sys, numpy as np, torch
+from transformers import AutoModel, AutoTokenizer
+path, src, out, bs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+texts = [l.strip() for l in open(src, encoding="utf-8") if l.strip()]
+tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+model = AutoModel.from_pretrained(path, local_files_only=True).eval()
+order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+states = {}
+with torch.inference_mode():
+    for i in range(0, len(order), bs):
+        idx = order[i:i + bs]
+        enc = tok([texts[j] for j in idx], return_tensors="pt", padding=True)
+        hs = torch.stack(model(**enc, output_hidden_states=True).hidden_states, 1).numpy()
+        for r, j in enumerate(idx):
+            states[f"s{j}"] = hs[r, :, :int(enc["attention_mask"][r].sum())]
+np.savez(out, **states)
+"""
+
+
+def embed_processes(model_id: str, texts: list[str], batch_size: int = 32,
+                    repeats: int = 3) -> dict:
+    """Whole process against whole process: `ctxlens embed` on a file of sentences against
+    HF_PROGRAM on the same file (start-up, model load, run, writing the arrays), alternated,
+    `repeats` times each."""
+    import subprocess
+    import tempfile
+
+    from engine.registry import load_registry, local_path
+
+    path = local_path(load_registry()[model_id])
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    times: dict[str, list[float]] = {"engine": [], "hf": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "sentences.txt"
+        src.write_text("\n".join(texts) + "\n", encoding="utf-8")
+        commands = {
+            "engine": [sys.executable, "-m", "engine", "embed", "--model", model_id, "--input",
+                       str(src), "--output", str(Path(tmp) / "engine.npz"), "--batch-size",
+                       str(batch_size)],
+            "hf": [sys.executable, "-c", HF_PROGRAM, str(path), str(src),
+                   str(Path(tmp) / "hf.npz"), str(batch_size)]}
+        for _ in range(repeats):
+            for name, cmd in commands.items():
+                start = time.perf_counter()
+                subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True)
+                times[name].append(time.perf_counter() - start)
+    return {"model": model_id, "sentences": len(texts), "engine_s": times["engine"],
+            "hf_s": times["hf"], "ratio": float(np.median(times["hf"]) /
+                                                  np.median(times["engine"]))}
+
+
 def embed_throughput(model_id: str, texts: list[str], batch_size: int = 32) -> dict:
     from engine.api import Engine
     from engine.registry import load_registry, local_path
@@ -439,6 +493,8 @@ def run_speed(results: Path, quick: bool = False, log=print) -> dict:
     if embed_model:
         log(f"speed: embedding throughput on {len(texts)} sentences")
         out["embed"] = embed_throughput(embed_model, texts)
+        log("speed: ctxlens embed vs a plain HF program, whole processes")
+        out["embed_process"] = embed_processes(embed_model, texts)
     log("speed: GPU batch embedding (skipped without CUDA)")
     out["gpu"] = gpu_embed("bert-base-uncased" if _installed("bert-base-uncased")
                            else embed_model or "minilm-l6", texts)

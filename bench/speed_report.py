@@ -5,7 +5,7 @@ from bench.report import table
 
 # the targets the report checks each measurement against (bench/speed.py measures)
 TARGETS = {"warm": 0.2, "cold": 2.0, "embed": 2.0, "embed_vs_batched": 1.2, "elmo": 5.0,
-           "rss_gb": 1.5, "app_s": 15.0, "gpu_mfu": 0.40,
+           "rss_gb": 1.5, "app_s": 3.0, "gpu_mfu": 0.40,
            "grid_pca_s": 1.5, "grid_umap_s": 5.0, "grid_click_s": 0.5}
 
 
@@ -16,6 +16,18 @@ def _ok(passed: bool) -> str:
 def _rate_row(e: dict, name: str, seconds: float) -> list:
     """One throughput row: the path, its time, and sentences and tokens per second."""
     return [name, seconds, e["sentences"] / seconds, e["tokens"] / seconds]
+
+
+def _ratio_ci(ep: dict) -> str:
+    """The ratio of median times with a 95% percentile-bootstrap interval over the repeats."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    hf, en = np.asarray(ep["hf_s"]), np.asarray(ep["engine_s"])
+    boots = [np.median(rng.choice(hf, len(hf))) / np.median(rng.choice(en, len(en)))
+             for _ in range(2000)]
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return f"{ep['ratio']:.2f}× (95% CI {lo:.2f}–{hi:.2f})"
 
 
 def _with_ci(d: dict, key: str, times: str, digits: int = 2) -> str:
@@ -52,9 +64,15 @@ def speed_rows(s: dict) -> list[list]:
         if e.get("hf_batched_s"):
             ratio = e["hf_batched_s"] / e["engine_s"]
             rows.append([f"ctxlens embed path vs plain HF batched SDPA loop ({e['model']}, "
-                         "same sentences, hidden states only)", f"{ratio:.2f}×",
-                         f"≥ {TARGETS['embed_vs_batched']}×",
-                         _ok(ratio >= TARGETS["embed_vs_batched"])])
+                         "same sentences, hidden states only, in one process, models loaded)",
+                         f"{ratio:.2f}×", "(reported)", ""])
+    ep = s.get("embed_process", {})
+    if "ratio" in ep:
+        rows.append([f"`ctxlens embed` vs a plain HF program, whole process against whole "
+                     f"process ({ep['model']}, {ep['sentences']} sentences, median of "
+                     f"{len(ep['engine_s'])} each)", _ratio_ci(ep),
+                     f"≥ {TARGETS['embed_vs_batched']}×",
+                     _ok(ep["ratio"] >= TARGETS["embed_vs_batched"])])
     el = s.get("elmo", {})
     if "speedup" in el:
         rows.append(["ELMo fast path vs per-time-step reference (both batched)",
@@ -157,7 +175,14 @@ def speed_report(s: dict) -> str:
                 f"sidebar drawn {a['sidebar_s']:.1f} s, to the first plotly chart "
                 f"{a['first_chart_s']:.1f} s (headless Chromium; the default page, polysemy "
                 "clusters, loads and runs the first tab's model, draws its charts, then loads "
-                "the next)."
+                "the next). Where the time goes (traced once, 2026-11-25, by timestamps in "
+                "the page script): the script starts 1.6 s after `streamlit run` (server start, "
+                "Streamlit's own page code in the browser), imports take 0.6 s, importing torch, "
+                "loading the first model and running it 1.5 s, and the chart leaves the server "
+                "at 3.9 s; the browser then fetches and compiles Streamlit's 4.7 MB plotly "
+                "bundle while the next tab's model loads on the same two cores, and draws the "
+                "chart 1.5 s later. Asking for that bundle as the page opens saved 0.25 s and "
+                "was not kept (it needs a script in the page)."
                 + "".join(f" Earlier: {r['first_chart_s']:.1f} s ({r['why']})."
                           for r in a.get("earlier_runs", [])), ""]
     gr = s.get("grid", {})
