@@ -30,7 +30,7 @@ from engine.training.export import fp16_check, write_safetensors_model
 from engine.training.locality import annealed_bias, init_sinusoidal
 from engine.training.loop import (RunConfig, add_transformer_args, count_parameters,
                                    model_device, plot_curves, run_tokenizer, seed_everything,
-                                   train, trainer_parser)
+                                   train, trainer_parser, run_settings)
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, UNK, CLS, SEP, MASK_ID = range(5)
@@ -280,7 +280,7 @@ def run(args) -> dict:
         "steps": state.step, "wall_s": round(state.wall_s, 1), "epochs": state.words / train_words,
         "train_words": train_words, "train_tokens": len(train_ids), "heldout_tokens": len(held_ids),
         **heldout_report(mlm, pl, kb, len(picked), pppl_words),
-        "config": {k: str(v) for k, v in vars(args).items()},
+        "config": run_settings(args),
     }
     out = args.out
     out.mkdir(parents=True, exist_ok=True)

@@ -32,8 +32,30 @@ counted on the whole training split.
 """
 
 
+def typed(config: dict) -> dict:
+    """A run's settings with their types: reports before 2026-11-25 kept every value as str(v)
+    ("0.0007", "True"); later ones keep JSON values. str() of a Python number parses back to
+    the same number, so both kinds of report render the same card."""
+    def value(v):
+        if not isinstance(v, str):
+            return v
+        if v in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[v]
+        for kind in (int, float):
+            try:
+                return kind(v)
+            except ValueError:
+                pass
+        return v
+    return {k: value(v) for k, v in config.items()}
+
+
+def with_typed_config(r: dict) -> dict:
+    return {**r, "config": typed(r["config"])}
+
+
 def budget_words(r: dict) -> int:
-    return int(float(r["config"]["max_words"]))
+    return int(r["config"]["max_words"])
 
 
 def common(r: dict, model_id: str) -> str:
@@ -163,7 +185,7 @@ def bert_card(r: dict) -> str:
     return f"""# bert-brown-mlm: a small BERT masked LM trained on the Brown corpus
 
 `BertForMaskedLM` from a config: {c['layers']} layers, {c['dim']} dims, {c['heads']} heads,
-feed-forward {4 * int(c['dim'])}, {c['seq_len']} positions, {_dropout(c)}, tied MLM decoder. Lower-cased
+feed-forward {4 * c['dim']}, {c['seq_len']} positions, {_dropout(c)}, tied MLM decoder. Lower-cased
 WordPiece vocabulary ({c['vocab_size']}, `tokenizers` BertWordPieceTokenizer) trained on the
 training split. Masking: our own `mask_tokens` (engine/training/bert.py), not
 DataCollatorForLanguageModeling, so a batch is a pure function of (seed, step): {_masking(c)}. No next-sentence prediction: {_bert_packing(c)}. Stored as float16 safetensors (held-out MLM
@@ -205,7 +227,7 @@ bigram fitted on the training split's sentences ([CLS] ... [SEP]); same sentence
 
 
 def _masking(c: dict) -> str:
-    rate = float(c.get("mask_prob", 0.15))
+    rate = c.get("mask_prob", 0.15)
     if rate == 0.15:
         return "15% of tokens,\n80% [MASK] / 10% random / 10% unchanged"
     return (f"{rate:.0%} of tokens chosen in training (BERT's recipe is 15%;\n"
@@ -214,7 +236,7 @@ def _masking(c: dict) -> str:
 
 
 def _dropout(c: dict, where: str = "(residual, embedding, attention)") -> str:
-    rate = float(c.get("dropout", 0.0))
+    rate = c.get("dropout", 0.0)
     return f"dropout {rate:g} {where}" if rate else "no dropout"
 
 
@@ -223,11 +245,11 @@ def _sentence_packed(c: dict) -> bool:
 
 
 def _bert_packing(c: dict) -> str:
-    n = int(c["seq_len"]) - 2
+    n = c["seq_len"] - 2
     if _sentence_packed(c):
         return (f"whole consecutive sentences of one document packed into up to {n} WordPieces "
                 f"inside [CLS] ... [SEP] and padded (padding masked out of attention), so every block "
-                f"ends where a sentence ends; {float(c['single_sentence_prob']):.0%} of the blocks hold "
+                f"ends where a sentence ends; {c['single_sentence_prob']:.0%} of the blocks hold "
                 f"a single sentence, the form the app and the pseudo-perplexity give the model")
     return f"blocks of {n} WordPieces of running text inside [CLS] ... [SEP]"
 
@@ -238,10 +260,10 @@ def _recipe(c: dict, architecture: str) -> str:
     if c.get("pos_init") == "sinusoidal":
         out += ("- position embeddings start as Vaswani et al.'s sinusoids at the default init's RMS "
                 "(0.02), then are learned as usual\n")
-    if float(c.get("local_bias", 0)):
-        out += (f"- for the first {int(c['local_bias_steps']):,} steps an ALiBi-shaped attention bias "
+    if c.get("local_bias", 0):
+        out += (f"- for the first {c['local_bias_steps']:,} steps an ALiBi-shaped attention bias "
                 f"-s * m_h * |i - j| (ALiBi slopes m_h = 2^(-8h/H), heads h = 1..H) is added in training, s falling linearly from "
-                f"{float(c['local_bias']):g} to 0, so that neighbours are informative before the model "
+                f"{c['local_bias']:g} to 0, so that neighbours are informative before the model "
                 f"has learned positional attention; afterwards, and in every evaluation and in the "
                 f"exported model, there is no bias: a plain {architecture} (the learning curve's "
                 f"training loss includes the bias during those steps)\n")
@@ -310,15 +332,8 @@ backward LM a determiner before a noun (tests/training/test_bundled_models.py ch
 """
 
 
-def float_or(v):
-    try:
-        return float(v)
-    except ValueError:
-        return v
-
-
-RECIPE_DEFAULTS = {"dropout": "0.0", "pos_init": "learned", "local_bias": "0.0", "local_bias_steps": "0",
-                   "packing": "stream", "lr": "0.001", "mask_prob": "0.15"}
+RECIPE_DEFAULTS = {"dropout": 0.0, "pos_init": "learned", "local_bias": 0.0, "local_bias_steps": 0,
+                   "packing": "stream", "lr": 0.001, "mask_prob": 0.15}
 
 # How the GPT's and the BERT's recipes were chosen (engine/training/README.md)
 RECIPE_CHOSEN = {
@@ -332,7 +347,7 @@ RECIPE_CHOSEN = {
 
 def _recipe_diff(before: dict, now: dict) -> str:
     return ", ".join(f"{k} {before.get(k, v)} (now {now.get(k, v)})" for k, v in RECIPE_DEFAULTS.items()
-                     if float_or(before.get(k, v)) != float_or(now.get(k, v)))
+                     if before.get(k, v) != now.get(k, v))
 
 
 def _results(r: dict) -> str:
@@ -354,7 +369,7 @@ def previous_run_note(folder: Path, now: dict) -> str:
     path = folder / "training_report_previous.json"
     if not path.exists():
         return ""
-    r = json.loads(path.read_text())
+    r = with_typed_config(json.loads(path.read_text()))
     if budget_words(r) >= budget_words(now):
         raise ValueError(f"{path} is not a smaller budget of the shipped run")
     diff = _recipe_diff(r["config"], now["config"])
@@ -456,7 +471,7 @@ vocabulary (30,522, `[MASK]` included). It ships without a masked-LM head.
 decoder tied to the base's word embeddings, plus an output bias), trained with standard MLM
 masking (15% of WordPieces, 80% [MASK] / 10% random / 10% unchanged; engine/training/bert.py's
 `mask_tokens`). With it trained: `--train {c['train']}` — {_trained_what(c['train'])} at
-{float(c['encoder_lr_scale']):g} x the head's learning rate; the embeddings (and so the tied
+{c['encoder_lr_scale']:g} x the head's learning rate; the embeddings (and so the tied
 decoder) stay frozen. The export is an overlay: the {r['trained_params']:,} trained parameters
 as float16 safetensors (held-out MLM loss {r['fp16']['float32']:.4f} in float32,
 {r['fp16']['float16_rounded']:.4f} rounded to float16); the engine loads everything else from
@@ -478,12 +493,12 @@ run trains all six blocks.
 ## Data and budget
 Brown's training split only (the same 475 documents and held-out split as the three *-brown
 models; engine/training/README.md), whole consecutive sentences packed into up to
-{int(c['seq_len']) - 2} WordPieces inside [CLS] ... [SEP], {float(c['single_sentence_prob']):.0%} of the
+{c['seq_len'] - 2} WordPieces inside [CLS] ... [SEP], {c['single_sentence_prob']:.0%} of the
 blocks a single sentence. CPU only (2 cores, {c['threads']} PyTorch threads), one run in one
 working session: {r['steps']:,} steps, {minutes:.1f} min, {r['words_seen']:,} training words
 ({r['epochs']:.2f} epochs); AdamW, head lr {c['lr']}, {c['warmup']} warm-up steps then cosine
-decay towards 10% at {int(c['max_words']):,} words (the wall-clock budget of
-{float(c['budget_minutes']):g} min ended it first), weight decay 0.01, clipping 1.0, batch
+decay towards 10% at {c['max_words']:,} words (the wall-clock budget of
+{c['budget_minutes']:g} min ended it first), weight decay 0.01, clipping 1.0, batch
 {c['batch_size']}, dropout 0.1, seed {c['seed']}. Parameters: {p['total']:,} in all.
 
 ## Held-out evaluation (Brown)
@@ -530,7 +545,7 @@ CARDS = {"gpt-brown": gpt_card, "bert-brown-mlm": bert_card, "elmo-brown": elmo_
 
 def render(model_id: str) -> str:
     folder = MODELS / model_id
-    report = json.loads((folder / "training_report.json").read_text())
+    report = with_typed_config(json.loads((folder / "training_report.json").read_text()))
     return (CARDS[model_id](report) + previous_run_note(folder, report)
             + STOPPED_RUNS.get(model_id, ""))
 

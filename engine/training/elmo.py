@@ -29,7 +29,7 @@ from engine.text import WORD_RE
 from engine.training import corpus
 from engine.training.bigram import KneserNeyBigram
 from engine.training.loop import (RunConfig, count_parameters, model_device, plot_curves,
-                                   seed_everything, to_device, train, trainer_parser)
+                                   seed_everything, to_device, train, trainer_parser, run_settings)
 
 UNK = "<UNK>"
 IGNORE = -100
@@ -240,7 +240,7 @@ def run(args) -> dict:
         "heldout_oov_rate": float(np.mean([w not in data.index for s in held_s for w in s])),
         "heldout_ppl_forward": math.exp(ev["fwd_loss"]), "heldout_ppl_backward": math.exp(ev["bwd_loss"]),
         "bigram_ppl_forward": base["fwd_ppl"], "bigram_ppl_backward": base["bwd_ppl"],
-        "options": options, "config": {k: str(v) for k, v in vars(args).items()},
+        "options": options, "config": run_settings(args),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     export(model, vocab, args.out)

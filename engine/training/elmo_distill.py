@@ -38,7 +38,7 @@ from engine.training import corpus
 from engine.training.elmo import (BiLmWithSoftmax, Batches, bigram_baseline, export,
                                   lm_nll_of, sentence_words, with_unique_word_cnn)
 from engine.training.loop import (RunConfig, count_parameters, model_device, plot_curves,
-                                   seed_everything, to_device, train, trainer_parser)
+                                   seed_everything, to_device, train, trainer_parser, run_settings)
 
 TEACHER_BATCH = 64
 
@@ -255,7 +255,7 @@ def run(args) -> dict:
         "teacher": {"model": args.teacher, "layers": list(layers), "weight": args.distill_weight,
                     "target": args.target},
         "bigram_ppl_forward": base["fwd_ppl"], "bigram_ppl_backward": base["bwd_ppl"],
-        "config": {k: str(v) for k, v in vars(args).items()},
+        "config": run_settings(args),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     export(model, vocab, args.out)

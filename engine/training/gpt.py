@@ -24,7 +24,7 @@ from engine.training.export import fp16_check, write_safetensors_model
 from engine.training.locality import annealed_bias, init_sinusoidal
 from engine.training.loop import (RunConfig, add_transformer_args, count_parameters,
                                    model_device, plot_curves, run_tokenizer, seed_everything,
-                                   train, trainer_parser)
+                                   train, trainer_parser, run_settings)
 
 EOT = "<|endoftext|>"
 ROOT = corpus.ROOT
@@ -111,7 +111,7 @@ def run(args) -> dict:
         "heldout_words": held_words, "heldout_tokens": len(held_ids), "eval_tokens": n_tok,
         "heldout_ppl_token": math.exp(nll / n_tok), "heldout_ppl_word": math.exp(nll / words_eval),
         "bigram_ppl_token": math.exp(kn_nll / kn_n), "bigram_ppl_word": math.exp(kn_nll / words_eval),
-        "config": {k: str(v) for k, v in vars(args).items()},
+        "config": run_settings(args),
     }
     out = args.out
     out.mkdir(parents=True, exist_ok=True)

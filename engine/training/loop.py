@@ -288,3 +288,11 @@ def run_tokenizer(run_dir: Path, train_fn: Callable[[], Any], tokenizer_cls) -> 
     path.mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(str(path))
     return tok
+
+
+def run_settings(args) -> dict:
+    """A run's command-line settings for its report, as JSON values (paths as text), so the
+    cards read numbers as numbers (engine/training/cards.py)."""
+    from pathlib import PurePath
+
+    return {k: str(v) if isinstance(v, PurePath) else v for k, v in vars(args).items()}
