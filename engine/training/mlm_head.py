@@ -42,7 +42,7 @@ from engine.training.bigram import KneserNeyBigram
 from engine.training.blocks import BlockStream, count_words, cut_blocks, sentence_chunks
 from engine.training.export import MAX_FILE_BYTES, fp16_check
 from engine.training.loop import (RunConfig, count_parameters, plot_curves, seed_everything,
-                                   train, trainer_parser)
+                                   train, trainer_parser, run_settings)
 
 BASE_MODEL_ID = "minilm-l6"
 TRAINABLE = {"head": 0, "top2": 2, "top4": 4, "all": 6}
@@ -116,6 +116,21 @@ def distill_loss(logits: torch.Tensor, targets: torch.Tensor, rows: torch.Tensor
     return loss.mean()
 
 
+EXTRA_DOC_SENTENCES = 10
+
+
+def extra_documents(folder: Path, repeat: int) -> list[list[str]]:
+    """Sentences written by engine/training/everyday.py, in pseudo-documents of ten (so that
+    sentence packing fills blocks as it does with Brown's documents), `repeat` times over."""
+    from engine.training.everyday import load_sentences
+
+    sents = load_sentences(folder)
+    if not sents:
+        raise SystemExit(f"no finished shard in {folder}; run python -m engine.training.everyday")
+    docs = [sents[i:i + EXTRA_DOC_SENTENCES] for i in range(0, len(sents), EXTRA_DOC_SENTENCES)]
+    return docs * repeat
+
+
 def lr_scale_for(encoder_scale: float):
     return lambda name: 1.0 if name.startswith("cls.") else encoder_scale
 
@@ -128,6 +143,13 @@ def run(args) -> dict:
     V = len(tok)
     train_docs = corpus.load_texts("train", args.corpus)
     held_docs = corpus.load_texts("heldout", args.corpus)
+    brown_docs = len(train_docs)
+    if args.extra_text and args.teacher:
+        raise SystemExit("--teacher labels Brown's sentences only; leave out --extra-text")
+    if args.extra_text:
+        train_docs = train_docs + extra_documents(args.extra_text, args.extra_repeat)
+        print(f"extra text: {len(train_docs) - brown_docs:,} documents "
+              f"({args.extra_repeat} copies) after Brown's {brown_docs:,}", flush=True)
 
     def ids(text: str) -> list[int]:
         return tok(text, add_special_tokens=False)["input_ids"]
@@ -181,13 +203,15 @@ def run(args) -> dict:
     state = train(model, loss_fn, batch_at, lambda m: mlm_eval(m, quick, V, args.seed, specials=sp),
                   cfg, lr_scale=lr_scale_for(args.encoder_lr_scale))
     model.eval()
+    # the bigram baseline and the epoch count are Brown's, whatever else was read
+    train_docs = train_docs[:brown_docs]
     report = evaluate(model, tok, sp, train_docs, held_docs, held_blocks, args)
     report.update({"base_model": BASE_MODEL_ID, "train": args.train,
                    "trained_params": sum(t.numel() for t in trained_tensors(model).values()),
                    "params": count_parameters(model, ("embeddings",)),
                    "words_seen": state.words, "steps": state.step, "wall_s": round(state.wall_s, 1),
                    "epochs": state.words / count_words([s for d in train_docs for s in d]),
-                   "config": {k: str(v) for k, v in vars(args).items()}})
+                   "config": run_settings(args)})
     with torch.no_grad():
         report["fp16"] = fp16_check(model, lambda m: mlm_eval(m, held_blocks, V, args.seed,
                                                                specials=sp)["loss"])
@@ -265,6 +289,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--distill-weight", type=float, default=0.5)
     ap.add_argument("--labelled-blocks-only", action="store_true",
                     help="train only on blocks the teacher labelled (pilots on part of the labels)")
+    ap.add_argument("--extra-text", type=Path, default=None,
+                    help="also read the sentences of engine/training/everyday.py in this folder")
+    ap.add_argument("--extra-repeat", type=int, default=1,
+                    help="how many copies of the extra text join Brown's documents")
     ap.add_argument("--init", type=Path, default=None,
                     help="continue from this exported overlay instead of a fresh head")
     return ap
