@@ -207,6 +207,47 @@ def test_explorer_in_a_real_browser(server, browser, tmp_path):
     again.screenshot(path=str(SHOTS / "clusters-dark.png"), full_page=True)
 
 
+def test_sliders_keep_their_values_across_page_switches(server, browser):
+    """Issue 18, item 5: a layer slider once jumped back to 0 after a page switch (not
+    reproduced since; this keeps it so). The clusters page's ELMo layer slider and the ELMo
+    weights page's first mixing weight, each moved, then the other page visited and back."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/")
+    page.wait_for_selector(".js-plotly-plot", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    slider = page.get_by_role("slider", name="Layer").first
+    slider.focus()
+    page.keyboard.press("Home")
+    page.keyboard.press("ArrowRight")
+    _settle(page)
+    assert slider.input_value() == "1"
+
+    page.get_by_role("link", name="ELMo layer weights").first.click()
+    _settle(page)
+    page.wait_for_selector("h1:has-text('ELMo layer weights')", timeout=MODEL_WAIT_MS)
+    weight = page.locator("[data-testid='stSlider']").filter(has_text="s for").first \
+        .get_by_role("slider")
+    before = float(weight.input_value())
+    weight.focus()
+    page.keyboard.press("ArrowRight")
+    _settle(page)
+    moved = weight.input_value()
+    assert float(moved) == pytest.approx(before + 0.1)
+
+    page.get_by_role("link", name="Polysemy clusters").first.click()
+    _settle(page)
+    page.wait_for_selector(".js-plotly-plot", timeout=MODEL_WAIT_MS)
+    assert page.get_by_role("slider", name="Layer").first.input_value() == "1"
+    page.get_by_role("link", name="ELMo layer weights").first.click()
+    _settle(page)
+    page.wait_for_selector("h1:has-text('ELMo layer weights')", timeout=MODEL_WAIT_MS)
+    again = page.locator("[data-testid='stSlider']").filter(has_text="s for").first \
+        .get_by_role("slider")
+    assert again.input_value() == moved
+    assert not page.locator('[data-testid="stException"]').count()
+    page.close()
+
+
 def test_the_server_terminal_stays_quiet(server, browser):
     """After every page was driven above: no warnings, no tracebacks, no file-watcher noise
     (before .streamlit/config.toml, Streamlit watched .venv and printed hundreds of "Inotify
