@@ -182,7 +182,9 @@ def speed_report(s: dict) -> str:
                 "at 3.9 s; the browser then fetches and compiles Streamlit's 4.7 MB plotly "
                 "bundle while the next tab's model loads on the same two cores, and draws the "
                 "chart 1.5 s later. Asking for that bundle as the page opens saved 0.25 s and "
-                "was not kept (it needs a script in the page)."
+                "was not kept (it needs a script in the page); importing torch and transformers in "
+                "a background thread as the script starts made it slower (6.2-6.9 s over three "
+                "runs: the interpreter lock delays the sidebar) and was not kept either."
                 + "".join(f" Earlier: {r['first_chart_s']:.1f} s ({r['why']})."
                           for r in a.get("earlier_runs", [])), ""]
     gr = s.get("grid", {})
