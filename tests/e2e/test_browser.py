@@ -248,6 +248,27 @@ def test_sliders_keep_their_values_across_page_switches(server, browser):
     page.close()
 
 
+def test_coinciding_points_are_explained_on_the_chart(server, browser):
+    """Issue 18, items 7 and 8, in the browser: on the crane preset a left-to-right model gives
+    sentences that share the words before 'crane' one point, and every model's context-free
+    layer 0 gives all eight one point; each is said under the chart, not left as a lone dot."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/?preset=crane")
+    page.wait_for_selector(".js-plotly-plot", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    assert page.get_by_role("textbox", name="Target word", exact=True).input_value() == "crane"
+    page.get_by_role("tab", name=re.compile(r"^GPT: ")).first.click()
+    _settle(page)
+    gpt = page.get_by_role("tabpanel").filter(has_text="coincide at").first
+    gpt.wait_for(timeout=120_000)      # its model loads after the first tab's
+    note = gpt.get_by_text(re.compile(r"coincide at .*share the words before 'crane'")).first
+    assert "left-to-right model has not read what follows" in note.inner_text()
+    assert gpt.get_by_text(re.compile(r"is context-free: all 8 sentences give 'crane' the "
+                                      r"same vector there")).count() == 1
+    assert not page.locator('[data-testid="stException"]').count()
+    page.close()
+
+
 def test_the_server_terminal_stays_quiet(server, browser):
     """After every page was driven above: no warnings, no tracebacks, no file-watcher noise
     (before .streamlit/config.toml, Streamlit watched .venv and printed hundreds of "Inotify
