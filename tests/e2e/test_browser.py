@@ -269,6 +269,32 @@ def test_coinciding_points_are_explained_on_the_chart(server, browser):
     page.close()
 
 
+def test_word_to_mask_follows_edited_sentences(server, browser):
+    """Issue 18, item 2, in the browser: a word picked to mask, then the sentences edited: the
+    blank starts again from the target word of the new sentence instead of keeping the old
+    position (which would name another word, or none)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/predictions?preset=mouse")
+    from playwright.sync_api import expect
+
+    word = page.get_by_role("combobox", name="Word to mask").last
+    word.wait_for(timeout=MODEL_WAIT_MS)
+    _settle(page)
+    expect(word).to_have_value("mouse (#2)", timeout=60_000)   # "Your mouse likes cheese."
+    word.click()
+    page.get_by_role("option", name="cheese (#4)").click()
+    _settle(page)
+    expect(word).to_have_value("cheese (#4)", timeout=60_000)
+    box = page.get_by_role("textbox", name="Sentences, one per line", exact=True)
+    box.fill("My old mouse hid under the bed .\nA mouse ran .")
+    box.press("Control+Enter")
+    _settle(page)
+    page.wait_for_selector("text=My old [MASK] hid under the bed .", timeout=120_000)
+    expect(word).to_have_value("mouse (#3)", timeout=60_000)   # not #4, now "hid"
+    assert not page.locator('[data-testid="stException"]').count()
+    page.close()
+
+
 def test_the_server_terminal_stays_quiet(server, browser):
     """After every page was driven above: no warnings, no tracebacks, no file-watcher noise
     (before .streamlit/config.toml, Streamlit watched .venv and printed hundreds of "Inotify
