@@ -134,8 +134,7 @@ class Engine:
                    if enc is None or (want_maps and enc.attentions is None)]
         if missing:
             fresh = adapter.encode([texts[i] for i in missing], batch_size=batch_size,
-                                   attentions=want_maps,
-                                   **({} if layers is None else {"layers": layers}))
+                                   attentions=want_maps, layers=layers)
             for i, enc in zip(missing, fresh):
                 out[i] = self.results.put(keys[i], enc)
         return out

@@ -28,12 +28,13 @@ class ToyAdapter:
         self.info = ModelInfo(model_id=model_id, family="toy", n_layers=LAYERS, n_heads=0,
                               dim=DIM)
 
-    def encode(self, texts, batch_size: int = 16, attentions: bool = False):
+    def encode(self, texts, batch_size: int = 16, attentions: bool = False, layers=None):
         out = []
         for t in texts:
             n = len(t.words)
             hs = np.array([[_vector(w, layer, i) for i, w in enumerate(t.words)]
-                           for layer in range(LAYERS + 1)], np.float32)
+                           for layer in (range(LAYERS + 1) if layers is None else layers)],
+                          np.float32)
             out.append(Encoding(model_id=self.info.model_id, family="toy", text=t.text,
                                 words=tuple(t.words), tokens=tuple(t.words),
                                 token_to_word=np.arange(n), hidden_states=hs))

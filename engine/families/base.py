@@ -70,6 +70,12 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def check_layers(layers: Sequence[int] | None, top: int) -> None:
+    """A request for hidden-state layers 0..top (0 = the embeddings), said in one line."""
+    if layers is not None and any(not 0 <= i <= top for i in layers):
+        raise EngineError(f"layers must be between 0 and {top} for this model")
+
+
 def resolve_dtype(dtype: str, device: str):
     import torch
 

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
-from engine.families.base import LoadOptions, resolve_device, resolve_dtype
+from engine.families.base import LoadOptions, check_layers, resolve_device, resolve_dtype
 from engine.result import Encoding
 from engine.text import WordText
 
@@ -157,8 +157,7 @@ def readable_tokens(tokenizer, ids: Sequence[int]) -> tuple[str, ...]:
 
 def tokenize(tokenizer, wt: WordText, max_tokens: int) -> TokenizedText:
     """Tokenise the original text with the model's own special tokens, aligned to the words."""
-    enc = tokenizer(wt.text, return_offsets_mapping=True, add_special_tokens=True)
-    return _tokenized(tokenizer, wt, enc["input_ids"], enc["offset_mapping"], max_tokens)
+    return tokenize_many(tokenizer, [wt], max_tokens)[0]
 
 
 def tokenize_many(tokenizer, wts: Sequence[WordText], max_tokens: int) -> list[TokenizedText]:
@@ -222,8 +221,6 @@ def run_layers(base_model, batch: Sequence[TokenizedText], pad_id: int,
     ids, mask = pad_batch(batch, pad_id, str(device))
     n_blocks = base_model.config.num_hidden_layers
     keep = None if layers is None else list(layers)
-    if keep is not None and any(not 0 <= i <= n_blocks for i in keep):
-        raise EngineError(f"layers must be between 0 and {n_blocks} for this model")
     stop = max(keep) if keep and not attentions and max(keep) < n_blocks else None
     with torch.inference_mode(), (eager_attention(base_model) if attentions else nullcontext()):
         if stop is not None:
@@ -322,11 +319,12 @@ def encode_texts(model_id: str, family: str, base_model, tokenizer, texts: Seque
     """Encodings for texts, in their order; `prepare` may rewrite a text before tokenising.
     Attention maps only with `attentions` (else Encoding.attentions is None); hidden states of
     `layers` only when given (Encoding.layer_names says which)."""
-    tokenized = tokenize_many(tokenizer, [prepare(wt) for wt in texts], max_tokens)
     cfg = base_model.config
+    check_layers(layers, cfg.num_hidden_layers)
+    tokenized = tokenize_many(tokenizer, [prepare(wt) for wt in texts], max_tokens)
     names = layer_names(cfg.num_hidden_layers)
     if layers is not None:
-        names = tuple(names[i] for i in layers if 0 <= i < len(names))
+        names = tuple(names[i] for i in layers)
     out: list[Encoding | None] = [None] * len(texts)
     pair_bytes = 4 * cfg.num_hidden_layers * cfg.num_attention_heads if attentions else 0
     for group in batches(tokenized, max(1, batch_size), pair_bytes):

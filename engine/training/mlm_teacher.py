@@ -94,6 +94,16 @@ def align(text: str, student_tok, teacher_tok, vm_spaced: dict, vm_bare: dict, s
     return t_ids, out, len(s["input_ids"])
 
 
+def _label_arrays(rows_sent, rows_piece, rows_ids, rows_p):
+    """The label arrays a shard stores: (sentence, piece, top-k ids, top-k probs)."""
+    if not rows_ids:
+        empty = np.zeros((0, TOP_K))
+        return (np.zeros(0, np.int32), np.zeros(0, np.int16), empty.astype(np.int32),
+                empty.astype(np.float16))
+    return (np.asarray(rows_sent, np.int32), np.asarray(rows_piece, np.int16),
+            np.concatenate(rows_ids), np.concatenate(rows_p))
+
+
 def label_sentences(model, teacher_tok, student_tok, vm: VocabMap, sentences: list[str],
                     start_id: int | None, n_student: int, batch_size: int = 32):
     """Top-k teacher distributions over student WordPieces for a list of sentences. Returns, per
@@ -132,12 +142,7 @@ def label_sentences(model, teacher_tok, student_tok, vm: VocabMap, sentences: li
                 rows_piece.append(j)
         rows_ids.append(top.to(torch.int32).numpy())
         rows_p.append(p.half().numpy())
-    if not rows_ids:
-        empty = np.zeros((0, TOP_K))
-        return (np.zeros(0, np.int32), np.zeros(0, np.int16), empty.astype(np.int32),
-                empty.astype(np.float16))
-    return (np.asarray(rows_sent, np.int32), np.asarray(rows_piece, np.int16),
-            np.concatenate(rows_ids), np.concatenate(rows_p))
+    return _label_arrays(rows_sent, rows_piece, rows_ids, rows_p)
 
 
 # The two-sided teacher: SmolLM2 reads the whole sentence with the word blanked out in the
@@ -213,12 +218,7 @@ def label_prompted(model, teacher_tok, student_tok, vm: VocabMap, sentences: lis
         rows_piece += [j for _, j, *_ in batch]
         rows_ids.append(top.to(torch.int32).numpy())
         rows_p.append(p.half().numpy())
-    if not rows_ids:
-        empty = np.zeros((0, TOP_K))
-        return (np.zeros(0, np.int32), np.zeros(0, np.int16), empty.astype(np.int32),
-                empty.astype(np.float16))
-    return (np.asarray(rows_sent, np.int32), np.asarray(rows_piece, np.int16),
-            np.concatenate(rows_ids), np.concatenate(rows_p))
+    return _label_arrays(rows_sent, rows_piece, rows_ids, rows_p)
 
 
 def training_sentences(corpus_dir: Path) -> list[str]:

@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
-from engine.families.base import LoadOptions, ModelInfo, resolve_device, resolve_dtype
+from engine.families.base import (LoadOptions, ModelInfo, check_layers, resolve_device,
+                                  resolve_dtype)
 from engine.families.elmo.chars import batch_char_ids
 from engine.families.elmo.mix import ScalarMix, mix_weights, scalar_mix
 from engine.families.elmo.modules import ElmoBiLm, ElmoOptions
@@ -72,10 +73,8 @@ class ElmoAdapter:
         hidden: dict[int, np.ndarray] = {}
         for batch in tqdm(batches, desc="ELMo", unit="batch", disable=not show):
             hidden.update(zip(batch, self.layers([texts[i].words for i in batch])))
+        check_layers(layers, len(self.layer_names) - 1)
         if layers is not None:
-            if any(not 0 <= i < len(self.layer_names) for i in layers):
-                raise EngineError(f"layers must be between 0 and {len(self.layer_names) - 1} "
-                                  "for this model")
             keep = list(layers)
             return [self._encoding(t, hidden[i][keep], tuple(self.layer_names[j] for j in keep))
                     for i, t in enumerate(texts)]
