@@ -52,14 +52,14 @@ def available_models(only: list[str] | None = None) -> list[tuple[str, str]]:
 def build_workload(size: str):
     from bench.corpus import load_brown, spread
     from bench.layers import Workload, sample_lemmas
-    from engine.analysis.wordnet import sense_examples
+    from engine.analysis.wordnet import benchmark_examples
 
     from engine.errors import EngineError
 
     n = SIZES[size]
     brown = load_brown()
     try:
-        examples = sense_examples(min_examples_per_sense=2)
+        examples = benchmark_examples()
     except EngineError as err:  # WordNet missing: the sense benchmark is skipped, not the rest
         log(f"word senses skipped: {err}")
         examples = []

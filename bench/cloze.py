@@ -234,10 +234,41 @@ def write(results: list[dict], out: Path, partial: bool = False) -> None:
     (out / "cloze.md").write_text(report(results, n))
 
 
+def score_overlays(folders: list[Path], base_id: str = "minilm-l6-mlm", log=print) -> list[dict]:
+    """Score MLM-head overlays that engine.training.mlm_head wrote (pilot runs, candidates to
+    ship) as `base_id`'s registry entry with its files swapped; results/ is left alone. Each
+    result after the first carries its paired top-5 gain over the first (the control)."""
+    from dataclasses import replace
+
+    from engine.api import Engine
+
+    engine = Engine(cache_size=0)
+    items = load_items()
+    results = []
+    for folder in folders:
+        mid = folder.name
+        # ModelEntry.path is joined under assets/; an absolute path stays itself
+        engine.registry[mid] = replace(engine.registry[base_id], id=mid, bundled=False,
+                                       default=False, path=str(folder.resolve()))
+        r = score(engine, mid, items, "both", log)
+        if results:
+            r["gain_top5_vs_first"] = paired_gain(_hits(results[0]), _hits(r))
+        results.append(r)
+        log(json.dumps({k: r[k] for k in ("model", "top1", "top5", "gain_top5_vs_first")
+                        if k in r}))
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.cloze", description=__doc__.split("\n")[0])
     ap.add_argument("--models", help="comma-separated model ids (default: every one that fills)")
+    ap.add_argument("--overlays", nargs="+", type=Path, metavar="DIR",
+                    help="score these mlm_head output folders instead (the first is the control); "
+                         "prints JSON, writes nothing")
     args = ap.parse_args(argv)
+    if args.overlays:
+        score_overlays(args.overlays)
+        return 0
     results = run(args.models.split(",") if args.models else None)
     write(results, ROOT / "results", partial=bool(args.models))
     print(f"wrote {ROOT / 'results' / 'cloze.md'}")

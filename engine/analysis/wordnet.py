@@ -56,17 +56,42 @@ def read_index(root: Path, pos: str) -> dict[str, list[str]]:
     return out
 
 
+@dataclass(frozen=True)
+class Synset:
+    """One data.<pos> record: its offset, words (underscores as spaces, adjective position
+    markers such as "(p)" removed), definition and usage examples."""
+
+    offset: str
+    lemmas: tuple[str, ...]
+    definition: str
+    examples: tuple[str, ...]
+
+
+_ADJ_MARKER = re.compile(r"\((?:a|p|ip)\)$")
+PARTS = ("noun", "verb", "adj", "adv")
+
+
+def read_synsets(root: Path, part: str):
+    """Every synset of data.<part> ("noun", "verb", "adj", "adv") in file order (wndb(5WN))."""
+    _require_dir(root)
+    with open(root / f"data.{part}", encoding="latin-1") as f:
+        for line in f:
+            if line.startswith(" ") or "|" not in line:
+                continue  # licence header lines start with two spaces
+            head, gloss = line.rstrip("\n").split(" | ", 1) if " | " in line else \
+                line.rstrip("\n").split("|", 1)
+            fields = head.split()
+            n_words = int(fields[3], 16)
+            lemmas = tuple(dict.fromkeys(_ADJ_MARKER.sub("", fields[4 + 2 * i]).replace("_", " ")
+                                         for i in range(n_words)))
+            definition = re.sub(r"\s*;\s*(;\s*)*", "; ", _EXAMPLE_RE.sub("", gloss)).strip(" ;")
+            yield Synset(fields[0], lemmas, definition,
+                         tuple(e.strip() for e in _EXAMPLE_RE.findall(gloss)))
+
+
 def read_examples(root: Path, pos: str) -> dict[str, list[str]]:
     """synset offset -> usage examples (the quoted parts of the gloss after '|')."""
-    out = {}
-    for line in (root / f"data.{POS_FILES[pos]}").read_text(encoding="latin-1").splitlines():
-        if line.startswith(" ") or "|" not in line:
-            continue
-        offset, gloss = line.split(" ", 1)[0], line.split("|", 1)[1]
-        examples = _EXAMPLE_RE.findall(gloss)
-        if examples:
-            out[offset] = [e.strip() for e in examples]
-    return out
+    return {s.offset: list(s.examples) for s in read_synsets(root, POS_FILES[pos]) if s.examples}
 
 
 def read_exceptions(root: Path, pos: str) -> dict[str, set[str]]:
@@ -136,3 +161,12 @@ def sense_examples(root: Path = WORDNET_DIR, pos_tags: str = "nv", min_senses: i
             if len(good) >= min_senses:
                 out.extend(ex for ex in found if ex.sense in good)
     return out
+
+
+# the word-sense benchmark (bench, results/senses.md) samples its lemmas from these examples
+BENCHMARK_MIN_EXAMPLES_PER_SENSE = 2
+
+
+def benchmark_examples(root: Path = WORDNET_DIR) -> list[SenseExample]:
+    """Every usage example the word-sense benchmark can sample (train and held-out lemmas)."""
+    return sense_examples(root, min_examples_per_sense=BENCHMARK_MIN_EXAMPLES_PER_SENSE)
