@@ -130,6 +130,11 @@ def mix_weights(weights: np.ndarray, gamma: float, layer_names: Sequence[str]) -
     return fig
 
 
+# Lines stop just short of the token markers: a line's end point on top of a marker won the
+# click (hover mode "closest" ties), so clicking a token in the browser never focused it.
+LINE_GAP = 0.04
+
+
 def head_view(tokens: Sequence[str], att: np.ndarray, focus: int | None = None,
               title: str = "") -> go.Figure:
     """BertViz-style: tokens in two columns, a line per (row -> column) pair, weight as opacity.
@@ -150,7 +155,7 @@ def head_view(tokens: Sequence[str], att: np.ndarray, focus: int | None = None,
                 if focus is None and not outgoing:
                     continue
                 label = f"{tokens[i]} → {tokens[j]}: {att[i, j]:.3f}"
-                xs += [0, 1, None]
+                xs += [LINE_GAP, 1 - LINE_GAP, None]
                 ys += [y[i], y[j], None]
                 text += [label, label, None]
             if not xs:
@@ -195,7 +200,7 @@ def head_view_heads(tokens: Sequence[str], att: np.ndarray, focus: int | None = 
                 if focus is not None and i != focus:
                     continue
                 label = f"head {h}: {tokens[i]} → {tokens[j]}: {att[h, i, j]:.3f}"
-                xs += [0, 1, None]
+                xs += [LINE_GAP, 1 - LINE_GAP, None]
                 ys += [y[i], y[j], None]
                 text += [label, label, None]
             if not xs:

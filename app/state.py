@@ -85,9 +85,10 @@ def url_key(key: str, kind=int, default=None, choices=None) -> str:
     it a default (widgets then take no value= argument, which Streamlit would warn about)."""
     url_keys()[key] = kind
     restored = st.session_state.setdefault("_restored", set())
-    if key not in restored and key in st.query_params:
+    raw = _link_value(key) if key not in restored else None
+    if raw is not None:
         try:
-            value = _parse(kind, st.query_params[key])
+            value = _parse(kind, raw)
             if choices is None or value in choices:
                 st.session_state[key] = value
         except ValueError:
@@ -111,6 +112,15 @@ def url_key(key: str, kind=int, default=None, choices=None) -> str:
             else:
                 del st.session_state[key]
     return key
+
+
+def _link_value(key: str) -> str | None:
+    """The key's value in the address, or else in the link the session opened with: a click on
+    a page link clears the address, so a shared link's settings for a page not visited yet are
+    kept in the session until that page registers them."""
+    if key in st.query_params:
+        return st.query_params[key]
+    return st.session_state.get("_link", {}).get(key)
 
 
 def _parse(kind, value):
@@ -144,6 +154,7 @@ def _init_session() -> None:
     if st.session_state.get("_initialised"):
         return
     params = st.query_params
+    st.session_state["_link"] = {k: params[k] for k in params}
     # a hand-edited link may give a key twice: Streamlit reads the last value; say so once
     st.session_state["_repeated_keys"] = {
         k: len(params.get_all(k)) for k in params if len(params.get_all(k)) > 1}
@@ -281,8 +292,8 @@ def write_url() -> None:
     # a shared link's settings for pages not visited yet stay in the address until those
     # pages register (and restore) them; dropping them lost every other page's settings
     restored = st.session_state.get("_restored", set())
-    params.update({k: v for k, v in st.query_params.items()
-                   if k not in keys and k not in restored})
+    pending = {**st.session_state.get("_link", {}), **st.query_params.to_dict()}
+    params.update({k: v for k, v in pending.items() if k not in keys and k not in restored})
     for k in keys:
         if k in st.session_state:
             st.session_state[f"_kept_{k}"] = st.session_state[k]

@@ -467,6 +467,68 @@ def test_benchmarks_page_is_for_users(server, browser):
     page.close()
 
 
+def test_a_shared_link_restores_settings_of_pages_not_visited_yet(server, browser):
+    """Issue 18, item 3, in the browser: a link made on the Predictions and Attention pages,
+    opened on another page, kept only that page's settings (the rest left the address at the
+    first run); now each page restores its own when visited."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    _goto(page, server, preset="mouse", top_k="5", att_every_head="True")
+    page.wait_for_selector(".js-plotly-plot", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    assert "top_k=5" in page.url and "att_every_head=True" in page.url
+    page.get_by_role("link", name="Predictions").first.click()
+    _settle(page)
+    slider = page.get_by_role("slider", name="top k")
+    slider.wait_for(timeout=MODEL_WAIT_MS)
+    assert slider.input_value() == "5"
+    page.get_by_role("link", name="Attention").first.click()
+    _settle(page)
+    page.wait_for_selector("text=/layer \\d+, every head/", timeout=MODEL_WAIT_MS)
+    assert not page.locator('[data-testid="stException"]').count()
+    page.close()
+
+
+def test_deep_cka_maps_stay_readable_and_the_head_view_colours_and_focuses(server, browser):
+    """Issue 18, item 9, in the browser: SmolLM2's 31 x 31 CKA map was squeezed into a third
+    of the row (9 px cells); the head view drew every head in one colour, and focusing a token
+    needed the dropdown. Now the map's cells are at least 18 px, each head has its own colour
+    and legend entry, and a click on a token focuses it."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    _goto(page, server, "layers", preset="mouse")
+    page.wait_for_selector("text=Layer × layer linear CKA", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    cka = "[...document.querySelectorAll('.js-plotly-plot')].find(e => e.layout && " \
+          "e.layout.title && /smollm2-135m/.test(e.layout.title.text) && " \
+          "e.data[0].type === 'heatmap')"
+    page.wait_for_function(f"() => !!{cka}", timeout=MODEL_WAIT_MS)
+    n, width = page.evaluate(f"() => {{ const el = {cka}; return [el._fullData[0].z.length, "
+                             "el._fullLayout._size.w]; }")
+    cell = width / n
+    assert n == 31                                      # SmolLM2-135M: embeddings + 30 blocks
+    assert cell >= 18, f"CKA cells are {cell:.1f} px wide"
+
+    _goto(page, server, "attention", preset="mouse", att_every_head="True")
+    page.wait_for_selector("text=/layer \\d+, every head/", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    view = "[...document.querySelectorAll('.js-plotly-plot')].find(e => e.layout && " \
+           "e.layout.title && /every head/.test(e.layout.title.text))"
+    heads = page.evaluate(f"() => {{ const el = {view}; const shown = el.data.filter(t => "
+                          "t.showlegend); return [shown.length, new Set(shown.map(t => "
+                          "t.line.color)).size]; }")
+    assert heads[0] == heads[1] == 9, heads             # SmolLM2-135M: 9 heads per layer
+    from playwright.sync_api import expect
+
+    focus = page.get_by_role("combobox", name="Focus on token")
+    expect(focus).to_have_value("(all)")
+    plot = page.locator(".js-plotly-plot").filter(has_text="every head").first
+    left = plot.locator(".scatterlayer .trace").nth(-2).locator(".points path")
+    left.nth(2).click(force=True)
+    _settle(page)
+    expect(focus).to_have_value(re.compile(r"^2: "), timeout=60_000)
+    assert not page.locator('[data-testid="stException"]').count()
+    page.close()
+
+
 def test_the_server_terminal_stays_quiet(server, browser):
     """After every page was driven above: no warnings, no tracebacks, no file-watcher noise
     (before .streamlit/config.toml, Streamlit watched .venv and printed hundreds of "Inotify
