@@ -98,3 +98,36 @@ def test_prompt_teacher_blanks_the_picked_word_and_picks_the_same_word_again(tok
     prompt, at = prompt_sentence(text, a, b)
     assert prompt[at:at + len(FILL_BLANK)] == FILL_BLANK
     assert prompt.endswith("Answer:") and pieces[j] not in prompt[at - 3: at + 5]
+
+
+def test_text_mode_reads_only_the_example_lines(tmp_path):
+    from engine.training.mlm_teacher import text_sentences
+
+    (tmp_path / "shard-0000.txt").write_text("key: metal device that opens a lock.\n"
+                                             "I left my keys in the car.\n"
+                                             "bank, riverbank: sloping land.\nThe bank was muddy.\n")
+    assert text_sentences(tmp_path) == ["I left my keys in the car.", "The bank was muddy."]
+
+
+@pytest.mark.slow
+def test_compare_scores_the_teacher_labels_and_the_student_on_the_same_words():
+    from engine.api import Engine
+    from engine.training.mlm_teacher import compare
+
+    tok = AutoTokenizer.from_pretrained(str(installed_dir("minilm-l6")), local_files_only=True)
+    sentences = ["I opened the door with my key .", "She drank a cup of hot tea ."]
+    pieces = [tok.convert_ids_to_tokens(tok(s, add_special_tokens=False)["input_ids"])
+              for s in sentences]
+    j = [pieces[0].index("key"), pieces[1].index("tea")]
+    ids = np.array([tok.convert_tokens_to_ids(["key", "lock", "door", "car", "hand"]),
+                    tok.convert_tokens_to_ids(["coffee", "water", "milk", "soup", "juice"])])
+    labels = {"sentence": np.array([0, 1]), "piece": np.array(j), "ids": ids}
+    got = compare(labels, sentences, tok)
+    assert got["words"] == 2
+    assert got["teacher"]["top1"]["hits"] == 1 and got["teacher"]["top5"]["hits"] == 1
+    engine = Engine(cache_size=0)
+    asked = {"key": "I opened the door with my [MASK] .", "tea": "She drank a cup of hot [MASK] ."}
+    expected = sum(word in [c.token for c in engine.predict_masked("minilm-l6-mlm", text,
+                                                                   top_k=5).candidates]
+                   for word, text in asked.items())
+    assert got["student"]["top5"]["hits"] == expected
