@@ -84,3 +84,26 @@ def test_a_run_over_some_models_keeps_the_others_stored_results(tmp_path):
     assert "| g | g both |" in (tmp_path / "cloze.md").read_text()
     cloze.write([result("g", "both", 2)], tmp_path)                   # a whole run replaces
     assert [r["model"] for r in json.loads((tmp_path / "cloze.json").read_text())] == ["g"]
+
+
+@pytest.mark.slow
+def test_a_pilot_overlay_is_scored_as_the_shipped_model_would_be(tmp_path):
+    """score_overlays loads an mlm_head output folder in the shipped head's place: the shipped
+    folder itself, copied elsewhere, reproduces results/cloze.json item by item, and a second
+    folder gets its paired gain over the first."""
+    import shutil
+
+    src = local_path(load_registry()["minilm-l6-mlm"])
+    control, same = tmp_path / "control", tmp_path / "same"
+    for d in (control, same):
+        shutil.copytree(src, d)
+    got = cloze.score_overlays([control, same], log=lambda *_: None)
+    stored = next(r for r in json.loads((cloze.ROOT / "results" / "cloze.json").read_text())
+                  if r["model"] == "minilm-l6-mlm")
+    assert [i["rank"] for i in got[0]["items"]] == [i["rank"] for i in stored["items"]]
+    assert got[0]["top5"]["hits"] == stored["top5"]["hits"]
+    assert "gain_top5_vs_first" not in got[0]
+    assert got[1]["gain_top5_vs_first"]["gain"] == 0.0
+    # results/ is left alone
+    assert not [r for r in json.loads((cloze.ROOT / "results" / "cloze.json").read_text())
+                if r["model"] in ("control", "same")]
