@@ -114,6 +114,8 @@ class BertAdapter:
 
 
 OVERLAY_GLOB = "mlm_overlay*.safetensors"   # one or more shards (bundled files stay small)
+# a tensor too big for one shard is stored as row slices "<name>@rows<first row>"
+ROW_SLICE = "{}@rows{}"
 
 
 def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,
@@ -135,18 +137,25 @@ def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,
     return BertAdapter(model_id, model, hf.load_tokenizer(path), has_mlm)
 
 
-def apply_overlay(model, files: list[Path]) -> None:
+def apply_overlay(model, files: list[Path], complete: bool = True) -> None:
     """Copy the overlay's tensors into the model. Every tensor must name a parameter of the
-    same shape, and every head parameter the base lacks must come from the overlay, so a
-    stale or partial overlay fails loudly instead of leaving a random head."""
+    same shape, and (with `complete`) every head parameter the base lacks must come from the
+    overlay, so a stale or partial overlay fails loudly instead of leaving a random head."""
     import torch
     from safetensors.torch import load_file
 
     if not files:
         raise ModelUnavailable(f"the overlay has no {OVERLAY_GLOB} files")
-    tensors = {}
+    tensors, slices = {}, {}
     for f in files:
-        tensors.update(load_file(str(f)))
+        for k, t in load_file(str(f)).items():
+            name, _, first = k.partition("@rows")
+            if first.isdigit():
+                slices.setdefault(name, []).append((int(first), t))
+            else:
+                tensors[k] = t
+    for name, parts in slices.items():
+        tensors[name] = torch.cat([t for _, t in sorted(parts, key=lambda x: x[0])])
     params = dict(model.named_parameters())
     unknown = [k for k in tensors if k not in params or params[k].shape != tensors[k].shape]
     if unknown:
@@ -155,7 +164,7 @@ def apply_overlay(model, files: list[Path]) -> None:
     tied = {id(model.get_input_embeddings().weight)}
     missing = [k for k, p in params.items()
                if k.startswith("cls.") and id(p) not in tied and k not in tensors]
-    if missing:
+    if missing and complete:
         raise ModelUnavailable(f"{files[0].parent} lacks the head tensor {missing[0]!r}")
     with torch.no_grad():
         for k, t in tensors.items():

@@ -50,18 +50,23 @@ TRAINABLE = {"head": 0, "top2": 2, "top4": 4, "all": 6}
 PPPL_MAX_PIECES = 126
 
 
-def build_model(path: Path, n_blocks: int) -> BertForMaskedLM:
+def build_model(path: Path, n_blocks: int, untied: bool = False) -> BertForMaskedLM:
     """The base encoder's weights under a fresh MLM head; only the head and the top `n_blocks`
-    blocks require grad. transformers ties the decoder to the word embeddings."""
+    blocks require grad. transformers ties the decoder to the (frozen) word embeddings; with
+    `untied` the decoder is its own matrix, started as a copy of them, and trains."""
     config = AutoConfig.from_pretrained(str(path), local_files_only=True)
     config.architectures = ["BertForMaskedLM"]
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.1
+    config.tie_word_embeddings = not untied
     model = BertForMaskedLM.from_pretrained(str(path), config=config, local_files_only=True)
+    if untied:
+        with torch.no_grad():
+            model.cls.predictions.decoder.weight.copy_(model.bert.embeddings.word_embeddings.weight)
     layers = model.bert.encoder.layer
     for name, p in model.named_parameters():
         block = re.match(r"bert\.encoder\.layer\.(\d+)\.", name)
-        p.requires_grad = (name.startswith("cls.") and "decoder.weight" not in name) or \
-            (block is not None and int(block.group(1)) >= len(layers) - n_blocks)
+        p.requires_grad = (name.startswith("cls.") and (untied or "decoder.weight" not in name)) \
+            or (block is not None and int(block.group(1)) >= len(layers) - n_blocks)
     return model
 
 
@@ -72,9 +77,11 @@ def trained_tensors(model: BertForMaskedLM) -> dict[str, torch.Tensor]:
 
 
 def init_from(model: BertForMaskedLM, init: Path) -> None:
+    """Start from a trained overlay; an untied decoder the overlay lacks (it was tied) keeps its
+    copy of the word embeddings, which is what the tied one was."""
     from engine.families.bert import OVERLAY_GLOB, apply_overlay
 
-    apply_overlay(model, sorted(init.glob(OVERLAY_GLOB)))
+    apply_overlay(model, sorted(init.glob(OVERLAY_GLOB)), complete=False)
 
 
 class TeacherRows:
@@ -180,7 +187,7 @@ def run(args) -> dict:
     blocks = cut_blocks(held_ids, args.seq_len - 2)
     held_blocks = torch.cat([torch.full((len(blocks), 1), sp.cls), blocks,
                              torch.full((len(blocks), 1), sp.sep)], dim=1)
-    model = build_model(path, TRAINABLE[args.train])
+    model = build_model(path, TRAINABLE[args.train], untied=args.untied_decoder)
     if args.init:
         init_from(model, args.init)
 
@@ -245,6 +252,24 @@ def evaluate(model, tok, sp: Specials, train_docs, held_docs, held_blocks, args)
     return heldout_report(mlm, pl, kb, len(picked), words)
 
 
+def split_rows(tensors: dict[str, torch.Tensor], max_bytes: int) -> dict[str, torch.Tensor]:
+    """A tensor over max_bytes (an untied decoder: 30,522 x 384 fp16 = 23 MB) as row slices
+    named ROW_SLICE.format(name, first row), so every shard stays under the bundled file cap;
+    engine.families.bert.apply_overlay joins them."""
+    from engine.families.bert import ROW_SLICE
+
+    out = {}
+    for name, t in tensors.items():
+        nbytes = t.numel() * t.element_size()
+        if nbytes <= max_bytes or t.dim() < 2:
+            out[name] = t
+            continue
+        rows = max(1, max_bytes // (t[0].numel() * t.element_size()))
+        for lo in range(0, t.shape[0], rows):
+            out[ROW_SLICE.format(name, lo)] = t[lo:lo + rows].contiguous()
+    return out
+
+
 def export(model: BertForMaskedLM, out: Path) -> list[Path]:
     """config.json + the trained tensors as fp16 safetensors shards, each under the bundled
     file cap (engine/training/export.py); the engine reads every mlm_overlay*.safetensors."""
@@ -257,7 +282,7 @@ def export(model: BertForMaskedLM, out: Path) -> list[Path]:
         old.unlink()
     shards: list[dict[str, torch.Tensor]] = [{}]
     size = 0
-    for name, t in trained_tensors(model).items():
+    for name, t in split_rows(trained_tensors(model), MAX_FILE_BYTES - 2**21).items():
         nbytes = t.numel() * t.element_size()
         if shards[-1] and size + nbytes > MAX_FILE_BYTES - 2**20:   # room for the header
             shards.append({})
@@ -277,6 +302,9 @@ def parser() -> argparse.ArgumentParser:
                         "minilm-l6-mlm", budget_minutes=30, max_words=2_000_000, batch_size=32,
                         lr=1e-3, eval_every=50, warmup=50)
     ap.add_argument("--train", choices=sorted(TRAINABLE), default="top2")
+    ap.add_argument("--untied-decoder", action="store_true",
+                    help="the decoder as its own matrix (a copy of the word embeddings) that "
+                         "trains, instead of tied to the frozen embeddings")
     ap.add_argument("--encoder-lr-scale", type=float, default=0.1,
                     help="learning rate of unfrozen blocks relative to the head's --lr")
     ap.add_argument("--seq-len", type=int, default=64)

@@ -38,8 +38,8 @@ def test_only_the_head_and_the_chosen_blocks_train(base, train, blocks):
     assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
 
 
-def _trained(base, seed=1):
-    model = mlm_head.build_model(base, 2)
+def _trained(base, seed=1, untied=False):
+    model = mlm_head.build_model(base, 2, untied=untied)
     torch.manual_seed(seed)
     with torch.no_grad():
         for p in model.parameters():
@@ -101,3 +101,37 @@ def test_a_registry_overlay_loads_its_base_through_the_engine(base, tmp_path):
                                                  base="nowhere")
     with pytest.raises(ModelUnavailable, match="overlays 'nowhere'"):
         engine.adapter("bad")
+
+
+def test_an_untied_decoder_starts_as_the_embeddings_trains_and_is_served(base, tmp_path):
+    model = mlm_head.build_model(base, 2, untied=True)
+    dec, emb = model.cls.predictions.decoder.weight, model.bert.embeddings.word_embeddings.weight
+    assert dec is not emb and torch.equal(dec, emb)
+    assert dec.requires_grad and not emb.requires_grad
+    trained = _trained(base, untied=True)
+    files = mlm_head.export(trained, tmp_path / "overlay")
+    assert "cls.predictions.decoder.weight" in {k for f in files for k in load_file(str(f))}
+    served = bert.load("tiny-untied", base, CPU, progress=False, overlay=tmp_path / "overlay")
+    assert torch.equal(served.model.cls.predictions.decoder.weight,
+                       trained.cls.predictions.decoder.weight.half().float())
+    assert torch.equal(served.model.bert.embeddings.word_embeddings.weight, emb)
+
+
+def test_a_tensor_over_the_file_cap_is_stored_in_row_slices_and_joined_on_load(base, tmp_path):
+    trained = _trained(base, untied=True)
+    dec = trained.cls.predictions.decoder.weight
+    row_bytes = dec.shape[1] * 2                                     # fp16
+    sliced = mlm_head.split_rows(mlm_head.trained_tensors(trained), 7 * row_bytes)
+    parts = sorted(k for k in sliced if k.startswith("cls.predictions.decoder.weight@rows"))
+    assert len(parts) == -(-dec.shape[0] // 7) and "cls.predictions.decoder.weight" not in sliced
+    (tmp_path / "overlay").mkdir()
+    from safetensors.torch import save_file
+
+    half = len(sliced) // 2                     # slices of one tensor spread over two shards
+    names = sorted(sliced)
+    for k, chunk in enumerate((names[:half], names[half:]), 1):
+        save_file({n: sliced[n] for n in chunk}, str(tmp_path / "overlay" /
+                                                      f"mlm_overlay-{k:02d}-of-02.safetensors"))
+    fresh = mlm_head.build_model(base, 2, untied=True)
+    bert.apply_overlay(fresh, sorted((tmp_path / "overlay").glob(bert.OVERLAY_GLOB)))
+    assert torch.equal(fresh.cls.predictions.decoder.weight, dec.half().float())
