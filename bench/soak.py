@@ -146,7 +146,6 @@ def summarise(run: dict, n: int, minutes: float, server_log: str) -> dict:
     # approximated by the first third of the run when a session never finished one
     rss = run["rss"]
     warm_t = run["seconds"] / 3
-    after = [m for t, m in rss if t >= warm_t]
     # medians of the middle and the last third: single samples swing by gigabytes as models
     # load and sessions close (the last one is taken while the sessions shut down)
     middle = [m for t, m in rss if warm_t <= t < 2 * warm_t]
@@ -168,7 +167,7 @@ def summarise(run: dict, n: int, minutes: float, server_log: str) -> dict:
         "rss_start_mb": rss[0][1] if rss else float("nan"),
         "rss_warm_mb": warm, "rss_end_mb": last,
         "rss_peak_mb": max((m for _, m in rss), default=float("nan")),
-        "rss_growth_after_warmup": (last - warm) / warm if after else float("nan"),
+        "rss_growth_after_warmup": (last - warm) / warm,
         "warmup_s": warm_t, "rss_series": rss, "log": run["log"][:50],
     }
 

@@ -78,8 +78,7 @@ def read_synsets(root: Path, part: str):
         for line in f:
             if line.startswith(" ") or "|" not in line:
                 continue  # licence header lines start with two spaces
-            head, gloss = line.rstrip("\n").split(" | ", 1) if " | " in line else \
-                line.rstrip("\n").split("|", 1)
+            head, _, gloss = line.rstrip("\n").partition("|")
             fields = head.split()
             n_words = int(fields[3], 16)
             lemmas = tuple(dict.fromkeys(_ADJ_MARKER.sub("", fields[4 + 2 * i]).replace("_", " ")

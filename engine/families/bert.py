@@ -115,7 +115,8 @@ class BertAdapter:
 
 OVERLAY_GLOB = "mlm_overlay*.safetensors"   # one or more shards (bundled files stay small)
 # a tensor too big for one shard is stored as row slices "<name>@rows<first row>"
-ROW_SLICE = "{}@rows{}"
+ROW_MARK = "@rows"
+ROW_SLICE = "{}" + ROW_MARK + "{}"
 
 
 def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,
@@ -149,7 +150,7 @@ def apply_overlay(model, files: list[Path], complete: bool = True) -> None:
     tensors, slices = {}, {}
     for f in files:
         for k, t in load_file(str(f)).items():
-            name, _, first = k.partition("@rows")
+            name, _, first = k.partition(ROW_MARK)
             if first.isdigit():
                 slices.setdefault(name, []).append((int(first), t))
             else:

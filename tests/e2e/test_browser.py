@@ -101,14 +101,16 @@ def _settle(page, ms: int = 1500) -> None:
     page.wait_for_timeout(ms)
 
 
-def _type_inputs(page) -> None:
+def _type_inputs(page, sentences=SENTENCES, word: str = "bat"):
+    """Type the sentences and the target word as a user does; returns the sentence box."""
     box = page.get_by_role("textbox", name="Sentences, one per line", exact=True)
-    box.fill("\n".join(SENTENCES))
+    box.fill("\n".join(sentences))
     box.press("Control+Enter")
     _settle(page, 500)
     target = page.get_by_role("textbox", name="Target word", exact=True)
-    target.fill("bat")
+    target.fill(word)
     target.press("Enter")
+    return box
 
 
 def _download(page, expander: str, fmt: str, tmp_path: Path) -> bytes:
@@ -311,13 +313,7 @@ def test_an_over_long_line_is_named_and_the_other_sentences_still_plot(server, b
     _settle(page)
     lines = ["A mouse ran across the floor.", "x" * 5000, "The mouse slept all day.",
              "My mouse stopped clicking."]
-    box = page.get_by_role("textbox", name="Sentences, one per line", exact=True)
-    box.fill("\n".join(lines))
-    box.press("Control+Enter")
-    _settle(page, 500)
-    target = page.get_by_role("textbox", name="Target word", exact=True)
-    target.fill("mouse")
-    target.press("Enter")
+    box = _type_inputs(page, lines, "mouse")
     _settle(page)
     page.get_by_text("Line 2 is left out: the text has 5000 characters; the cap is 1000.") \
         .first.wait_for(timeout=60_000)

@@ -66,6 +66,7 @@ class ElmoAdapter:
         only those layers are kept (the biLM is run whole: its layers are two LSTMs deep)."""
         from tqdm import tqdm
 
+        check_layers(layers, len(self.layer_names) - 1)
         # batches of similar length waste less time on padding; the order is restored below
         order = sorted(range(len(texts)), key=lambda i: len(texts[i].words))
         batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
@@ -73,7 +74,6 @@ class ElmoAdapter:
         hidden: dict[int, np.ndarray] = {}
         for batch in tqdm(batches, desc="ELMo", unit="batch", disable=not show):
             hidden.update(zip(batch, self.layers([texts[i].words for i in batch])))
-        check_layers(layers, len(self.layer_names) - 1)
         if layers is not None:
             keep = list(layers)
             return [self._encoding(t, hidden[i][keep], tuple(self.layer_names[j] for j in keep))
