@@ -8,6 +8,7 @@ re-runs a model or a fit.
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 from functools import partial
 from pathlib import Path
@@ -34,10 +35,16 @@ def _family_module(name: str):
 
 
 class Engine:
-    def __init__(self, device: str = "auto", dtype: str = "float32", cache_size: int = 512):
+    def __init__(self, device: str = "auto", dtype: str = "float32", cache_size: int = 512,
+                 traced: bool = False):
+        """`traced`: hidden states without attention maps come from a traced graph of the
+        model (engine/families/traced.py), built once and cached, where its family allows;
+        batch commands ask for it, so a fresh process need not import transformers."""
         self.options = LoadOptions(device=device, dtype=dtype)
         self.registry = load_registry()
         self._adapters: dict[str, Adapter] = {}
+        self.traced = traced
+        self._traced: dict[str, Any] = {}      # model id -> TracedEncoder, or None: none here
         # the one cache of computed results (engine/cache.py): encodings, projections, and the
         # app's analyses through cached()
         self.results = ResultCache(cache_size)
@@ -95,6 +102,41 @@ class Engine:
         path, hit = fetch.ensure_converted(model_id, source, convert, progress)
         return module.load(model_id, path, self.options, progress=progress, gguf_cache_hit=hit)
 
+    def _sources(self, model_id: str, progress: bool) -> list[Path]:
+        """The folders a model is read from: its own, and its base's for an overlay."""
+        entry = self.entry(model_id)
+        if entry is None:
+            return [resolve_local_dir(model_id)]
+        base = [self._files(self.entry(entry.base), progress)] if entry.base else []
+        return base + [self._files(entry, progress)]
+
+    def hidden_state_encoder(self, model_id: str, progress: bool = True):
+        """What encodes a model's texts when no attention maps are asked: with `traced`, the
+        model's cached graph (traced now, once, where there is none yet and the family and
+        load options allow), else the model itself."""
+        if not self.traced:
+            return self.adapter(model_id, progress)
+        with self._lock:
+            if model_id not in self._traced:
+                self._traced[model_id] = self._load_traced(model_id, progress)
+            return self._traced[model_id] or self.adapter(model_id, progress)
+
+    def _load_traced(self, model_id: str, progress: bool):
+        from engine.families import traced
+        from engine.registry import cache_dir
+
+        family_name = self.family(model_id)
+        if not family(family_name).traced_encoder or \
+                not traced.usable(self.options.device, self.options.dtype):
+            return None
+        folder = traced.graph_dir(model_id, self._sources(model_id, progress), cache_dir())
+        graph = traced.load(folder, model_id, family_name)
+        if graph is None:
+            graph, why = traced.build(self.adapter(model_id, progress), folder, progress)
+            if graph is None and progress:
+                print(f"ctxlens: {model_id} runs untraced: {why}", file=sys.stderr, flush=True)
+        return graph
+
     @staticmethod
     def _files(entry: ModelEntry, progress: bool) -> Path:
         path = local_path(entry)
@@ -127,13 +169,14 @@ class Engine:
         keys = [("encoding", model_id, t.text, t.words, self.options) +
                 (() if layers is None else (("layers", layers),)) for t in texts]
         out = [self.results.get(k) for k in keys]
-        adapter = self.adapter(model_id) if None in out or attentions else None
         # an encoding made without maps serves a request for them only if the model has none
-        want_maps = attentions and family(adapter.info.family).can("attention")
+        want_maps = attentions and family(self.family(model_id)).can("attention")
         missing = [i for i, enc in enumerate(out)
                    if enc is None or (want_maps and enc.attentions is None)]
         if missing:
-            fresh = adapter.encode([texts[i] for i in missing], batch_size=batch_size,
+            encoder = self.adapter(model_id) if want_maps else \
+                self.hidden_state_encoder(model_id)
+            fresh = encoder.encode([texts[i] for i in missing], batch_size=batch_size,
                                    attentions=want_maps, layers=layers)
             for i, enc in zip(missing, fresh):
                 out[i] = self.results.put(keys[i], enc)

@@ -189,8 +189,9 @@ def cmd_embed(args, engine_cls) -> int:
             texts.append(to_word_text(s, args.pretokenized))
         except TextError as e:
             raise TextError(f"sentence {i + 1}: {e}") from e
-    engine = engine_cls(device=args.device, dtype=args.dtype, cache_size=0)
-    engine.adapter(args.model)
+    # traced: a batch run in a fresh process starts from the model's cached graph
+    engine = engine_cls(device=args.device, dtype=args.dtype, cache_size=0, traced=True)
+    engine.hidden_state_encoder(args.model)
     with tqdm(total=len(texts), unit="sent", desc=f"embed {args.model}",
               disable=len(texts) < 50 or None) as bar:
         per_text = embed_pooled(engine, args.model, texts, args.batch_size, args.pool,
@@ -201,7 +202,7 @@ def cmd_embed(args, engine_cls) -> int:
         sent_idx += [i] * len(text.words)
         word_idx += list(range(len(text.words)))
         words += list(text.words)
-    np.savez(out, vectors=np.concatenate(vectors).astype(np.float32),
+    np.savez(out, vectors=np.concatenate(vectors).astype(np.float32, copy=False),
              sentence_index=np.array(sent_idx, np.int64), word_index=np.array(word_idx, np.int64),
              words=np.array(words), sentences=np.array(sentences), model=np.array(args.model),
              pooling=np.array(args.pool),
@@ -351,14 +352,14 @@ COMMANDS.update(index=cmd_index, neighbours=cmd_neighbours, stats=cmd_stats)
 
 
 def _quiet_libraries() -> None:
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
-        import transformers
+    """No library chatter on the terminal, without importing the libraries to say so (a run
+    from a traced graph never imports transformers): transformers reads its verbosity from
+    the environment when first imported, and the engine's loaders hide its loading bars."""
+    from engine.families import hf_common
 
-        transformers.logging.set_verbosity_error()
-        transformers.logging.disable_progress_bar()
-    except ImportError:  # pragma: no cover
-        pass
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    hf_common.LIBRARY_BARS = False
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -34,6 +34,9 @@ class Family:
     module: str                   # module with load(model_id, path, options, progress, ...)
     capabilities: frozenset[str]
     reads_gguf: bool = False      # module also has convert_gguf(src_dir, file, dest, progress)
+    # its encoders can be traced for batch work (engine/families/traced.py): the trace is
+    # checked against the model before it is kept, so a row says only "worth trying"
+    traced_encoder: bool = False
 
     def __post_init__(self):
         unknown = set(self.capabilities) - CAPABILITIES
@@ -73,4 +76,4 @@ register(Family("gpt", "GPT", "engine.families.gpt",
                            "logit_lens", "query_key"}), reads_gguf=True))
 register(Family("bert", "BERT", "engine.families.bert",
                 frozenset({"hidden_states", "attention", "masked_lm", "fill_blank",
-                           "query_key"})))
+                           "query_key"}), traced_encoder=True))

@@ -59,11 +59,17 @@ def load_tokenizer(path: Path):
     return tok
 
 
+# transformers' own loading bars may show at all (the CLI turns them off for the process:
+# its terminal shows the engine's progress lines and bars only)
+LIBRARY_BARS = True
+
+
 @contextmanager
 def progress_bars(show: bool):
     """transformers' own loading bars, on or off for the duration of a load."""
     from transformers.utils import logging as hf_logging
 
+    show = show and LIBRARY_BARS
     was_enabled = hf_logging.is_progress_bar_enabled()
     if not show:
         hf_logging.disable_progress_bar()
@@ -172,9 +178,16 @@ def tokenize_many(tokenizer, wts: Sequence[WordText], max_tokens: int) -> list[T
 
 
 def _tokenized(tokenizer, wt: WordText, ids, offsets, max_tokens: int) -> TokenizedText:
+    ids = tuple(ids)
+    return tokenized_from(wt, ids, offsets, max_tokens, readable_tokens(tokenizer, ids))
+
+
+def tokenized_from(wt: WordText, ids: tuple[int, ...], offsets, max_tokens: int,
+                   tokens: tuple[str, ...]) -> TokenizedText:
+    """A text's tokens (ids, offsets and readable `tokens` from any fast tokenizer) aligned to
+    its words, or a one-line error when it is too long or a word got no token."""
     from engine.text import align_offsets
 
-    ids = tuple(ids)
     if len(ids) > max_tokens:
         raise EngineError(f"the text has {len(ids)} tokens for this model; its cap is "
                           f"{max_tokens}: shorten the text")
@@ -182,7 +195,7 @@ def _tokenized(tokenizer, wt: WordText, ids, offsets, max_tokens: int) -> Tokeni
     missing = sorted(set(range(len(wt.words))) - set(t2w[t2w >= 0].tolist()))
     if missing:
         raise EngineError(_no_token_message(wt, missing[0], offsets))
-    return TokenizedText(wt, ids, readable_tokens(tokenizer, ids), t2w)
+    return TokenizedText(wt, ids, tuple(tokens), t2w)
 
 
 def _no_token_message(wt: WordText, word: int, offsets) -> str:

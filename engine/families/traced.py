@@ -1,0 +1,254 @@
+"""A traced graph of an encoder's hidden states, cached on disk, for batch work in a fresh process.
+
+`ctxlens embed` in a fresh process spent longer importing transformers' modelling code and
+building the model (about 3 s of 10 on 2 cores) than a plain Hugging Face program saves by
+anything the engine does better. A frozen TorchScript trace of the same encoder loads in a
+tenth of a second with torch alone, and its tokenizer is the very Rust tokenizer transformers
+wraps, read back from its JSON; so a cached graph skips transformers altogether.
+
+A graph is built once, from the model loaded the usual way, and written to the engine's cache
+(cache_dir()/traced) only after it has matched that model: the same token ids, tokens and
+offsets on a set of probe texts, and the same hidden states to TOLERANCE on them in padded
+batches. A graph folder is keyed by the model's files (names, sizes, modification times), the
+torch, transformers and tokenizers versions and GRAPH_FORMAT, so any change builds a new one.
+
+A TorchScript archive is code as well as weights, so the engine loads graphs only from folders
+it wrote itself in its own cache, never from a model folder or a download.
+
+Only CPU float32 is traced (the 1e-5 promise holds there); attention maps and predictions always
+go through the model itself.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import warnings
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from engine.errors import EngineError
+from engine.families import hf_common as hf
+from engine.families.base import check_layers
+from engine.result import Encoding
+from engine.text import MASK, WordText, to_word_text
+
+GRAPH_FORMAT = 1
+TOLERANCE = 1e-5
+GRAPH_FILE, TOKENIZER_FILE, MANIFEST_FILE = "graph.pt", "tokenizer.json", "manifest.json"
+
+# Texts the graph and the tokenizer must reproduce before a graph is kept: lengths from 3 to
+# ~120 tokens (a trace must not bake in one length or the all-ones mask of an unpadded batch),
+# accents, digits, hyphens, quotes, CJK and an emoji (the tokenizer's normaliser and its
+# unknown-token path), and a [MASK].
+PROBE_TEXTS = (
+    "Hi !",
+    "He sat on the bank of the river .",
+    "The judge sent the man to [MASK] for ten years .",
+    "Café owners in São Paulo re-opened on 12 March , 2021 — didn't they ?",
+    "東京 is big 🙂 and naïve coöperation isn't rare .",
+    " ".join(["The committee , after a long and sometimes bitter debate about the budget ,"
+              " finally agreed that the new library would open in the spring"] * 4) + " .",
+)
+
+
+def usable(device: str, dtype: str) -> bool:
+    """Whether a graph may stand in for the model under these load options."""
+    from engine.families.base import resolve_device
+
+    return dtype == "float32" and resolve_device(device) == "cpu"
+
+
+def graph_dir(model_id: str, sources: Sequence[Path], root: Path) -> Path:
+    """The cache folder of a model's graph: model id, then a key of its files and versions."""
+    import torch
+
+    h = hashlib.sha256()
+    for part in (GRAPH_FORMAT, torch.__version__, metadata.version("transformers"),
+                 metadata.version("tokenizers")):
+        h.update(f"{part}\n".encode())
+    for src in sources:
+        src = Path(src)
+        files = sorted(p for p in src.rglob("*") if p.is_file()) if src.is_dir() else [src]
+        for f in files:
+            st = f.stat()
+            h.update(f"{f.relative_to(src) if src.is_dir() else f.name}:{st.st_size}:"
+                     f"{st.st_mtime_ns}\n".encode())
+    safe_id = re.sub(r"[^\w.-]+", "_", model_id).strip("_") or "model"
+    return root / "traced" / safe_id / h.hexdigest()[:20]
+
+
+def _stacked(encoder):
+    """The encoder as one function of (ids, mask): every layer's hidden states stacked,
+    [batch, layers+1, tokens, dim] (a trace takes tensors in and gives tensors out)."""
+    import torch
+
+    class Stacked(torch.nn.Module):
+        def __init__(self, enc):
+            super().__init__()
+            self.enc = enc
+
+        def forward(self, ids, mask):
+            out = self.enc(input_ids=ids, attention_mask=mask, output_hidden_states=True,
+                           return_dict=True)
+            return torch.stack(tuple(out.hidden_states), dim=1)
+
+    return Stacked(encoder).eval()
+
+
+@dataclass
+class TracedEncoder:
+    """Hidden states of every layer from a cached graph; what Adapter.encode gives for them."""
+
+    model_id: str
+    family: str
+    graph: object               # torch.jit.ScriptModule
+    tokenizer: object           # tokenizers.Tokenizer
+    n_layers: int
+    max_tokens: int
+    pad_id: int
+    mask_token: str
+    layer_names: tuple[str, ...]
+    folder: Path
+
+    def tokenize(self, texts: Sequence[WordText]) -> list[hf.TokenizedText]:
+        from engine.families.bert import with_mask_token
+
+        prepared = [with_mask_token(wt, self.mask_token) for wt in texts]
+        encs = self.tokenizer.encode_batch([wt.text for wt in prepared])
+        return [hf.tokenized_from(wt, tuple(e.ids), e.offsets, self.max_tokens, tuple(e.tokens))
+                for wt, e in zip(prepared, encs)]
+
+    def encode(self, texts: Sequence[WordText], batch_size: int = 16,
+               attentions: bool = False, layers: Sequence[int] | None = None
+               ) -> list[Encoding]:
+        import torch
+
+        if attentions:
+            raise EngineError("a traced graph gives hidden states only; attention maps come "
+                              "from the model itself")
+        check_layers(layers, self.n_layers)
+        keep = None if layers is None else list(layers)
+        names = self.layer_names if keep is None else tuple(self.layer_names[i] for i in keep)
+        tokenized = self.tokenize(texts)
+        out: list[Encoding | None] = [None] * len(texts)
+        for group in hf.batches(tokenized, max(1, batch_size), 0):
+            ids, mask = hf.pad_batch([tokenized[i] for i in group], self.pad_id, "cpu")
+            with torch.inference_mode():
+                hs = self.graph(ids, mask)
+            if keep is not None:
+                hs = hs[:, keep]
+            hs = hs.numpy()
+            for row, i in enumerate(group):
+                t = tokenized[i]
+                out[i] = Encoding(model_id=self.model_id, family=self.family,
+                                  text=texts[i].text, words=texts[i].words, tokens=t.tokens,
+                                  token_to_word=t.token_to_word,
+                                  hidden_states=np.ascontiguousarray(
+                                      hs[row, :, :len(t.input_ids)]),
+                                  layer_names=names)
+        return out
+
+
+def load(folder: Path, model_id: str, family: str) -> TracedEncoder | None:
+    """The graph in `folder`, or None when there is none (or an unreadable one, which is
+    removed so that it is built again)."""
+    if not (folder / MANIFEST_FILE).is_file():
+        return None
+    import torch
+    from tokenizers import Tokenizer
+
+    try:
+        meta = json.loads((folder / MANIFEST_FILE).read_text())
+        if meta.get("format") != GRAPH_FORMAT or meta.get("model_id") != model_id:
+            raise ValueError("stale manifest")
+        graph = torch.jit.load(str(folder / GRAPH_FILE), map_location="cpu")
+        tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+    except (OSError, ValueError, RuntimeError):
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    return TracedEncoder(model_id, family, graph.eval(), tokenizer, int(meta["n_layers"]),
+                         int(meta["max_tokens"]), int(meta["pad_id"]), meta["mask_token"],
+                         tuple(meta["layer_names"]), folder)
+
+
+def build(adapter, folder: Path, progress: bool = True) -> tuple[TracedEncoder | None, str]:
+    """Trace `adapter`'s encoder into `folder` (atomically: a temporary folder renamed into
+    place) once it reproduces the model on PROBE_TEXTS; (the graph, "") or (None, why not).
+    Older graphs of the same model are removed."""
+    import torch
+    from tokenizers import Tokenizer
+
+    if progress:
+        print(f"ctxlens: tracing {adapter.model_id}'s encoder once for fast start-up, a few "
+              f"seconds (cached in {folder})", file=sys.stderr, flush=True)
+    tokenizer = Tokenizer.from_str(adapter.tokenizer.backend_tokenizer.to_str())
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    texts = []
+    for t in PROBE_TEXTS:       # those the model takes (a small one has few positions)
+        wt = to_word_text(t)
+        try:
+            hf.tokenize(adapter.tokenizer, adapter._prepare(wt), adapter.max_tokens)
+        except EngineError:
+            continue
+        texts.append(wt)
+    if len(texts) < 3:
+        return None, "too few probe texts fit the model to check a graph"
+    mask_token = adapter.tokenizer.mask_token or MASK
+    cfg = adapter.encoder.config
+    meta = {"format": GRAPH_FORMAT, "model_id": adapter.model_id,
+            "n_layers": int(cfg.num_hidden_layers), "max_tokens": int(adapter.max_tokens),
+            "pad_id": int(adapter.pad_id), "mask_token": mask_token,
+            "layer_names": list(hf.layer_names(cfg.num_hidden_layers))}
+    draft = TracedEncoder(adapter.model_id, adapter.info.family, None, tokenizer,
+                          meta["n_layers"], meta["max_tokens"], meta["pad_id"], mask_token,
+                          tuple(meta["layer_names"]), folder)
+    mine = draft.tokenize(texts)
+    theirs = hf.tokenize_many(adapter.tokenizer, [adapter._prepare(wt) for wt in texts],
+                              adapter.max_tokens)
+    for a, b in zip(mine, theirs):
+        if a.input_ids != b.input_ids or a.tokens != b.tokens or \
+                not np.array_equal(a.token_to_word, b.token_to_word):
+            return None, f"its tokenizer read back from JSON splits {a.text.text!r} differently"
+    # trace on a padded batch, so that the attention mask is applied as data in the graph
+    ids, mask = hf.pad_batch(mine[:4], meta["pad_id"], "cpu")
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")     # TracerWarnings about Python-side checks
+        draft.graph = torch.jit.freeze(torch.jit.trace(_stacked(adapter.encoder), (ids, mask),
+                                                       check_trace=False))
+    worst = 0.0
+    for batch_size in (1, 3, len(texts)):
+        reference = adapter.encode(texts, batch_size=batch_size)
+        for got, ref in zip(draft.encode(texts, batch_size=batch_size), reference):
+            worst = max(worst, float(np.abs(got.hidden_states - ref.hidden_states).max()))
+    if worst > TOLERANCE:
+        return None, f"its traced graph differs from the model by {worst:.1e} (> {TOLERANCE})"
+    meta["max_abs_diff"] = worst
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+    try:
+        torch.jit.save(draft.graph, str(tmp / GRAPH_FILE))
+        tokenizer.save(str(tmp / TOKENIZER_FILE))
+        (tmp / MANIFEST_FILE).write_text(json.dumps(meta, indent=1))
+        try:
+            os.rename(tmp, folder)
+        except OSError:
+            if not (folder / MANIFEST_FILE).exists():   # not a lost race with another process
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for old in folder.parent.iterdir():
+        if old != folder and old.is_dir() and not old.name.startswith(".tmp-"):
+            shutil.rmtree(old, ignore_errors=True)
+    return draft, ""

@@ -1,0 +1,184 @@
+"""Traced encoder graphs (engine/families/traced.py): the same hidden states as the model, built
+once into the engine's cache, used by batch commands without transformers, never kept when
+they differ, rebuilt when the model changes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.api import Engine
+from engine.families import traced
+from engine.registry import availability, load_registry
+from tests.tiny_models import save_bert
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TEXTS = ["He sat on the bank of the river .",
+         "The bank raised its rates again , didn't it ?",
+         "Café owners re-opened on 12 March .",
+         "The judge sent the man to [MASK] for ten years .",
+         "A much longer sentence about the committee , the budget and the new library that "
+         "would finally open in the spring after years of debate ."]
+
+
+def _graphs(cache: Path) -> list[Path]:
+    root = cache / "traced"
+    return sorted(p for p in root.glob("*/*") if p.is_dir()) if root.is_dir() else []
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("CTXLENS_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _assert_same(got, ref):
+    for g, r in zip(got, ref):
+        assert g.tokens == r.tokens and g.words == r.words
+        np.testing.assert_array_equal(g.token_to_word, r.token_to_word)
+        assert g.layer_names == r.layer_names
+        assert g.hidden_states.shape == r.hidden_states.shape
+        assert np.abs(g.hidden_states - r.hidden_states).max() <= 1e-5
+
+
+def _bundled_berts() -> list[str]:
+    return [m for m, e in load_registry().items()
+            if e.family == "bert" and availability(e) == "bundled"]
+
+
+@pytest.mark.parametrize("model", _bundled_berts())
+def test_a_traced_graph_gives_the_models_hidden_states(cache, model):
+    """Every bundled BERT (an overlay, minilm-l6-mlm, included): tokens, alignment and every
+    layer's vectors as the model's own forward gives them, for all layers and for a subset."""
+    fast = Engine(cache_size=0, traced=True)
+    plain = Engine(cache_size=0)
+    _assert_same(fast.encode(model, TEXTS, batch_size=2), plain.encode(model, TEXTS))
+    _assert_same(fast.encode(model, TEXTS[:3], layers=(0, 2)),
+                 plain.encode(model, TEXTS[:3], layers=(0, 2)))
+    graphs = _graphs(cache)
+    assert len(graphs) == 1
+    meta = json.loads((graphs[0] / traced.MANIFEST_FILE).read_text())
+    assert meta["model_id"] == model and meta["max_abs_diff"] <= traced.TOLERANCE
+    # a request for attention maps goes to the model: a graph has none
+    enc, = fast.encode(model, TEXTS[:1], attentions=True)
+    assert enc.attentions is not None and enc.attentions.shape[0] == meta["n_layers"]
+
+
+def test_a_cached_graph_runs_in_a_fresh_process_without_transformers(cache, tmp_path):
+    """The point of the graph: a second process loads it with torch alone (no model load, no
+    transformers import) and gets the vectors the model gives."""
+    model = "minilm-l6"
+    if model not in _bundled_berts():
+        pytest.skip("minilm-l6 is not bundled here")
+    Engine(cache_size=0, traced=True).hidden_state_encoder(model, progress=False)
+    script = (
+        "import json, sys, numpy as np\n"
+        "from engine.api import Engine\n"
+        "e = Engine(cache_size=0, traced=True)\n"
+        f"encs = e.encode({model!r}, {TEXTS!r})\n"
+        f"np.save({str(tmp_path / 'fresh.npy')!r}, np.concatenate("
+        "[x.hidden_states for x in encs], axis=1))\n"
+        "print(json.dumps({'transformers': 'transformers' in sys.modules,\n"
+        f"                  'model_loaded': e.is_loaded({model!r})}}))\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "CTXLENS_CACHE": str(cache)},
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"transformers": False,
+                                                        "model_loaded": False}
+    assert "tracing" not in proc.stderr      # the graph came from the cache
+    ref = np.concatenate([x.hidden_states for x in Engine(cache_size=0).encode(model, TEXTS)],
+                         axis=1)
+    assert np.abs(np.load(tmp_path / "fresh.npy") - ref).max() <= 1e-5
+
+
+def test_the_cli_traces_once_and_again_when_the_model_changes(cache, model_dir, tmp_path):
+    path = save_bert(model_dir / "tiny-bert")
+    src = tmp_path / "in.txt"
+    src.write_text("the bank was closed .\nthe river bank was muddy .\nshe sat down .\n")
+    env = {**os.environ, "CTXLENS_CACHE": str(cache), "CTXLENS_MODEL_DIRS": str(model_dir)}
+
+    def embed(name):
+        proc = subprocess.run([sys.executable, "-m", "engine", "embed", "--model", str(path),
+                               "--input", str(src), "--output", str(tmp_path / name)],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stderr, np.load(tmp_path / name)["vectors"]
+
+    err1, first = embed("a.npz")
+    assert "tracing" in err1
+    built = _graphs(cache)
+    assert len(built) == 1
+    err2, second = embed("b.npz")
+    assert "tracing" not in err2 and _graphs(cache) == built
+    np.testing.assert_array_equal(first, second)
+    untraced = np.load(_embed_untraced(path, src, tmp_path))
+    assert np.abs(first - untraced).max() <= 1e-5
+    weights = path / "model.safetensors"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
+    err3, _ = embed("c.npz")
+    assert "tracing" in err3
+    after = _graphs(cache)
+    assert len(after) == 1 and after != built      # the old graph is gone
+
+
+def _embed_untraced(path, src, tmp_path) -> Path:
+    from engine.cli import embed_pooled
+    from engine.text import to_word_text
+
+    texts = [to_word_text(line) for line in src.read_text().splitlines()]
+    per_text = embed_pooled(Engine(cache_size=0), str(path), texts, 32, "mean")
+    out = tmp_path / "untraced.npy"
+    np.save(out, np.concatenate([wv.transpose(1, 0, 2) for wv in per_text]))
+    return out
+
+
+def test_a_graph_that_differs_from_the_model_is_not_kept(cache, model_dir, monkeypatch,
+                                                         capsys):
+    path = save_bert(model_dir / "tiny-bert")
+    monkeypatch.setattr(traced, "TOLERANCE", -1.0)     # no graph can pass
+    fast = Engine(cache_size=0, traced=True)
+    got = fast.encode(str(path), ["the bank was closed ."])
+    assert "runs untraced" in capsys.readouterr().err
+    assert _graphs(cache) == []
+    assert fast.is_loaded(str(path))                  # the model itself answered
+    _assert_same(got, Engine(cache_size=0).encode(str(path), ["the bank was closed ."]))
+
+
+def test_an_interrupted_build_leaves_nothing_and_a_broken_graph_is_rebuilt(cache, model_dir,
+                                                                           monkeypatch):
+    import torch
+
+    path = save_bert(model_dir / "tiny-bert")
+    real_save = torch.jit.save
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch.jit, "save", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        Engine(cache_size=0, traced=True).hidden_state_encoder(str(path), progress=False)
+    assert _graphs(cache) == [] and not list((cache / "traced").rglob(".tmp-*"))
+    monkeypatch.setattr(torch.jit, "save", real_save)
+    first = Engine(cache_size=0, traced=True).hidden_state_encoder(str(path), progress=False)
+    assert isinstance(first, traced.TracedEncoder)
+    (first.folder / traced.GRAPH_FILE).write_bytes(b"not a graph")
+    again = Engine(cache_size=0, traced=True)
+    rebuilt = again.hidden_state_encoder(str(path), progress=False)
+    assert isinstance(rebuilt, traced.TracedEncoder) and again.is_loaded(str(path))
+    assert traced.load(rebuilt.folder, str(path), "bert") is not None
+
+
+def test_only_cpu_float32_and_traceable_families_are_traced(cache):
+    assert traced.usable("cpu", "float32")
+    assert not traced.usable("cpu", "bfloat16")
+    from engine.families import family
+
+    assert family("bert").traced_encoder and not family("gpt").traced_encoder
+    assert not family("elmo").traced_encoder
