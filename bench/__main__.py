@@ -1,6 +1,6 @@
 """`python -m bench` (make bench): every reproduction and measurement, written to results/.
 
-    python -m bench [--quick] [--only layers|cloze|speed|grid|bad-input|soak|corpus|reports]
+    python -m bench [--quick] [--only layers|cloze|speed|grid|embed|bad-input|soak|corpus|reports]
                     [--models id,id] [--fresh]
                     [--mix-layer-norm]
 
@@ -196,10 +196,10 @@ def machine() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small inputs (minutes)")
-    ap.add_argument("--only", choices=("layers", "cloze", "speed", "grid", "bad-input",
-                                       "soak", "corpus", "reports"),
-                    help="run one part (grid: only the layers-side-by-side timings, merged "
-                    "into results/speed.json; reports: rebuild the markdown and plots from "
+    ap.add_argument("--only", choices=("layers", "cloze", "speed", "grid", "embed",
+                                       "bad-input", "soak", "corpus", "reports"),
+                    help="run one part (grid, embed: only the layers-side-by-side or the "
+                    "embedding timings, merged into results/speed.json; reports: rebuild the markdown and plots from "
                     "results/layers.json and speed.json)")
     ap.add_argument("--models", help="comma-separated model ids (default: all available)")
     ap.add_argument("--fresh", action="store_true", help="ignore cached per-model results")
@@ -233,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.speed import run_grid_only
 
         run_grid_only(RESULTS, log=log)
+    if args.only == "embed":
+        from bench.speed import run_embed_only
+
+        run_embed_only(RESULTS, log=log)
     if args.only in (None, "bad-input"):
         from bench import bad_input
 

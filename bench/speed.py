@@ -127,16 +127,18 @@ def embed_processes(model_id: str, texts: list[str], batch_size: int = 32,
                     repeats: int = 3) -> dict:
     """Whole process against whole process: `ctxlens embed` on a file of sentences against
     HF_PROGRAM on the same file (start-up, model load, run, writing the arrays), alternated,
-    `repeats` times each."""
+    `repeats` times each, after one engine run in an empty cache (it traces the model's graph,
+    engine/families/traced.py: that first run is timed and reported on its own)."""
     import subprocess
     import tempfile
 
     from engine.registry import load_registry, local_path
 
     path = local_path(load_registry()[model_id])
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     times: dict[str, list[float]] = {"engine": [], "hf": []}
     with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "CTXLENS_CACHE": str(Path(tmp) / "cache")}
         src = Path(tmp) / "sentences.txt"
         src.write_text("\n".join(texts) + "\n", encoding="utf-8")
         commands = {
@@ -145,6 +147,10 @@ def embed_processes(model_id: str, texts: list[str], batch_size: int = 32,
                        str(batch_size)],
             "hf": [sys.executable, "-c", HF_PROGRAM, str(path), str(src),
                    str(Path(tmp) / "hf.npz"), str(batch_size)]}
+        start = time.perf_counter()
+        first = subprocess.run(commands["engine"], cwd=ROOT, env=env, check=True,
+                               capture_output=True, text=True)
+        first_s = time.perf_counter() - start
         for _ in range(repeats):
             for name, cmd in commands.items():
                 start = time.perf_counter()
@@ -152,15 +158,16 @@ def embed_processes(model_id: str, texts: list[str], batch_size: int = 32,
                 times[name].append(time.perf_counter() - start)
     return {"model": model_id, "sentences": len(texts), "engine_s": times["engine"],
             "hf_s": times["hf"], "ratio": float(np.median(times["hf"]) /
-                                                  np.median(times["engine"]))}
+                                                  np.median(times["engine"])),
+            "engine_first_s": first_s, "first_traced": "tracing" in first.stderr}
 
 
 def embed_throughput(model_id: str, texts: list[str], batch_size: int = 32) -> dict:
     from engine.api import Engine
     from engine.registry import load_registry, local_path
 
-    engine = Engine(cache_size=0)
-    engine.adapter(model_id, progress=False)
+    engine = Engine(cache_size=0, traced=True)       # as `ctxlens embed` runs it
+    engine.hidden_state_encoder(model_id, progress=False)
     engine.encode(model_id, texts[:8])  # warm-up (first-call allocations)
     from engine.cli import embed_pooled
     from engine.text import to_word_text
@@ -519,6 +526,26 @@ def run_grid_only(results: Path, log=print) -> dict:
     log("speed: layers side by side (fresh process)")
     out["grid"] = _subprocess_json("grid", 600)
     out["grid"]["measured"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    path.write_text(json.dumps(out, indent=1))
+    (results / "speed.md").write_text(speed_report(out))
+    return out
+
+
+def run_embed_only(results: Path, log=print) -> dict:
+    """Only the embedding rows (in-process throughput and whole processes), merged into the
+    last full speed.json like run_grid_only."""
+    from bench.corpus import load_brown, spread
+    from bench.speed_report import speed_report
+
+    path = results / "speed.json"
+    out = json.loads(path.read_text()) if path.exists() else {}
+    texts = [" ".join(s.words) for s in spread(load_brown().heldout, 1000)]
+    log(f"speed: embedding throughput on {len(texts)} sentences")
+    out["embed"] = embed_throughput("minilm-l6", texts)
+    log("speed: ctxlens embed vs a plain HF program, whole processes")
+    out["embed_process"] = embed_processes("minilm-l6", texts)
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    out["embed"]["measured"] = out["embed_process"]["measured"] = stamp
     path.write_text(json.dumps(out, indent=1))
     (results / "speed.md").write_text(speed_report(out))
     return out

@@ -168,6 +168,27 @@ def speed_report(s: dict) -> str:
                 "attention and returns hidden states only (attention maps are computed only "
                 "when a view or `ctxlens attention` asks); it also splits words, aligns tokens "
                 "to words and pools them.", ""]
+    ep = s.get("embed_process", {})
+    if "engine_first_s" in ep:
+        out += ["## `ctxlens embed`, whole process", "",
+                f"{ep['sentences']} sentences in a file; each process starts Python, loads "
+                "the model, embeds every sentence at every layer and writes the arrays. The "
+                "plain HF program (bench/speed.py, HF_PROGRAM) is what a user would write: "
+                "AutoModel, padded batches shortest first, SDPA, output_hidden_states, "
+                "np.savez. Engine runs "
+                + ", ".join(f"{t:.2f}" for t in ep["engine_s"]) + " s; HF runs "
+                + ", ".join(f"{t:.2f}" for t in ep["hf_s"]) + " s (alternated). "
+                "`ctxlens embed` runs a BERT encoder from a traced graph "
+                "(engine/families/traced.py): a frozen TorchScript trace of the same model, "
+                "kept in the engine's cache only after it reproduced the model's tokens and "
+                "hidden states (to 1e-5) on probe texts, and loaded with torch alone, so the "
+                "process never imports transformers' modelling code (about 2.5 s of a plain "
+                "program's start on these cores). The first run in an empty cache loads the "
+                "model the usual way and traces it: "
+                f"{ep['engine_first_s']:.2f} s"
+                + ("" if ep.get("first_traced") else " (it did not trace: see the log)")
+                + "." + (f" Measured {ep['measured']} by `python -m bench --only embed`, "
+                         "after the rest of this page." if ep.get("measured") else ""), ""]
     a = s.get("app", {})
     if "page_served_s" in a:
         out += ["## App start to first chart", "",
