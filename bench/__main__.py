@@ -1,6 +1,6 @@
 """`python -m bench` (make bench): every reproduction and measurement, written to results/.
 
-    python -m bench [--quick] [--only layers|cloze|speed|grid|embed|bad-input|soak|corpus|reports]
+    python -m bench [--quick] [--only layers|cloze|speed|grid|bank|embed|bad-input|soak|corpus|reports]
                     [--models id,id] [--fresh]
                     [--mix-layer-norm]
 
@@ -196,10 +196,11 @@ def machine() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small inputs (minutes)")
-    ap.add_argument("--only", choices=("layers", "cloze", "speed", "grid", "embed",
+    ap.add_argument("--only", choices=("layers", "cloze", "speed", "grid", "bank", "embed",
                                        "bad-input", "soak", "corpus", "reports"),
-                    help="run one part (grid, embed: only the layers-side-by-side or the "
-                    "embedding timings, merged into results/speed.json; reports: rebuild the markdown and plots from "
+                    help="run one part (grid, bank, embed: only the layers-side-by-side, the "
+                    "bank-preset or the embedding timings, merged into results/speed.json; "
+                    "reports: rebuild the markdown and plots from "
                     "results/layers.json and speed.json)")
     ap.add_argument("--models", help="comma-separated model ids (default: all available)")
     ap.add_argument("--fresh", action="store_true", help="ignore cached per-model results")
@@ -229,14 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         from bench.speed import run_speed
 
         run_speed(RESULTS, quick=args.quick, log=log)
-    if args.only == "grid":
-        from bench.speed import run_grid_only
+    if args.only in ("grid", "bank", "embed"):
+        from bench.speed import run_part_only
 
-        run_grid_only(RESULTS, log=log)
-    if args.only == "embed":
-        from bench.speed import run_embed_only
-
-        run_embed_only(RESULTS, log=log)
+        run_part_only(RESULTS, args.only, log=log)
     if args.only in (None, "bad-input"):
         from bench import bad_input
 

@@ -308,8 +308,8 @@ def bank_preset() -> tuple[str, list[str], list[str]]:
     return p["target"], [s for s, _ in p["sentences"]], [lab for _, lab in p["sentences"]]
 
 
-def polysemy_analysis(engine, models: list[str]) -> None:
-    """What the clusters page computes for a preset: every layer's target vectors, a UMAP
+def polysemy_analysis(engine, models: list[str], method: str = "umap") -> None:
+    """What the clusters page computes for a preset: every layer's target vectors, a
     projection aligned across layers, sense separation and layer geometry, per model."""
     from engine.analysis import geometry, senses
 
@@ -319,15 +319,16 @@ def polysemy_analysis(engine, models: list[str]) -> None:
         rows = [(i, [w.lower() for w in e.words].index(target)) for i, e in enumerate(encs)
                 if target in [w.lower() for w in e.words]]
         vecs = np.stack([encs[i].word_vectors("mean")[:, w] for i, w in rows], axis=1)
-        engine.project(vecs, method="umap", seed=0)
+        engine.project(vecs, method=method, seed=0)
         senses.sense_separation(vecs, [labels[i] for i, _ in rows])
         geometry.layer_metrics(encs)
 
 
 def part_bank() -> dict:
-    """Load, then the first UMAP call (import umap, its numba kernels from the disk cache or
-    compiled when that is empty), then the analysis on inputs never seen (cold) and again with
-    encodings cached (warm)."""
+    """Load; the first analysis as the page opens (its default projection, PCA: scikit-learn
+    and the rest imported on first use); then, the result cache emptied, the first UMAP call
+    (import umap, its numba kernels from the disk cache or compiled when that is empty), the
+    analysis with UMAP on inputs never seen (cold) and again with encodings cached (warm)."""
     from engine.analysis import projection
     from engine.api import Engine
 
@@ -337,6 +338,10 @@ def part_bank() -> dict:
     for m in models:
         engine.adapter(m, progress=False)
     load_s = time.perf_counter() - start
+    start = time.perf_counter()
+    polysemy_analysis(engine, models, method="pca")
+    first_view_s = time.perf_counter() - start
+    engine.results.clear()
     start = time.perf_counter()
     projection.project(np.random.default_rng(0).normal(size=(2, 8, 16)), method="umap")
     jit_s = time.perf_counter() - start
@@ -349,7 +354,8 @@ def part_bank() -> dict:
         start = time.perf_counter()
         polysemy_analysis(engine, models)
         times.append(time.perf_counter() - start)
-    return {"models": models, "load_s": load_s, "umap_jit_s": jit_s,
+    return {"models": models, "load_s": load_s, "first_view_s": first_view_s,
+            "umap_jit_s": jit_s,
             "umap_from_disk_cache": from_cache, "cold_s": times[0],
             "warm_s": min(times[1:])}
 
@@ -516,36 +522,36 @@ def run_speed(results: Path, quick: bool = False, log=print) -> dict:
     return out
 
 
-def run_grid_only(results: Path, log=print) -> dict:
-    """Only the layers-side-by-side timings, merged into the last full speed.json (its other
-    rows keep the run that measured them; speed.md says which parts ran when)."""
-    from bench.speed_report import speed_report
-
-    path = results / "speed.json"
-    out = json.loads(path.read_text()) if path.exists() else {}
-    log("speed: layers side by side (fresh process)")
-    out["grid"] = _subprocess_json("grid", 600)
-    out["grid"]["measured"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    path.write_text(json.dumps(out, indent=1))
-    (results / "speed.md").write_text(speed_report(out))
-    return out
-
-
-def run_embed_only(results: Path, log=print) -> dict:
-    """Only the embedding rows (in-process throughput and whole processes), merged into the
-    last full speed.json like run_grid_only."""
+def _embed_parts() -> dict:
     from bench.corpus import load_brown, spread
+
+    texts = [" ".join(s.words) for s in spread(load_brown().heldout, 1000)]
+    return {"embed": embed_throughput("minilm-l6", texts),
+            "embed_process": embed_processes("minilm-l6", texts)}
+
+
+# parts of the speed report that run on their own (python -m bench --only NAME): what each
+# measures, merged into the last full speed.json under its keys
+SOLO_PARTS = {
+    "grid": lambda: {"grid": _subprocess_json("grid", 600)},
+    "bank": lambda: {"bank": _subprocess_json("bank", 900)},
+    "embed": _embed_parts,
+}
+
+
+def run_part_only(results: Path, part: str, log=print) -> dict:
+    """One part of the speed report, merged into the last full speed.json (its other rows keep
+    the run that measured them; speed.md says which parts ran when)."""
     from bench.speed_report import speed_report
 
     path = results / "speed.json"
     out = json.loads(path.read_text()) if path.exists() else {}
-    texts = [" ".join(s.words) for s in spread(load_brown().heldout, 1000)]
-    log(f"speed: embedding throughput on {len(texts)} sentences")
-    out["embed"] = embed_throughput("minilm-l6", texts)
-    log("speed: ctxlens embed vs a plain HF program, whole processes")
-    out["embed_process"] = embed_processes("minilm-l6", texts)
+    log(f"speed: {part} only (fresh processes where the part says so)")
+    fresh = SOLO_PARTS[part]()
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    out["embed"]["measured"] = out["embed_process"]["measured"] = stamp
+    for key, value in fresh.items():
+        value["measured"] = stamp
+        out[key] = value
     path.write_text(json.dumps(out, indent=1))
     (results / "speed.md").write_text(speed_report(out))
     return out

@@ -49,13 +49,19 @@ def speed_rows(s: dict) -> list[list]:
         rows.append(["bank preset analysis, cold (models loaded, UMAP imported)",
                      f"{b['cold_s']:.2f} s", f"≤ {TARGETS['cold']} s",
                      _ok(b["cold_s"] <= TARGETS["cold"])])
+        if "first_view_s" in b:
+            rows.append(["bank preset analysis, first in a fresh process, as the page opens "
+                         "(its default projection, PCA; models loaded)",
+                         f"{b['first_view_s']:.2f} s", f"≤ {TARGETS['cold']} s",
+                         _ok(b["first_view_s"] <= TARGETS["cold"])])
         if "umap_jit_s" in b:
             first = b["cold_s"] + b["umap_jit_s"]
             how = ("+ UMAP import, kernels from numba's disk cache" if b.get("umap_from_disk_cache")
                    else "+ UMAP import and numba compile")
-            rows.append([f"bank preset analysis, first in a fresh process ({how})",
-                         f"{first:.2f} s", f"≤ {TARGETS['cold']} s",
-                         _ok(first <= TARGETS["cold"])])
+            rows.append([f"bank preset analysis with UMAP, the first UMAP in a fresh process "
+                         f"({how})", f"{first:.2f} s", "(reported)" if "first_view_s" in b
+                         else f"≤ {TARGETS['cold']} s",
+                         "" if "first_view_s" in b else _ok(first <= TARGETS["cold"])])
     e = s.get("embed", {})
     if "speedup" in e:
         rows.append([f"embedding throughput vs naive HF loop ({e['model']})",
@@ -137,7 +143,12 @@ def speed_report(s: dict) -> str:
     if "warm_s" in b:
         out += ["## Polysemy analysis of the bank preset", "",
                 f"Models: {', '.join(b['models'])}. One fresh process: loading the models took "
-                f"{b['load_s']:.1f} s; the first UMAP call in a process (importing umap; "
+                f"{b['load_s']:.1f} s; "
+                + (f"the first analysis as the clusters page opens (its default projection, "
+                   f"PCA; scikit-learn and the analysis code imported on first use) "
+                   f"{b['first_view_s']:.2f} s; then, with the result cache emptied, "
+                   if "first_view_s" in b else "") +
+                "the first UMAP call in a process (importing umap; "
                 + ("its numba kernels loaded from the disk cache that `make install` fills"
                    if b.get("umap_from_disk_cache") else "numba compiling its kernels: the disk "
                    "cache was empty") +
@@ -146,7 +157,9 @@ def speed_report(s: dict) -> str:
                 f"sense separation, layer geometry) {b['cold_s']:.2f} s; repeats (the engine's "
                 "result cache hits: encodings and projections) "
                 f"{b['warm_s']:.2f} s. The app keeps its analyses in the same cache, so a "
-                "re-render with unchanged inputs does not recompute at all.", ""]
+                "re-render with unchanged inputs does not recompute at all."
+                + (f" Measured {b['measured']} by `python -m bench --only bank`, after the "
+                   "rest of this page." if b.get("measured") else ""), ""]
     e = s.get("embed", {})
     if "speedup" in e:
         out += ["## Embedding throughput", "",
