@@ -350,8 +350,8 @@ def corpus_projection(folder: str, word: str, layer: int, limit: int, method: st
 def corpus_neighbours_of(folder: str, sentence_id: int, position: int, layer: int, k: int):
     """Nearest contexts of an indexed occurrence (its own row's vector; itself comes first)."""
     idx = _index(folder)
-    row = (idx.table.search().where(f"sentence_id = {int(sentence_id)} AND position = "
-                                    f"{int(position)} AND layer = {int(layer)}")
+    row = (idx.table(layer).search().where(f"sentence_id = {int(sentence_id)} AND position = "
+                                           f"{int(position)}")
            .select(["vector"]).limit(1).to_list())
     if not row:
         raise EngineError("that occurrence is not in the index")

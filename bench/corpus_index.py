@@ -55,7 +55,7 @@ def _queries(index, n: int = 200, seed: int = 0):
     for _ in range(n):
         layer = int(rng.choice(m.layers))
         sid = int(rng.integers(m.n_sentences))
-        rows = (index.table.search().where(f"sentence_id = {sid} AND layer = {layer}")
+        rows = (index.table(layer).search().where(f"sentence_id = {sid}")
                 .select(["vector"]).limit(100).to_list())
         if rows:
             v = np.asarray(rows[int(rng.integers(len(rows)))]["vector"], np.float32)
@@ -124,7 +124,7 @@ def faiss_compare(index, layer: int, partitions: int, tmp: Path) -> dict:
     import faiss
     import pyarrow.parquet as pq
 
-    t = (index.table.search().where(f"layer = {layer}")
+    t = (index.table(layer).search()
          .select(["sentence_id", "position", "word", "vector"]).limit(None).to_arrow())
     start = time.perf_counter()
     pq.write_table(t, tmp / "layer.parquet")

@@ -3,14 +3,21 @@
 Layout of an index folder:
   manifest.json          model, pooling, corpus hash, layers, counts, versions (MANIFEST_SCHEMA)
   db/sentences.lance     sentence_id, text (written whole before any vector)
-  db/occurrences.lance   sentence_id, position, layer, word, key (lower-cased word), vector
-                         (float16), one row per word per layer
+  db/layer_<L>.lance     one table per chosen layer L: sentence_id, position, layer, word, key
+                         (lower-cased word), vector (float16), one row per word, each with its
+                         own ANN index
 
 Why LanceDB: an embedded, on-disk, Arrow-based store with filters pushed into its ANN search
-(layer = L) and atomic appends. Each commit (`table.add`) is all of one block of sentences, and
-blocks go in sentence order, so the largest sentence_id on disk says where to resume: a killed
-run loses at most the block it was writing, never duplicates one. (FAISS + Parquet would need
-our own bookkeeping for both; results/corpus.md compares them.)
+and atomic appends. Each commit (`table.add`) is all of one block of sentences, and blocks go in
+sentence order, so the largest sentence_id in a table says where it stops: a killed run loses
+at most the block it was writing, never duplicates one; a kill between the layer tables' commits
+is undone by trimming the tables that got further to the one that got least far. (FAISS +
+Parquet would need our own bookkeeping for both; results/corpus.md compares them.)
+
+Why a table per layer (format 2): a query always asks for one layer, and an ANN index over one
+layer's vectors is a seventh of the size: format 1 kept every layer in one table under one IVF
+index, and on 2 cores training and filling that index (1,011 partitions over 8.1M vectors) took
+18.5 of the 23.6 minutes of a Brown build, and a query's partitions held every layer's rows.
 """
 from __future__ import annotations
 
@@ -30,11 +37,16 @@ from engine.corpus import sources
 from engine.corpus.embed import embed_rows, parse_layers
 from engine.errors import EngineError
 
-MANIFEST_SCHEMA = "ctxlens-index/1"
-OCC, SENT = "occurrences", "sentences"
+MANIFEST_SCHEMA = "ctxlens-index/2"
+SENT = "sentences"
 COMMIT_SENTENCES = 2048          # sentences per atomic commit: the most a kill can cost
 ANN_MIN_ROWS = 50_000            # below this, exact search is fast enough and always right
 NPROBES, REFINE = 32, 10         # ANN search: partitions read, candidates re-ranked exactly
+
+
+def layer_table(layer: int) -> str:
+    """The table holding one layer's occurrences."""
+    return f"layer_{int(layer)}"
 
 
 def _quiet_lancedb() -> None:
@@ -71,7 +83,8 @@ class Manifest:
         data = json.loads(path.read_text())
         if data.get("schema") != MANIFEST_SCHEMA:
             raise EngineError(f"{folder} holds an index of another format "
-                              f"({data.get('schema')!r}, this ctxlens reads {MANIFEST_SCHEMA})")
+                              f"({data.get('schema')!r}, this ctxlens reads {MANIFEST_SCHEMA}): "
+                              "build it again with ctxlens index into a new folder")
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def write(self, folder: Path) -> None:
@@ -147,8 +160,30 @@ def resume_point(table) -> int:
 
 def _drop_partial_files(folder: Path) -> None:
     """A killed `add` leaves its half-written data file (never committed) behind."""
-    for f in (folder / "db" / f"{OCC}.lance" / "data").glob(".tmp*"):
+    for f in (folder / "db").glob("layer_*.lance/data/.tmp*"):
         f.unlink(missing_ok=True)
+
+
+def align_tables(tables: dict) -> int:
+    """Where every layer table stops, the same for all: a run killed between the layer tables'
+    commits of one block left some tables a block ahead, so those rows go (and come back with
+    the block). Returns the first sentence id to embed."""
+    ends = {layer: resume_point(t) for layer, t in tables.items()}
+    start = min(ends.values()) if ends else 0
+    for layer, t in tables.items():
+        if ends[layer] > start:
+            t.delete(f"sentence_id >= {start}")
+    return start
+
+
+def split_by_layer(rows: dict, layers) -> dict[int, dict]:
+    """embed_rows' columns, one set per layer."""
+    out = {}
+    for layer in layers:
+        pick = np.nonzero(rows["layer"] == layer)[0]
+        out[layer] = {k: (v[pick] if isinstance(v, np.ndarray) else [v[i] for i in pick])
+                      for k, v in rows.items()}
+    return out
 
 
 def _disk_full(err: BaseException) -> bool:
@@ -204,9 +239,11 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
         db.create_table(SENT, pa.table({"sentence_id": np.arange(len(corpus.sentences)),
                                         "text": list(corpus.sentences)}), mode="overwrite")
     _drop_partial_files(folder)
-    table = (db.open_table(OCC) if OCC in _tables(db)
-             else db.create_table(OCC, schema=_schema(info.dim)))
-    start_id = resume_point(table)
+    have = _tables(db)
+    tables = {layer: (db.open_table(layer_table(layer)) if layer_table(layer) in have
+                      else db.create_table(layer_table(layer), schema=_schema(info.dim)))
+              for layer in chosen}
+    start_id = align_tables(tables)
     todo = list(range(start_id, len(corpus.sentences)))
     runs = manifest.build.setdefault("runs", [])
     runs.append({"engine": engine_kind, "started_at_sentence": start_id,
@@ -220,7 +257,8 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
         def commit(rows: dict, n_sent: int) -> None:
             if len(rows["sentence_id"]):
                 try:
-                    table.add(to_arrow(rows, info.dim))
+                    for layer, part in split_by_layer(rows, chosen).items():
+                        tables[layer].add(to_arrow(part, info.dim))
                 except Exception as err:  # noqa: BLE001 - lance reports a full disk its way
                     if _disk_full(err):
                         raise EngineError(
@@ -247,39 +285,42 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
                 commit(rows, n_sent)
     runs[-1]["seconds"] = round(time.perf_counter() - t0, 1)
     runs[-1]["sentences"] = len(todo)
-    finish(folder, manifest, table, progress)
+    finish(folder, manifest, tables, progress)
     return manifest
 
 
-def finish(folder: Path, manifest: Manifest, table, progress: bool = True) -> None:
-    """Compact the fragments, build the ANN and scalar indexes, count, mark complete."""
-    from lancedb.index import BTree, Bitmap, IvfSq
+def finish(folder: Path, manifest: Manifest, tables: dict, progress: bool = True) -> None:
+    """Per layer table: compact the fragments, build the ANN and scalar indexes; count; mark
+    the index complete."""
+    from lancedb.index import BTree, IvfSq
 
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        # old versions go: the index is written by this one process, no reader is open yet
-        warnings.simplefilter("ignore")
-        table.optimize(cleanup_older_than=timedelta(0))
-    rows = table.count_rows()
-    manifest.rows = rows
-    manifest.rows_per_layer = {str(l): table.count_rows(f"layer = {l}") for l in manifest.layers}
-    if rows >= ANN_MIN_ROWS:
-        # IVF with 8-bit scalar quantisation: on 2 cores it trains in seconds where IVF-PQ took
-        # minutes (461k vectors: 11 s against 249 s), and with exact re-ranking its recall@10
-        # was 1.0 (PQ 0.998); ~8k vectors a partition keeps a prefiltered query near 20 ms
-        partitions = int(max(16, min(1024, rows // 8000)))
-        if progress:
-            print(f"ctxlens: building the ANN index (IVF_SQ, {partitions} partitions) over "
-                  f"{rows:,} vectors ...", flush=True)
-        table.create_index("vector", config=IvfSq(distance_type="cosine",
-                                                  num_partitions=partitions), replace=True)
-        manifest.ann_index = {"type": "IVF_SQ", "distance": "cosine",
-                              "num_partitions": partitions, "nprobes": NPROBES,
-                              "refine_factor": REFINE}
-    else:
+    manifest.rows_per_layer, manifest.ann_index = {}, {}
+    for n, (layer, table) in enumerate(sorted(tables.items())):
+        with warnings.catch_warnings():
+            # old versions go: the index is written by this one process, no reader is open yet
+            warnings.simplefilter("ignore")
+            table.optimize(cleanup_older_than=timedelta(0))
+        rows = table.count_rows()
+        manifest.rows_per_layer[str(layer)] = rows
+        if rows >= ANN_MIN_ROWS:
+            # IVF with 8-bit scalar quantisation: on 2 cores it trains in seconds where IVF-PQ
+            # took minutes (461k vectors: 11 s against 249 s), and with exact re-ranking its
+            # recall@10 was 1.0 (PQ 0.998); ~8k vectors a partition
+            partitions = int(max(16, min(1024, rows // 8000)))
+            if progress:
+                print(f"ctxlens: building the ANN index of layer {layer} ({n + 1} of "
+                      f"{len(tables)}; IVF_SQ, {partitions} partitions, {rows:,} vectors) ...",
+                      flush=True)
+            table.create_index("vector", config=IvfSq(distance_type="cosine",
+                                                      num_partitions=partitions), replace=True)
+            manifest.ann_index = {"type": "IVF_SQ", "distance": "cosine",
+                                  "num_partitions": partitions, "nprobes": NPROBES,
+                                  "refine_factor": REFINE, "tables": "one per layer"}
+        table.create_index("key", config=BTree(), replace=True)
+    if not manifest.ann_index:
         manifest.ann_index = {"type": "none (exact search)", "distance": "cosine"}
-    table.create_index("layer", config=Bitmap(), replace=True)
-    table.create_index("key", config=BTree(), replace=True)
+    manifest.rows = sum(manifest.rows_per_layer.values())
     manifest.build["index_seconds"] = round(time.perf_counter() - t0, 1)
     manifest.bytes_on_disk = folder_bytes(folder / "db")
     manifest.complete = True

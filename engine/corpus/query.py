@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.corpus.index import NPROBES, OCC, REFINE, SENT, Manifest, _connect
+from engine.corpus.index import NPROBES, REFINE, SENT, Manifest, _connect, layer_table
 from engine.errors import EngineError
 from engine.text import split_words
 
@@ -37,12 +37,19 @@ class CorpusIndex:
             raise EngineError(f"the index at {self.folder} is not finished: run ctxlens index "
                               "again with the same arguments to complete it")
         db = _connect(self.folder)
-        self.table, self.sentences = db.open_table(OCC), db.open_table(SENT)
+        self.sentences = db.open_table(SENT)
+        self.tables = {layer: db.open_table(layer_table(layer))
+                       for layer in self.manifest.layers}
 
     def check_layer(self, layer: int) -> None:
         if layer not in self.manifest.layers:
             raise EngineError(f"layer {layer} is not in this index (it holds layers "
                               f"{', '.join(map(str, self.manifest.layers))})")
+
+    def table(self, layer: int):
+        """The table of one layer's occurrences."""
+        self.check_layer(layer)
+        return self.tables[layer]
 
     def texts(self, ids) -> dict[int, str]:
         ids = sorted({int(i) for i in ids})
@@ -55,12 +62,11 @@ class CorpusIndex:
     def search(self, vector: np.ndarray, layer: int, k: int = 10,
                exact: bool = False) -> list[Hit]:
         """The k occurrences at `layer` nearest to `vector` by cosine, nearest first."""
-        self.check_layer(layer)
+        table = self.table(layer)
         v = np.asarray(vector, np.float32)
         if not np.isfinite(v).all() or not np.any(v):
             raise EngineError("this word's vector is all zeros, so it has no cosine neighbours")
-        q = (self.table.search(v).distance_type("cosine")
-             .where(f"layer = {int(layer)}", prefilter=True)
+        q = (table.search(v).distance_type("cosine")
              .select(["sentence_id", "position", "layer", "word"]).limit(k))
         if exact or not self.manifest.ann_index.get("num_partitions"):
             q = q.bypass_vector_index()
@@ -75,9 +81,8 @@ class CorpusIndex:
     def occurrences(self, word: str, layer: int, limit: int = 3000):
         """A word's occurrences at a layer (the lower-cased key): ([n, dim] float32 vectors,
         sentence ids, positions), at most `limit`, in corpus order."""
-        self.check_layer(layer)
         key = word.lower().replace("'", "''")
-        tbl = (self.table.search().where(f"key = '{key}' AND layer = {int(layer)}")
+        tbl = (self.table(layer).search().where(f"key = '{key}'")
                .select(["sentence_id", "position", "vector"]).limit(limit).to_arrow())
         tbl = tbl.sort_by([("sentence_id", "ascending"), ("position", "ascending")])
         vec = np.asarray(tbl["vector"].combine_chunks().values.to_numpy(zero_copy_only=False),
@@ -86,7 +91,17 @@ class CorpusIndex:
 
     def count(self, word: str, layer: int) -> int:
         key = word.lower().replace("'", "''")
-        return self.table.count_rows(f"key = '{key}' AND layer = {int(layer)}")
+        return self.table(layer).count_rows(f"key = '{key}'")
+
+    def rows_of(self, sentence_ids, layers=None, columns=("sentence_id", "position", "layer",
+                                                            "word", "vector")):
+        """Every row of these sentences at these layers (default: all), one Arrow table."""
+        import pyarrow as pa
+
+        where = f"sentence_id IN ({', '.join(str(int(i)) for i in sentence_ids)})"
+        parts = [self.table(layer).search().where(where).select(list(columns)).limit(None)
+                 .to_arrow() for layer in (self.manifest.layers if layers is None else layers)]
+        return pa.concat_tables(parts)
 
 
 def embed_word(engine, manifest: Manifest, text: str, word: str) -> tuple[np.ndarray, int]:
@@ -124,10 +139,7 @@ def stats(index: CorpusIndex, sample: int = 2000, seed: int = 0, n_resamples: in
     encs = []
     for lo in range(0, len(ids), 500):
         chunk = ids[lo:lo + 500]
-        tbl = (index.table.search()
-               .where(f"sentence_id IN ({', '.join(map(str, chunk.tolist()))})")
-               .select(["sentence_id", "position", "layer", "word", "vector"])
-               .limit(None).to_arrow())
+        tbl = index.rows_of(chunk.tolist())
         sid = tbl["sentence_id"].to_numpy()
         pos = tbl["position"].to_numpy()
         lay = tbl["layer"].to_numpy()

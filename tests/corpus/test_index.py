@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from engine import cli
@@ -39,7 +40,8 @@ def tiny(tmp_path_factory):
 
 def _rows(folder):
     idx = CorpusIndex(folder)
-    t = idx.table.to_arrow().sort_by([("sentence_id", "ascending"), ("layer", "ascending"),
+    t = pa.concat_tables([idx.table(layer).to_arrow() for layer in idx.manifest.layers])
+    t = t.sort_by([("sentence_id", "ascending"), ("layer", "ascending"),
                                       ("position", "ascending")])
     vec = np.asarray(t["vector"].combine_chunks().values.to_numpy(zero_copy_only=False),
                      np.float32).reshape(t.num_rows, -1)
@@ -106,7 +108,7 @@ def test_a_killed_index_run_resumes_without_duplicates_or_losses(tiny, tmp_path)
            "--output", str(tmp_path / "ix"), "--layers", "0,1", "--commit-sentences", "100"]
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    occ = tmp_path / "ix" / "db" / "occurrences.lance" / "_versions"
+    occ = tmp_path / "ix" / "db" / "layer_1.lance" / "_versions"
     deadline = time.time() + 120
     while time.time() < deadline and (not occ.exists() or len(list(occ.iterdir())) < 4):
         time.sleep(0.05)
@@ -124,6 +126,45 @@ def test_a_killed_index_run_resumes_without_duplicates_or_losses(tiny, tmp_path)
     corpus_index.build(tiny, str(src), tmp_path / "whole", layers="0,1", progress=False)
     keys2, vec2, _ = _rows(tmp_path / "whole")
     assert keys == keys2 and np.allclose(vec, vec2, atol=2e-3, rtol=1e-3)
+
+
+def test_a_run_stopped_between_two_layer_tables_resumes_with_the_tables_in_step(
+        tiny, tmp_path, monkeypatch):
+    """A block reaches the layer tables one after another: a stop after layer 0 took block 2
+    and before layer 1 did leaves layer 0 a block ahead; the next run trims it and goes on,
+    with the rows of a run never stopped."""
+    sentences = _corpus(60, seed=4)
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(sentences))
+    real, calls = corpus_index.to_arrow, []
+
+    def stop_at_block_two_layer_one(rows, dim):
+        calls.append(int(rows["layer"][0]))
+        if len(calls) == 4:                  # block 1: layers 0, 1; block 2: layer 0, then here
+            raise KeyboardInterrupt
+        return real(rows, dim)
+
+    monkeypatch.setattr(corpus_index, "to_arrow", stop_at_block_two_layer_one)
+    with pytest.raises(KeyboardInterrupt):
+        corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1", commit_sentences=20,
+                           progress=False)
+    assert calls == [0, 1, 0, 1]
+    monkeypatch.setattr(corpus_index, "to_arrow", real)
+    idx_tables = {layer: corpus_index.resume_point(t) for layer, t in
+                  _open_tables(tmp_path / "ix", [0, 1]).items()}
+    assert idx_tables == {0: 40, 1: 20}                  # out of step, as a kill could leave
+    corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1", commit_sentences=20,
+                       progress=False)
+    corpus_index.build(tiny, str(src), tmp_path / "whole", layers="0,1", progress=False)
+    keys, vec, _ = _rows(tmp_path / "ix")
+    keys2, vec2, _ = _rows(tmp_path / "whole")
+    assert keys == keys2 and len(set(keys)) == len(keys)
+    assert np.allclose(vec, vec2, atol=2e-3, rtol=1e-3)
+
+
+def _open_tables(folder, layers):
+    db = corpus_index._connect(folder)
+    return {layer: db.open_table(corpus_index.layer_table(layer)) for layer in layers}
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -197,8 +238,10 @@ def test_a_full_disk_stops_with_one_line_and_keeps_what_was_written(tiny, tmp_pa
         assert len(str(err.value).splitlines()) == 1
         import lancedb
 
-        table = lancedb.connect(str(mnt / "ix" / "db")).open_table("occurrences")
-        kept = table.count_rows()
-        assert kept > 0 and len(table.to_arrow()) == kept          # still readable
+        db = lancedb.connect(str(mnt / "ix" / "db"))
+        for layer in (0, 1, 2):                                    # every layer table
+            table = db.open_table(corpus_index.layer_table(layer))
+            kept = table.count_rows()
+            assert kept > 0 and len(table.to_arrow()) == kept      # still readable
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
