@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.corpus.index import NPROBES, REFINE, SENT, Manifest, _connect, layer_table
+from engine.corpus.index import REFINE, SENT, Manifest, _connect, layer_table
 from engine.errors import EngineError
 from engine.text import split_words
 
@@ -71,7 +71,7 @@ class CorpusIndex:
         if exact or not self.manifest.ann_index.get("num_partitions"):
             q = q.bypass_vector_index()
         else:
-            q = q.nprobes(NPROBES).refine_factor(REFINE)
+            q = q.nprobes(int(self.manifest.ann_index["nprobes"])).refine_factor(REFINE)
         rows = q.to_list()
         text = self.texts(r["sentence_id"] for r in rows)
         return [Hit(int(r["sentence_id"]), int(r["position"]), int(r["layer"]), r["word"],
