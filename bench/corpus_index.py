@@ -6,7 +6,8 @@
    whole index build of Brown at every layer: build time (target <= 20 min), bytes per
    occurrence-layer, build throughput as a ratio of the plain embed (target >= 0.9x);
 2. 200 neighbour queries (seeded occurrences, random layers): ANN latency p50/p95 (target
-   <= 50 ms) and recall@10 against exact search (target >= 0.95);
+   <= 50 ms) and recall@10 against exact search (target >= 0.95; counted by distance as
+   ann-benchmarks does, and by identity);
 3. FAISS (IVF-PQ, same partitions) + Parquet on one layer of the same rows: size, build time,
    query time, beside LanceDB on that layer;
 4. Ray Data with 2 single-threaded actors against the local engine on one thread, same sample:
@@ -64,25 +65,53 @@ def _queries(index, n: int = 200, seed: int = 0):
     return out
 
 
-def query_bench(index) -> dict:
+def query_bench(index, recall: bool = True) -> dict:
+    """Latency of 200 seeded ANN queries and, with `recall`, their recall@10 against exact
+    search."""
+    if not recall:
+        lat = []
+        for v, layer in _queries(index):
+            start = time.perf_counter()
+            index.search(v, layer, 10)
+            lat.append((time.perf_counter() - start) * 1000)
+        from bench.report import quantile_ci
+
+        p50, p95 = quantile_ci(lat, 50), quantile_ci(lat, 95)
+        return {"queries": len(lat), "p50_ms": p50[0], "p50_ci": p50[1:], "p95_ms": p95[0],
+                "p95_ci": p95[1:], "latencies_ms": lat}
     qs = _queries(index)
     for v, layer in qs[:5]:
         index.search(v, layer, 10)                            # warm the index files
-    lat, recall = [], []
+    lat, recall, recall_ids = [], [], []
     for v, layer in qs:
         start = time.perf_counter()
         ann = index.search(v, layer, 10)
         lat.append((time.perf_counter() - start) * 1000)
         exact = index.search(v, layer, 10, exact=True)
+        recall.append(distance_recall(ann, exact))
         want = {(h.sentence_id, h.position) for h in exact}
-        recall.append(len(want & {(h.sentence_id, h.position) for h in ann}) / max(1, len(want)))
+        recall_ids.append(len(want & {(h.sentence_id, h.position) for h in ann})
+                          / max(1, len(want)))
     from bench.report import quantile_ci
 
     p50, p95 = quantile_ci(lat, 50), quantile_ci(lat, 95)
     return {"queries": len(qs), "p50_ms": p50[0], "p50_ci": p50[1:], "p95_ms": p95[0],
             "p95_ci": p95[1:], "recall_at_10": float(np.mean(recall)),
-            "recall_ci": _mean_ci(recall),
-            "recall_min": float(np.min(recall)), "latencies_ms": lat, "recalls": recall}
+            "recall_ci": _mean_ci(recall), "recall_definition": "distance",
+            "recall_min": float(np.min(recall)), "latencies_ms": lat, "recalls": recall,
+            "recall_ids_at_10": float(np.mean(recall_ids)),
+            "recall_ids_ci": _mean_ci(recall_ids)}
+
+
+def distance_recall(ann, exact, eps: float = 1e-3) -> float:
+    """recall@k as ann-benchmarks counts it (Aumüller et al. 2020): a returned neighbour is
+    right when it is as near as the k-th exact neighbour, within eps. Counting by identity
+    instead calls a tie a miss, and the embedding layer is all ties: every "It" has the same
+    vector there, so any 10 of a thousand "It"s are the 10 nearest."""
+    if not exact:
+        return 1.0
+    threshold = min(h.cosine for h in exact) - eps
+    return sum(h.cosine >= threshold for h in ann) / len(exact)
 
 
 def _mean_ci(values) -> list[float]:
@@ -194,11 +223,23 @@ def report(r: dict) -> str:
         ["the whole build, ANN and scalar indexes included, vs plain embed",
          f"{b['vs_embed']:.2f}×", f"≥ {TARGETS['vs_embed']}×",
          ok(b["vs_embed"] >= TARGETS["vs_embed"])],
-        [f"neighbour query p50 / p95 ({q['queries']} queries, ANN)", _latency(q),
-         f"≤ {TARGETS['p50_ms']:g} ms", ok(q["p95_ms"] <= TARGETS["p95_ms"])],
-        ["recall@10 against exact search", f"{q['recall_at_10']:.3f} ({_recall_ci(q)})",
+        [f"neighbour query p50 / p95 ({q['queries']} queries, ANN, the first pass after the "
+         "build)", _latency(q), f"≤ {TARGETS['p50_ms']:g} ms",
+         ok(q["p95_ms"] <= TARGETS["p95_ms"])],
+        [("recall@10 against exact search" if q.get("recall_definition") != "distance" else
+          "recall@10 against exact search (ann-benchmarks: a neighbour counts when it is as "
+          "near as the 10th exact one, within 1e-3)"),
+         f"{q['recall_at_10']:.3f} ({_recall_ci(q)})",
          f"≥ {TARGETS['recall']}", ok(q["recall_at_10"] >= TARGETS["recall"])],
     ]
+    if "queries_again" in r:
+        rows.append(["the same queries again (the index files now in the page cache)",
+                     _latency(r["queries_again"]), "(reported)", ""])
+    if "recall_ids_at_10" in q:
+        lo, hi = q["recall_ids_ci"]
+        rows.append(["recall@10 by identity (the same occurrences as exact search; a tie "
+                     "counts as a miss)", f"{q['recall_ids_at_10']:.3f} (95% CI {lo:.3f}–"
+                     f"{hi:.3f}, bootstrap over queries)", "(reported)", ""])
     if "ray" in r:
         rows.append([f"Ray Data, 2 actors, per core vs the local engine on one thread "
                      f"({r['ray']['sentences']:,} sentences)", f"{r['ray']['per_core_ratio']:.2f}×",
@@ -207,17 +248,19 @@ def report(r: dict) -> str:
     f = r.get("faiss", {})
     why = []
     if b["seconds"] / 60 > TARGETS["build_min"] or b["vs_embed"] < TARGETS["vs_embed"]:
-        why.append(f"- Build time: embedding and writing take {b['embed_write_s'] / 60:.1f} min; "
-                   f"the rest ({b['finish_s'] / 60:.1f} min) is LanceDB compacting the "
-                   "fragments and training and filling the IVF index over every vector of "
-                   "every layer on 2 cores. Next: fewer partitions trained on a smaller sample, "
-                   "one index per layer built while the next layer is written, or the index "
-                   "built on a GPU (LanceDB can train IVF on CUDA).")
+        why.append(f"- Build throughput: embedding and writing take {b['embed_write_s'] / 60:.1f} "
+                   f"min; the rest ({b['finish_s'] / 60:.1f} min) is LanceDB compacting each "
+                   "layer table and training and filling its IVF index on 2 cores, work a "
+                   "plain embed never does, so the whole build cannot reach 0.9x of it here. "
+                   "Format 1 (one table, one IVF index over every layer) spent 18.5 of its 23.6 "
+                   "minutes there; a table per layer cut that part to a third. Next: build the "
+                   "indexes on a GPU (LanceDB trains IVF on CUDA), or build a layer's index "
+                   "while the next is written.")
     if q["p95_ms"] > TARGETS["p95_ms"]:
         why.append(f"- Query tail: the median query takes {q['p50_ms']:.0f} ms, the slowest 5% "
                    f"over {q['p95_ms']:.0f} ms: a 9 GB index on a 24 GB machine, so a query "
                    "whose partitions are not in the page cache reads them from disk. Next: "
-                   "fewer probes, or an index per layer so a query reads one layer's vectors.")
+                   "fewer bytes per vector (IVF-PQ codes instead of 8-bit scalars).")
     if "ray" in r and r["ray"]["per_core_ratio"] < TARGETS["ray_per_core"]:
         why.append(f"- Ray on this machine: two single-threaded actors reached "
                    f"{r['ray']['ray_2_actors_per_s']:.0f} sentences/s against "
@@ -310,6 +353,7 @@ def main(argv=None) -> int:
         index = CorpusIndex(tmp / "index")
         result["queries"] = query_bench(index)
         print(json.dumps(result["queries"]), flush=True)
+        result["queries_again"] = query_bench(index, recall=False)    # the files now cached
         parts = m.ann_index.get("num_partitions", 64)
         result["faiss"] = faiss_compare(index, m.layers[-1], max(16, parts // 4), tmp)
         print(json.dumps(result["faiss"]), flush=True)
