@@ -1,6 +1,7 @@
 """`python -m bench` (make bench): every reproduction and measurement, written to results/.
 
-    python -m bench [--quick] [--only layers|cloze|speed|grid|bank|embed|bad-input|soak|corpus|reports]
+    python -m bench [--quick]
+                    [--only layers|cloze|speed|grid|bank|embed|bad-input|soak|corpus|reports]
                     [--models id,id] [--fresh]
                     [--mix-layer-norm]
 

@@ -2,9 +2,9 @@
 
     python -m bench.corpus_index [--sentences N] [--layers all] [--model minilm-l6]
 
-1. plain embed throughput (the `ctxlens embed` path, no database) on a sample of Brown, and the
-   whole index build of Brown at every layer: build time (target <= 20 min), bytes per
-   occurrence-layer, build throughput as a ratio of the plain embed (target >= 0.9x);
+1. plain embed throughput (the engine encoding and pooling as the index does, no database) on
+   a sample of Brown, and the whole index build of Brown at every layer: build time (target
+   <= 20 min), bytes per occurrence-layer, build throughput as a ratio of the plain embed (target >= 0.9x);
 2. 200 neighbour queries (seeded occurrences, random layers): ANN latency p50/p95 (target
    <= 50 ms) and recall@10 against exact search (target >= 0.95; counted by distance as
    ann-benchmarks does, and by identity);
@@ -223,9 +223,10 @@ def report(r: dict) -> str:
         ["the whole build, ANN and scalar indexes included, vs plain embed",
          f"{b['vs_embed']:.2f}×", f"≥ {TARGETS['vs_embed']}×",
          ok(b["vs_embed"] >= TARGETS["vs_embed"])],
-        [f"neighbour query p50 / p95 ({q['queries']} queries, ANN, the first pass after the "
-         "build)", _latency(q), f"≤ {TARGETS['p50_ms']:g} ms",
-         ok(q["p95_ms"] <= TARGETS["p95_ms"])],
+        [f"neighbour query p50 / p95 ({q['queries']} queries, ANN, the first pass "
+         + ("with the page cache dropped)" if r.get("queries_measured", {}).get(
+             "page_cache_dropped") else "after the build)"), _latency(q),
+         f"≤ {TARGETS['p50_ms']:g} ms", ok(q["p95_ms"] <= TARGETS["p95_ms"])],
         [("recall@10 against exact search" if q.get("recall_definition") != "distance" else
           "recall@10 against exact search (ann-benchmarks: a neighbour counts when it is as "
           "near as the 10th exact one, within 1e-3)"),
@@ -273,13 +274,19 @@ def report(r: dict) -> str:
            f"`python -m bench.corpus_index` on {r['machine']}; model {b['model']}, mean "
            f"pooling, float16 vectors, {r['build']['ann_index']}.", "",
            table(["measurement", "value", "target", "result"], rows), "",
-           "Build time, size and the Ray ratio are single runs and carry no interval.", "",
-           f"Plain embed (the `ctxlens embed` path, no database) ran at "
+           "Build time, size and the Ray ratio are single runs and carry no interval."
+           + (f" The queries were measured again on the same index on "
+              f"{r['queries_measured']['when']} (`python -m bench.corpus_index --queries-only "
+              "INDEX" + (" --cold" if r["queries_measured"]["page_cache_dropped"] else "")
+              + "`), after the rest of this page."
+              if r.get("queries_measured") else ""), "",
+           f"Plain embed (the engine encoding and pooling every layer as the index does, "
+           f"untraced, no database) ran at "
            f"{b['embed_per_s']:.0f} sentences/s on a {b['embed_sample']:,}-sentence sample; the "
            f"embedding and writing at {b['sentences'] / b['embed_write_s']:.0f} sentences/s "
            f"({b['embed_write_s'] / 60:.1f} min), the whole build at {b['build_per_s']:.0f} "
            f"sentences/s: {b['finish_s'] / 60:.1f} min of it compacting and building the ANN "
-           "and scalar indexes, the part that misses the time target. "
+           "and scalar indexes. "
            f"{b['bytes'] / 2**30:.2f} GiB on disk for {b['rows']:,} rows (the embed sample "
            "is different sentences from the build, so the first ratio is approximate).", ""]
     if why:
@@ -294,17 +301,42 @@ def report(r: dict) -> str:
                         f"{b['bytes'] / 2**20:.0f} MiB", f"{b['seconds']:.0f} (with embedding)",
                         f"{q['p50_ms']:.1f} / {q['p95_ms']:.1f} (one layer's table, re-ranked)"]]),
                 "",
-                "FAISS answers a bare vector query faster, but the rows (sentence, word, "
+                f"FAISS answers a bare vector query in {f['faiss_p50_ms']:.1f} ms at the "
+                f"median (LanceDB {q['p50_ms']:.1f} ms), but the rows (sentence, word, "
                 "position) then live in a second store that we would keep in step ourselves, "
                 "a filter by word needs a post-filter, and an interrupted build needs our own "
                 "bookkeeping. LanceDB keeps vectors and rows in one on-disk Arrow table per "
                 "layer, filters by word with a scalar index, re-ranks ANN candidates exactly "
                 "(`refine_factor`), and commits each append atomically, which is what makes "
-                "`ctxlens index` resumable. We chose LanceDB "
-                "for that, at the price of slower queries than a bare FAISS index"
-                + (" (inside the target)." if q["p95_ms"] <= TARGETS["p95_ms"] else
-                   " (its median inside the target, its tail not)."), ""]
+                "`ctxlens index` resumable. We chose LanceDB for that"
+                + (" (its queries inside the target)." if q["p95_ms"] <= TARGETS["p95_ms"] else
+                   " (its median query inside the target, its tail not)."), ""]
     return "\n".join(out)
+
+
+def _queries_again(args) -> int:
+    import subprocess
+
+    from engine.corpus.index import REFINE
+    from engine.corpus.query import CorpusIndex
+
+    path = args.out / "corpus.json"
+    result = json.loads(path.read_text())
+    cold = args.cold and subprocess.run("sync && echo 3 > /proc/sys/vm/drop_caches",
+                                        shell=True, capture_output=True).returncode == 0
+    index = CorpusIndex(args.queries_only)
+    ann = {**index.manifest.ann_index, "refine_factor": REFINE}
+    ann.pop("tables", None)
+    result["build"]["ann_index"] = ", ".join(f"{k} {v}" for k, v in ann.items()) + \
+        ", tables one per layer"
+    result["queries"] = query_bench(index)
+    result["queries_again"] = query_bench(index, recall=False)
+    result["queries_measured"] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                                  "page_cache_dropped": cold}
+    path.write_text(json.dumps(result, indent=1))
+    (args.out / "corpus.md").write_text(report(result))
+    print(report(result))
+    return 0
 
 
 def main(argv=None) -> int:
@@ -314,6 +346,11 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", default="all")
     ap.add_argument("--out", type=Path, default=ROOT / "results")
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--queries-only", type=Path, metavar="INDEX",
+                    help="measure the queries again on an index kept by --keep and merge them "
+                    "into the stored corpus.json")
+    ap.add_argument("--cold", action="store_true", help="with --queries-only: drop the page "
+                    "cache first (needs root), so the first pass reads from disk")
     ap.add_argument("--keep", type=Path, help="move the built index here instead of deleting "
                     "it (to measure queries again without a rebuild)")
     args = ap.parse_args(argv)
@@ -325,6 +362,8 @@ def main(argv=None) -> int:
     from engine.corpus import sources
     from engine.corpus.query import CorpusIndex
 
+    if args.queries_only:
+        return _queries_again(args)
     brown = sources.brown()
     sentences = list(brown.sentences[:args.sentences] if args.sentences else brown.sentences)
     tmp = Path(tempfile.mkdtemp(prefix="ctxlens-corpus-bench-"))

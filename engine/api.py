@@ -110,16 +110,21 @@ class Engine:
         base = [self._files(self.entry(entry.base), progress)] if entry.base else []
         return base + [self._files(entry, progress)]
 
-    def hidden_state_encoder(self, model_id: str, progress: bool = True):
+    def hidden_state_encoder(self, model_id: str, progress: bool = True,
+                             layers: Sequence[int] | None = None):
         """What encodes a model's texts when no attention maps are asked: with `traced`, the
         model's cached graph (traced now, once, where there is none yet and the family and
-        load options allow), else the model itself."""
+        load options allow), else the model itself. The graph runs every block, so layers
+        that stop below the top go to the model, which skips the blocks above them."""
         if not self.traced:
             return self.adapter(model_id, progress)
         with self._lock:
             if model_id not in self._traced:
                 self._traced[model_id] = self._load_traced(model_id, progress)
-            return self._traced[model_id] or self.adapter(model_id, progress)
+            graph = self._traced[model_id]
+        if graph is None or (layers is not None and max(layers, default=0) < graph.n_layers):
+            return self.adapter(model_id, progress)
+        return graph
 
     def _load_traced(self, model_id: str, progress: bool):
         from engine.families import traced
@@ -175,7 +180,7 @@ class Engine:
                    if enc is None or (want_maps and enc.attentions is None)]
         if missing:
             encoder = self.adapter(model_id) if want_maps else \
-                self.hidden_state_encoder(model_id)
+                self.hidden_state_encoder(model_id, layers=layers)
             fresh = encoder.encode([texts[i] for i in missing], batch_size=batch_size,
                                    attentions=want_maps, layers=layers)
             for i, enc in zip(missing, fresh):

@@ -191,7 +191,7 @@ def cmd_embed(args, engine_cls) -> int:
             raise TextError(f"sentence {i + 1}: {e}") from e
     # traced: a batch run in a fresh process starts from the model's cached graph
     engine = engine_cls(device=args.device, dtype=args.dtype, cache_size=0, traced=True)
-    engine.hidden_state_encoder(args.model)
+    engine.hidden_state_encoder(args.model, layers=args.layers)
     with tqdm(total=len(texts), unit="sent", desc=f"embed {args.model}",
               disable=len(texts) < 50 or None) as bar:
         per_text = embed_pooled(engine, args.model, texts, args.batch_size, args.pool,

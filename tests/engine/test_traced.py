@@ -59,9 +59,16 @@ def test_a_traced_graph_gives_the_models_hidden_states(cache, model):
     fast = Engine(cache_size=0, traced=True)
     plain = Engine(cache_size=0)
     _assert_same(fast.encode(model, TEXTS, batch_size=2), plain.encode(model, TEXTS))
-    _assert_same(fast.encode(model, TEXTS[:3], layers=(0, 2)),
-                 plain.encode(model, TEXTS[:3], layers=(0, 2)))
     graphs = _graphs(cache)
+    top = json.loads((graphs[0] / traced.MANIFEST_FILE).read_text())["n_layers"]
+    cached = Engine(cache_size=0, traced=True)       # finds the graph: loads no model
+    _assert_same(cached.encode(model, TEXTS[:3], layers=(0, 2, top)),
+                 plain.encode(model, TEXTS[:3], layers=(0, 2, top)))
+    assert not cached.is_loaded(model)
+    # layers that stop below the top go to the model, which runs only the blocks they need
+    _assert_same(cached.encode(model, TEXTS[:3], layers=(0, 2)),
+                 plain.encode(model, TEXTS[:3], layers=(0, 2)))
+    assert cached.is_loaded(model)
     assert len(graphs) == 1
     meta = json.loads((graphs[0] / traced.MANIFEST_FILE).read_text())
     assert meta["model_id"] == model and meta["max_abs_diff"] <= traced.TOLERANCE
