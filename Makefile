@@ -53,7 +53,7 @@ bench: install
 INDEX_MODEL ?= minilm-l6
 index: install
 	$(PY) -m engine.cli index --model $(INDEX_MODEL) --corpus brown \
-		--output $(HOME)/.cache/ctxlens/indexes/brown-$(INDEX_MODEL)
+		--output $(HOME)/.cache/ctxlens/indexes/brown-$(INDEX_MODEL) --replace-older
 
 clean:
 	rm -rf $(VENV) .pytest_cache

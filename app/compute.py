@@ -300,8 +300,9 @@ def brown_index_path(model_id: str):
 def build_brown_index(model_id: str, on_progress) -> None:
     from engine.corpus.index import build
 
+    # the folder is the app's own: an index of an older format there is built again
     build(model_id, "brown", brown_index_path(model_id), progress=False,
-          engine=get_engine(), on_progress=on_progress)
+          engine=get_engine(), on_progress=on_progress, replace_older=True)
 
 
 def _index(folder: str):

@@ -80,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     ix.add_argument("--workers", type=int, default=2, help="Ray actors (one model each)")
     ix.add_argument("--batch-size", type=int, default=32)
     ix.add_argument("--commit-sentences", type=int, default=2048, help=argparse.SUPPRESS)
+    ix.add_argument("--replace-older", action="store_true", help="an index of an older "
+                    "ctxlens format in --output is deleted and built again")
 
     nb = sub.add_parser("neighbours", help="the nearest occurrences in an index of a word in "
                         "its sentence")
@@ -294,7 +296,8 @@ def cmd_index(args, engine_cls) -> int:
     m = build(args.model, args.corpus, args.output, layers=args.layers, pool=args.pool,
               engine_kind=args.engine, batch_size=args.batch_size, device=args.device,
               dtype=args.dtype, ray_address=args.ray_address, ray_workers=args.workers,
-              commit_sentences=args.commit_sentences, engine=engine_cls(device=args.device, dtype=args.dtype, cache_size=0))
+              commit_sentences=args.commit_sentences, replace_older=args.replace_older,
+              engine=engine_cls(device=args.device, dtype=args.dtype, cache_size=0))
     per = m.rows / max(1, len(m.layers))
     print(f"ctxlens: {args.output}: {m.n_sentences:,} sentences, {per:,.0f} occurrences x "
           f"{len(m.layers)} layers = {m.rows:,} rows, {m.bytes_on_disk / 2**20:,.1f} MiB "

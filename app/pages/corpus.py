@@ -33,7 +33,7 @@ def build_offer() -> None:
         return
     target = compute.brown_index_path(model)
     st.info(f"No corpus index yet. Build one of the Brown corpus (57k sentences, 1.16M words) "
-            f"for {model}, every layer, into {target} (about 20 minutes on 2 cores; `make "
+            f"for {model}, every layer, into {target} (about 11 minutes on 2 cores; `make "
             "index` does the same from a terminal; an interrupted build continues where it "
             "stopped).")
     if st.button(f"Build the Brown index for {model}", key="corpus_build"):

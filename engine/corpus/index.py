@@ -202,6 +202,18 @@ def _disk_full(err: BaseException) -> bool:
             or "os error 28" in str(err))
 
 
+def older_format(folder: Path) -> str | None:
+    """The format of a ctxlens index in `folder` that this version no longer reads, else None."""
+    try:
+        schema = json.loads((folder / "manifest.json").read_text()).get("schema")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(schema, str) and schema.startswith("ctxlens-index/") and \
+            schema != MANIFEST_SCHEMA:
+        return schema
+    return None
+
+
 def _check_same(old: Manifest, new: Manifest, folder: Path) -> None:
     for name in ("model", "pooling", "corpus_hash", "layers"):
         if getattr(old, name) != getattr(new, name):
@@ -214,10 +226,12 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
           engine_kind: str = "local", batch_size: int = 32, device: str = "auto",
           dtype: str = "float32", ray_address: str | None = None, ray_workers: int = 2,
           commit_sentences: int = COMMIT_SENTENCES, progress: bool = True,
-          engine=None, on_progress=None) -> Manifest:
+          engine=None, on_progress=None, replace_older: bool = False) -> Manifest:
     """Embed every word of the corpus at the chosen layers into the index at `out`, resuming
     where a previous run stopped. Returns the final manifest. on_progress(done, total) is
-    called after each commit (sentences)."""
+    called after each commit (sentences). `replace_older`: an index of an older ctxlens
+    format in `out` is deleted and built again (for folders the app owns), instead of a
+    one-line refusal."""
     from engine.api import Engine
 
     if engine_kind not in ("local", "ray"):
@@ -225,6 +239,12 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
     if batch_size < 1 or commit_sentences < 1:
         raise EngineError("--batch-size must be at least 1")
     folder = Path(out).expanduser()
+    old_schema = older_format(folder)
+    if old_schema and replace_older:
+        if progress:
+            print(f"ctxlens: {folder} holds a {old_schema} index, which this ctxlens does not "
+                  f"read; building it again ({MANIFEST_SCHEMA})", flush=True)
+        shutil.rmtree(folder)
     corpus = sources.load(src, progress=progress)
     eng = engine or Engine(device=device, dtype=dtype, cache_size=0)
     info = eng.adapter(model_id, progress=progress).info

@@ -34,6 +34,35 @@ def test_without_an_index_the_page_offers_to_build_brown(tiny_engine, tmp_path, 
     assert any(b.label.startswith("Build the Brown index") for b in at.button)
 
 
+def test_an_older_format_index_in_the_apps_folder_is_built_again(tiny_engine, tmp_path,
+                                                                  monkeypatch):
+    """An index of format 1 (one table for all layers) where the page builds Brown: the page
+    offers the build, and the build replaces it (it used to end in "another format")."""
+    import json
+
+    from engine.corpus import sources
+
+    monkeypatch.setenv("CTXLENS_INDEX_DIRS", str(tmp_path / "none"))
+    monkeypatch.setattr(catalog, "DEFAULT_DIR", tmp_path / "default")
+    # a small stand-in for Brown, so the build takes seconds
+    monkeypatch.setattr(sources, "brown", lambda build=True, progress=True: sources.Corpus(
+        "brown", tuple(_corpus(40, seed=13))))
+    at = page("corpus").run()
+    model = next(b.label for b in at.button
+                 if b.label.startswith("Build the Brown index")).removeprefix(
+        "Build the Brown index for ")
+    old = catalog.brown_index_path(model)
+    (old / "db" / "occurrences.lance").mkdir(parents=True)
+    (old / "manifest.json").write_text(json.dumps({"schema": "ctxlens-index/1"}))
+    at = page("corpus").run()
+    no_failures(at)
+    at.button(key="corpus_build").click().run()
+    no_failures(at)
+    assert json.loads((old / "manifest.json").read_text())["schema"] == \
+        corpus_index.MANIFEST_SCHEMA
+    assert not any(b.label.startswith("Build the Brown index") for b in at.button)
+
+
 def _corpus_page(**query) -> "AppTest":
     """The Corpus page opened with a link's settings, run once, without errors."""
     at = page("corpus")

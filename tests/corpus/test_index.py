@@ -15,6 +15,7 @@ from engine import cli
 from engine.api import Engine
 from engine.corpus import index as corpus_index
 from engine.corpus.query import CorpusIndex, neighbours, stats
+from engine.errors import EngineError
 from engine.text import split_words
 from tests.tiny_models import save_bert
 
@@ -160,6 +161,25 @@ def test_a_run_stopped_between_two_layer_tables_resumes_with_the_tables_in_step(
     keys2, vec2, _ = _rows(tmp_path / "whole")
     assert keys == keys2 and len(set(keys)) == len(keys)
     assert np.allclose(vec, vec2, atol=2e-3, rtol=1e-3)
+
+
+def test_an_older_format_index_is_refused_in_one_line_or_replaced_when_asked(tiny, tmp_path):
+    """Format 1 kept every layer in one table: it is not read; a build into its folder says
+    so (the folder is the user's), unless told to replace it (the app's own Brown folder)."""
+    old = tmp_path / "ix"
+    (old / "db" / "occurrences.lance").mkdir(parents=True)
+    (old / "manifest.json").write_text(json.dumps({"schema": "ctxlens-index/1"}))
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(_corpus(20, seed=5)))
+    with pytest.raises(EngineError, match="another format .*build it again") as err:
+        corpus_index.build(tiny, str(src), old, layers="0", progress=False)
+    assert len(str(err.value).splitlines()) == 1
+    assert (old / "db" / "occurrences.lance").is_dir()          # nothing touched
+    m = corpus_index.build(tiny, str(src), old, layers="0", progress=False,
+                           replace_older=True)
+    assert m.complete and m.schema == corpus_index.MANIFEST_SCHEMA
+    assert not (old / "db" / "occurrences.lance").exists()
+    assert CorpusIndex(old).count("the", 0) > 0
 
 
 def _open_tables(folder, layers):
