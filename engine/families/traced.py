@@ -172,7 +172,7 @@ def load(folder: Path, model_id: str, family: str) -> TracedEncoder | None:
             raise ValueError("stale manifest")
         graph = torch.jit.load(str(folder / GRAPH_FILE), map_location="cpu")
         tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-    except (OSError, ValueError, RuntimeError):
+    except Exception:  # noqa: BLE001 - torch and tokenizers raise their own types on bad files
         shutil.rmtree(folder, ignore_errors=True)
         return None
     return TracedEncoder(model_id, family, graph.eval(), tokenizer, int(meta["n_layers"]),

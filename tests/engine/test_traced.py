@@ -175,11 +175,14 @@ def test_an_interrupted_build_leaves_nothing_and_a_broken_graph_is_rebuilt(cache
     monkeypatch.setattr(torch.jit, "save", real_save)
     first = Engine(cache_size=0, traced=True).hidden_state_encoder(str(path), progress=False)
     assert isinstance(first, traced.TracedEncoder)
-    (first.folder / traced.GRAPH_FILE).write_bytes(b"not a graph")
-    again = Engine(cache_size=0, traced=True)
-    rebuilt = again.hidden_state_encoder(str(path), progress=False)
-    assert isinstance(rebuilt, traced.TracedEncoder) and again.is_loaded(str(path))
-    assert traced.load(rebuilt.folder, str(path), "bert") is not None
+    for broken in (traced.GRAPH_FILE, traced.TOKENIZER_FILE):
+        folder = Engine(cache_size=0, traced=True).hidden_state_encoder(
+            str(path), progress=False).folder
+        (folder / broken).write_bytes(b"not a graph, not a tokenizer")
+        again = Engine(cache_size=0, traced=True)
+        rebuilt = again.hidden_state_encoder(str(path), progress=False)
+        assert isinstance(rebuilt, traced.TracedEncoder) and again.is_loaded(str(path))
+        assert traced.load(rebuilt.folder, str(path), "bert") is not None
 
 
 def test_only_cpu_float32_and_traceable_families_are_traced(cache):
