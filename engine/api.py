@@ -135,6 +135,8 @@ class Engine:
                 not traced.usable(self.options.device, self.options.dtype):
             return None
         folder = traced.graph_dir(model_id, self._sources(model_id, progress), cache_dir())
+        if traced.refused(folder):           # tried before on these files: the model runs
+            return None
         graph = traced.load(folder, model_id, family_name)
         if graph is None:
             graph, why = traced.build(self.adapter(model_id, progress), folder, progress)

@@ -73,7 +73,7 @@ register(Family("elmo", "ELMo", "engine.families.elmo.adapter",
                            "scalar_mix"})))
 register(Family("gpt", "GPT", "engine.families.gpt",
                 frozenset({"hidden_states", "attention", "fill_blank", "next_word",
-                           "logit_lens", "query_key"}), reads_gguf=True))
+                           "logit_lens", "query_key"}), reads_gguf=True, traced_encoder=True))
 register(Family("bert", "BERT", "engine.families.bert",
                 frozenset({"hidden_states", "attention", "masked_lm", "fill_blank",
                            "query_key"}), traced_encoder=True))

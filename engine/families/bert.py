@@ -59,18 +59,18 @@ class BertAdapter:
         # the encoder without the MLM head: no vocabulary projection is computed for encode()
         return self.model.base_model if self.has_mlm else self.model
 
-    def _prepare(self, wt: WordText) -> WordText:
+    def prepare(self, wt: WordText) -> WordText:
         return with_mask_token(wt, self.tokenizer.mask_token or MASK)
 
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,
                attentions: bool = False, layers: Sequence[int] | None = None
                ) -> list[Encoding]:
         return hf.encode_texts(self.model_id, "bert", self.encoder, self.tokenizer, texts,
-                               batch_size, self.max_tokens, self.pad_id, self._prepare,
+                               batch_size, self.max_tokens, self.pad_id, self.prepare,
                                attentions=attentions, layers=layers)
 
     def query_key(self, text: WordText, layer: int) -> QueryKey:
-        t = hf.tokenize(self.tokenizer, self._prepare(text), self.max_tokens)
+        t = hf.tokenize(self.tokenizer, self.prepare(text), self.max_tokens)
         q, k, scale = hf.query_key(self.encoder, t, layer)
         return QueryKey(self.model_id, t.tokens, layer, q, k, scale, causal=False)
 
@@ -87,7 +87,7 @@ class BertAdapter:
         if len(text.mask_indices) != 1:
             raise EngineError(f"put exactly one {MASK} in the text "
                               f"(found {len(text.mask_indices)})")
-        t = hf.tokenize(self.tokenizer, self._prepare(text), self.max_tokens)
+        t = hf.tokenize(self.tokenizer, self.prepare(text), self.max_tokens)
         word = text.mask_indices[0]
         pos = [i for i, (tid, w) in enumerate(zip(t.input_ids, t.token_to_word))
                if w == word and tid == self.tokenizer.mask_token_id]

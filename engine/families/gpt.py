@@ -100,11 +100,18 @@ class GPTAdapter:
     def device(self) -> str:
         return str(next(self.model.parameters()).device)
 
+    @property
+    def encoder(self):
+        # the decoder stack without the vocabulary projection
+        return self.model.base_model
+
+    def prepare(self, wt: WordText) -> WordText:
+        return wt                   # a GPT reads the text as it is (no mask token to spell)
+
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,
                attentions: bool = False, layers: Sequence[int] | None = None
                ) -> list[Encoding]:
-        # base_model: the decoder stack without the vocabulary projection
-        return hf.encode_texts(self.model_id, "gpt", self.model.base_model, self.tokenizer,
+        return hf.encode_texts(self.model_id, "gpt", self.encoder, self.tokenizer,
                                texts, batch_size, self.max_tokens, self.pad_id,
                                attentions=attentions, layers=layers)
 

@@ -12,6 +12,10 @@ offsets on a set of probe texts, and the same hidden states to TOLERANCE on them
 batches. A graph folder is keyed by the model's files (names, sizes, modification times), the
 torch, transformers and tokenizers versions and GRAPH_FORMAT, so any change builds a new one.
 
+A model whose graph does not pass (gpt-brown: its large GPT-2 residual stream differs by
+4.6e-5 between the padded trace and the model's unpadded causal path) gets a manifest that
+records why, so later runs use the model at once instead of tracing again.
+
 A TorchScript archive is code as well as weights, so the engine loads graphs only from folders
 it wrote itself in its own cache, never from a model folder or a download.
 
@@ -41,9 +45,10 @@ from engine.families.base import check_layers
 from engine.result import Encoding
 from engine.text import MASK, WordText, to_word_text
 
-GRAPH_FORMAT = 1
+GRAPH_FORMAT = 2
 TOLERANCE = 1e-5
 GRAPH_FILE, TOKENIZER_FILE, MANIFEST_FILE = "graph.pt", "tokenizer.json", "manifest.json"
+VOCAB_FILE = "readable_tokens.json"     # every id's readable token, as hf.readable_tokens gives
 
 # Texts the graph and the tokenizer must reproduce before a graph is kept: lengths from 3 to
 # ~120 tokens (a trace must not bake in one length or the all-ones mask of an unpadded batch),
@@ -106,7 +111,8 @@ def _stacked(encoder):
 
 @dataclass
 class TracedEncoder:
-    """Hidden states of every layer from a cached graph; what Adapter.encode gives for them."""
+    """Hidden states of every layer from a cached graph (a BERT encoder or a GPT decoder
+    stack); what Adapter.encode gives for them."""
 
     model_id: str
     family: str
@@ -118,13 +124,15 @@ class TracedEncoder:
     mask_token: str
     layer_names: tuple[str, ...]
     folder: Path
+    readable: tuple[str, ...]   # readable token of each id (byte-level BPE is decoded)
 
     def tokenize(self, texts: Sequence[WordText]) -> list[hf.TokenizedText]:
         from engine.families.bert import with_mask_token
 
         prepared = [with_mask_token(wt, self.mask_token) for wt in texts]
         encs = self.tokenizer.encode_batch([wt.text for wt in prepared])
-        return [hf.tokenized_from(wt, tuple(e.ids), e.offsets, self.max_tokens, tuple(e.tokens))
+        return [hf.tokenized_from(wt, tuple(e.ids), e.offsets, self.max_tokens,
+                                  tuple(self.readable[i] for i in e.ids))
                 for wt, e in zip(prepared, encs)]
 
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,
@@ -161,7 +169,7 @@ class TracedEncoder:
 def load(folder: Path, model_id: str, family: str) -> TracedEncoder | None:
     """The graph in `folder`, or None when there is none (or an unreadable one, which is
     removed so that it is built again)."""
-    if not (folder / MANIFEST_FILE).is_file():
+    if not (folder / MANIFEST_FILE).is_file() or refused(folder):
         return None
     import torch
     from tokenizers import Tokenizer
@@ -172,24 +180,42 @@ def load(folder: Path, model_id: str, family: str) -> TracedEncoder | None:
             raise ValueError("stale manifest")
         graph = torch.jit.load(str(folder / GRAPH_FILE), map_location="cpu")
         tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+        readable = tuple(json.loads((folder / VOCAB_FILE).read_text()))
     except Exception:  # noqa: BLE001 - torch and tokenizers raise their own types on bad files
         shutil.rmtree(folder, ignore_errors=True)
         return None
     return TracedEncoder(model_id, family, graph.eval(), tokenizer, int(meta["n_layers"]),
                          int(meta["max_tokens"]), int(meta["pad_id"]), meta["mask_token"],
-                         tuple(meta["layer_names"]), folder)
+                         tuple(meta["layer_names"]), folder, readable)
+
+
+def refused(folder: Path) -> str | None:
+    """Why this model's graph was not kept (recorded by build), or None: a refusal holds for
+    the same files and versions, so the model is not traced again on every run."""
+    try:
+        meta = json.loads((folder / MANIFEST_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return meta.get("untraced") if meta.get("format") == GRAPH_FORMAT else None
 
 
 def build(adapter, folder: Path, progress: bool = True) -> tuple[TracedEncoder | None, str]:
     """Trace `adapter`'s encoder into `folder` (atomically: a temporary folder renamed into
-    place) once it reproduces the model on PROBE_TEXTS; (the graph, "") or (None, why not).
-    Older graphs of the same model are removed."""
-    import torch
-    from tokenizers import Tokenizer
-
+    place) once it reproduces the model on PROBE_TEXTS; (the graph, "") or (None, why not),
+    the refusal then recorded in `folder` instead. Older graphs of the same model are
+    removed."""
     if progress:
         print(f"ctxlens: tracing {adapter.model_id}'s encoder once for fast start-up, a few "
               f"seconds (cached in {folder})", file=sys.stderr, flush=True)
+    graph, meta = _trace(adapter, folder)
+    _write(folder, graph, meta)
+    return graph, meta.get("untraced", "")
+
+
+def _trace(adapter, folder: Path) -> tuple[TracedEncoder | None, dict]:
+    import torch
+    from tokenizers import Tokenizer
+
     tokenizer = Tokenizer.from_str(adapter.tokenizer.backend_tokenizer.to_str())
     tokenizer.no_padding()
     tokenizer.no_truncation()
@@ -197,28 +223,31 @@ def build(adapter, folder: Path, progress: bool = True) -> tuple[TracedEncoder |
     for t in PROBE_TEXTS:       # those the model takes (a small one has few positions)
         wt = to_word_text(t)
         try:
-            hf.tokenize(adapter.tokenizer, adapter._prepare(wt), adapter.max_tokens)
+            hf.tokenize(adapter.tokenizer, adapter.prepare(wt), adapter.max_tokens)
         except EngineError:
             continue
         texts.append(wt)
+    meta = {"format": GRAPH_FORMAT, "model_id": adapter.model_id}
     if len(texts) < 3:
-        return None, "too few probe texts fit the model to check a graph"
+        return None, {**meta, "untraced": "too few probe texts fit the model to check a graph"}
     mask_token = adapter.tokenizer.mask_token or MASK
     cfg = adapter.encoder.config
-    meta = {"format": GRAPH_FORMAT, "model_id": adapter.model_id,
-            "n_layers": int(cfg.num_hidden_layers), "max_tokens": int(adapter.max_tokens),
-            "pad_id": int(adapter.pad_id), "mask_token": mask_token,
+    meta = {**meta, "n_layers": int(cfg.num_hidden_layers),
+            "max_tokens": int(adapter.max_tokens), "pad_id": int(adapter.pad_id),
+            "mask_token": mask_token,
             "layer_names": list(hf.layer_names(cfg.num_hidden_layers))}
+    readable = hf.readable_tokens(adapter.tokenizer, range(len(adapter.tokenizer)))
     draft = TracedEncoder(adapter.model_id, adapter.info.family, None, tokenizer,
                           meta["n_layers"], meta["max_tokens"], meta["pad_id"], mask_token,
-                          tuple(meta["layer_names"]), folder)
+                          tuple(meta["layer_names"]), folder, readable)
     mine = draft.tokenize(texts)
-    theirs = hf.tokenize_many(adapter.tokenizer, [adapter._prepare(wt) for wt in texts],
+    theirs = hf.tokenize_many(adapter.tokenizer, [adapter.prepare(wt) for wt in texts],
                               adapter.max_tokens)
     for a, b in zip(mine, theirs):
         if a.input_ids != b.input_ids or a.tokens != b.tokens or \
                 not np.array_equal(a.token_to_word, b.token_to_word):
-            return None, f"its tokenizer read back from JSON splits {a.text.text!r} differently"
+            return None, {**meta, "untraced": f"its tokenizer read back from JSON splits "
+                                              f"{a.text.text!r} differently"}
     # trace on a padded batch, so that the attention mask is applied as data in the graph
     ids, mask = hf.pad_batch(mine[:4], meta["pad_id"], "cpu")
     with warnings.catch_warnings(), torch.no_grad():
@@ -231,13 +260,24 @@ def build(adapter, folder: Path, progress: bool = True) -> tuple[TracedEncoder |
         for got, ref in zip(draft.encode(texts, batch_size=batch_size), reference):
             worst = max(worst, float(np.abs(got.hidden_states - ref.hidden_states).max()))
     if worst > TOLERANCE:
-        return None, f"its traced graph differs from the model by {worst:.1e} (> {TOLERANCE})"
+        return None, {**meta, "untraced": f"its traced graph differs from the model by "
+                                          f"{worst:.1e} (> {TOLERANCE})"}
     meta["max_abs_diff"] = worst
+    return draft, meta
+
+
+def _write(folder: Path, graph: TracedEncoder | None, meta: dict) -> None:
+    """The graph (or only the refusal in `meta`) into `folder`, atomically."""
+    import torch
+
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
     try:
-        torch.jit.save(draft.graph, str(tmp / GRAPH_FILE))
-        tokenizer.save(str(tmp / TOKENIZER_FILE))
+        if graph is not None:
+            torch.jit.save(graph.graph, str(tmp / GRAPH_FILE))
+            graph.tokenizer.save(str(tmp / TOKENIZER_FILE))
+            (tmp / VOCAB_FILE).write_text(json.dumps(list(graph.readable),
+                                                     ensure_ascii=False))
         (tmp / MANIFEST_FILE).write_text(json.dumps(meta, indent=1))
         try:
             os.rename(tmp, folder)
@@ -251,4 +291,3 @@ def build(adapter, folder: Path, progress: bool = True) -> tuple[TracedEncoder |
     for old in folder.parent.iterdir():
         if old != folder and old.is_dir() and not old.name.startswith(".tmp-"):
             shutil.rmtree(old, ignore_errors=True)
-    return draft, ""

@@ -153,9 +153,35 @@ def test_a_graph_that_differs_from_the_model_is_not_kept(cache, model_dir, monke
     fast = Engine(cache_size=0, traced=True)
     got = fast.encode(str(path), ["the bank was closed ."])
     assert "runs untraced" in capsys.readouterr().err
-    assert _graphs(cache) == []
+    folder, = _graphs(cache)
+    assert not (folder / traced.GRAPH_FILE).exists() and traced.refused(folder)
     assert fast.is_loaded(str(path))                  # the model itself answered
     _assert_same(got, Engine(cache_size=0).encode(str(path), ["the bank was closed ."]))
+    # the refusal is remembered: the next engine neither traces nor says so again
+    monkeypatch.setattr(traced, "build", lambda *a, **k: pytest.fail("traced again"))
+    again = Engine(cache_size=0, traced=True)
+    assert again.hidden_state_encoder(str(path)) is again.adapter(str(path))
+    err = capsys.readouterr().err
+    assert "tracing" not in err and "untraced" not in err
+
+
+def _bundled_gpts() -> list[str]:
+    return [m for m, e in load_registry().items()
+            if e.family == "gpt" and availability(e) == "bundled"]
+
+
+@pytest.mark.parametrize("model", _bundled_gpts())
+def test_a_gpt_is_traced_where_its_graph_matches_and_runs_untraced_where_not(cache, model):
+    """Every bundled GPT gives the model's own tokens (byte-level BPE decoded as the engine
+    reads them) and vectors, from the graph where it passed its check, else from the model."""
+    fast = Engine(cache_size=0, traced=True)
+    encoder = fast.hidden_state_encoder(model, progress=False)
+    _assert_same(fast.encode(model, TEXTS), Engine(cache_size=0).encode(model, TEXTS))
+    folder, = _graphs(cache)
+    if isinstance(encoder, traced.TracedEncoder):
+        assert (folder / traced.GRAPH_FILE).is_file() and not traced.refused(folder)
+    else:
+        assert "differs from the model" in traced.refused(folder)
 
 
 def test_an_interrupted_build_leaves_nothing_and_a_broken_graph_is_rebuilt(cache, model_dir,
@@ -190,5 +216,5 @@ def test_only_cpu_float32_and_traceable_families_are_traced(cache):
     assert not traced.usable("cpu", "bfloat16")
     from engine.families import family
 
-    assert family("bert").traced_encoder and not family("gpt").traced_encoder
+    assert family("bert").traced_encoder and family("gpt").traced_encoder
     assert not family("elmo").traced_encoder
