@@ -68,39 +68,33 @@ def _queries(index, n: int = 200, seed: int = 0):
 def query_bench(index, recall: bool = True) -> dict:
     """Latency of 200 seeded ANN queries and, with `recall`, their recall@10 against exact
     search."""
-    if not recall:
-        lat = []
-        for v, layer in _queries(index):
-            start = time.perf_counter()
-            index.search(v, layer, 10)
-            lat.append((time.perf_counter() - start) * 1000)
-        from bench.report import quantile_ci
-
-        p50, p95 = quantile_ci(lat, 50), quantile_ci(lat, 95)
-        return {"queries": len(lat), "p50_ms": p50[0], "p50_ci": p50[1:], "p95_ms": p95[0],
-                "p95_ci": p95[1:], "latencies_ms": lat}
     qs = _queries(index)
-    for v, layer in qs[:5]:
-        index.search(v, layer, 10)                            # warm the index files
-    lat, recall, recall_ids = [], [], []
+    if recall:
+        for v, layer in qs[:5]:
+            index.search(v, layer, 10)                        # warm the index files
+    lat, by_distance, by_identity = [], [], []
     for v, layer in qs:
         start = time.perf_counter()
         ann = index.search(v, layer, 10)
         lat.append((time.perf_counter() - start) * 1000)
-        exact = index.search(v, layer, 10, exact=True)
-        recall.append(distance_recall(ann, exact))
-        want = {(h.sentence_id, h.position) for h in exact}
-        recall_ids.append(len(want & {(h.sentence_id, h.position) for h in ann})
-                          / max(1, len(want)))
+        if recall:
+            exact = index.search(v, layer, 10, exact=True)
+            by_distance.append(distance_recall(ann, exact))
+            want = {(h.sentence_id, h.position) for h in exact}
+            by_identity.append(len(want & {(h.sentence_id, h.position) for h in ann})
+                               / max(1, len(want)))
     from bench.report import quantile_ci
 
     p50, p95 = quantile_ci(lat, 50), quantile_ci(lat, 95)
-    return {"queries": len(qs), "p50_ms": p50[0], "p50_ci": p50[1:], "p95_ms": p95[0],
-            "p95_ci": p95[1:], "recall_at_10": float(np.mean(recall)),
-            "recall_ci": _mean_ci(recall), "recall_definition": "distance",
-            "recall_min": float(np.min(recall)), "latencies_ms": lat, "recalls": recall,
-            "recall_ids_at_10": float(np.mean(recall_ids)),
-            "recall_ids_ci": _mean_ci(recall_ids)}
+    out = {"queries": len(qs), "p50_ms": p50[0], "p50_ci": p50[1:], "p95_ms": p95[0],
+           "p95_ci": p95[1:], "latencies_ms": lat}
+    if recall:
+        out.update({"recall_at_10": float(np.mean(by_distance)),
+                    "recall_ci": _mean_ci(by_distance), "recall_definition": "distance",
+                    "recall_min": float(np.min(by_distance)), "recalls": by_distance,
+                    "recall_ids_at_10": float(np.mean(by_identity)),
+                    "recall_ids_ci": _mean_ci(by_identity)})
+    return out
 
 
 def distance_recall(ann, exact, eps: float = 1e-3) -> float:

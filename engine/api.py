@@ -38,7 +38,7 @@ class Engine:
     def __init__(self, device: str = "auto", dtype: str = "float32", cache_size: int = 512,
                  traced: bool = False):
         """`traced`: hidden states without attention maps come from a traced graph of the
-        model (engine/families/traced.py), built once and cached, where its family allows;
+        model (engine/traced.py), built once and cached, where its family allows;
         batch commands ask for it, so a fresh process need not import transformers."""
         self.options = LoadOptions(device=device, dtype=dtype)
         self.registry = load_registry()
@@ -127,7 +127,7 @@ class Engine:
         return graph
 
     def _load_traced(self, model_id: str, progress: bool):
-        from engine.families import traced
+        from engine import traced
         from engine.registry import cache_dir
 
         family_name = self.family(model_id)
@@ -135,10 +135,9 @@ class Engine:
                 not traced.usable(self.options.device, self.options.dtype):
             return None
         folder = traced.graph_dir(model_id, self._sources(model_id, progress), cache_dir())
-        if traced.refused(folder):           # tried before on these files: the model runs
-            return None
         graph = traced.load(folder, model_id, family_name)
-        if graph is None:
+        # none yet, unless a build on these files refused it: then the model runs
+        if graph is None and not traced.refused(folder):
             graph, why = traced.build(self.adapter(model_id, progress), folder, progress)
             if graph is None and progress:
                 print(f"ctxlens: {model_id} runs untraced: {why}", file=sys.stderr, flush=True)

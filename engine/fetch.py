@@ -140,34 +140,41 @@ def converted_dir(model_id: str, gguf_path: Path) -> Path:
             / f"{gguf_path.stem}-{st.st_size}-{st.st_mtime_ns}")
 
 
-def ensure_converted(model_id: str, gguf_path: Path, convert: Callable[[Path], None],
-                     progress: bool = True) -> tuple[Path, bool]:
-    """The converted model folder and whether it came from the cache.
-
-    `convert(folder)` writes the model there. It writes into a temporary folder beside the
-    final one, renamed into place only when complete, so an interrupted conversion never
-    leaves a half-written cache behind; older conversions of the same model are removed.
-    """
-    final = converted_dir(model_id, gguf_path)
-    if (final / "config.json").exists():
-        return final, True
+def publish(final: Path, write: Callable[[Path], None], marker: str) -> bool:
+    """Write a cache folder atomically: `write(folder)` fills a temporary folder beside `final`,
+    which is renamed into place only when complete, so an interruption never leaves half a
+    folder; older siblings (other keys of the same item) are removed. `marker` is the file
+    whose presence says a folder is complete. False when another process published first."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
+    won = True
     try:
-        if progress:
-            print(f"ctxlens: converting GGUF {gguf_path.name} once, ~30 s (cached in {final})",
-                  file=sys.stderr, flush=True)
-        convert(tmp)
+        write(tmp)
         try:
             os.rename(tmp, final)
         except OSError:
-            if not (final / "config.json").exists():  # not a lost race with another process
+            if not (final / marker).exists():        # not a lost race with another process
                 raise
             shutil.rmtree(tmp, ignore_errors=True)
+            won = False
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     for old in final.parent.iterdir():
         if old != final and old.is_dir() and not old.name.startswith(".tmp-"):
             shutil.rmtree(old, ignore_errors=True)
+    return won
+
+
+def ensure_converted(model_id: str, gguf_path: Path, convert: Callable[[Path], None],
+                     progress: bool = True) -> tuple[Path, bool]:
+    """The converted model folder and whether it came from the cache. `convert(folder)` writes
+    the model there, published atomically (publish)."""
+    final = converted_dir(model_id, gguf_path)
+    if (final / "config.json").exists():
+        return final, True
+    if progress:
+        print(f"ctxlens: converting GGUF {gguf_path.name} once, ~30 s (cached in {final})",
+              file=sys.stderr, flush=True)
+    publish(final, convert, "config.json")
     return final, False

@@ -34,7 +34,7 @@ class Family:
     module: str                   # module with load(model_id, path, options, progress, ...)
     capabilities: frozenset[str]
     reads_gguf: bool = False      # module also has convert_gguf(src_dir, file, dest, progress)
-    # its encoders can be traced for batch work (engine/families/traced.py): the trace is
+    # its encoders can be traced for batch work (engine/traced.py): the trace is
     # checked against the model before it is kept, so a row says only "worth trying"
     traced_encoder: bool = False
 

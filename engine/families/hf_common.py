@@ -335,14 +335,26 @@ def encode_texts(model_id: str, family: str, base_model, tokenizer, texts: Seque
     cfg = base_model.config
     check_layers(layers, cfg.num_hidden_layers)
     tokenized = tokenize_many(tokenizer, [prepare(wt) for wt in texts], max_tokens)
-    names = layer_names(cfg.num_hidden_layers)
-    if layers is not None:
-        names = tuple(names[i] for i in layers)
-    out: list[Encoding | None] = [None] * len(texts)
     pair_bytes = 4 * cfg.num_hidden_layers * cfg.num_attention_heads if attentions else 0
-    for group in batches(tokenized, max(1, batch_size), pair_bytes):
-        for i, lo in zip(group, run_layers(base_model, [tokenized[i] for i in group], pad_id,
-                                           attentions, layers)):
+    return encodings(model_id, family, texts, tokenized,
+                     chosen_layer_names(cfg.num_hidden_layers, layers),
+                     batches(tokenized, max(1, batch_size), pair_bytes),
+                     lambda batch: run_layers(base_model, batch, pad_id, attentions, layers))
+
+
+def chosen_layer_names(n_layers: int, layers: Sequence[int] | None) -> tuple[str, ...]:
+    names = layer_names(n_layers)
+    return names if layers is None else tuple(names[i] for i in layers)
+
+
+def encodings(model_id: str, family: str, texts: Sequence[WordText],
+              tokenized: Sequence[TokenizedText], names: tuple[str, ...],
+              groups: Sequence[Sequence[int]], run) -> list[Encoding]:
+    """One Encoding per text, in the texts' order: `run(batch)` gives the LayerOutputs of each
+    batch of `groups` (indices into `tokenized`, as batches() makes them)."""
+    out: list[Encoding | None] = [None] * len(texts)
+    for group in groups:
+        for i, lo in zip(group, run([tokenized[i] for i in group])):
             t = tokenized[i]
             out[i] = Encoding(model_id=model_id, family=family, text=texts[i].text,
                               words=texts[i].words, tokens=t.tokens,

@@ -1,4 +1,4 @@
-"""Traced encoder graphs (engine/families/traced.py): the same hidden states as the model, built
+"""Traced encoder graphs (engine/traced.py): the same hidden states as the model, built
 once into the engine's cache, used by batch commands without transformers, never kept when
 they differ, rebuilt when the model changes."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from engine.api import Engine
-from engine.families import traced
+from engine import traced
 from engine.registry import availability, load_registry
 from tests.tiny_models import save_bert
 

@@ -26,11 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import sys
-import tempfile
 import warnings
 from dataclasses import dataclass
 from importlib import metadata
@@ -45,7 +43,7 @@ from engine.families.base import check_layers
 from engine.result import Encoding
 from engine.text import MASK, WordText, to_word_text
 
-GRAPH_FORMAT = 2
+GRAPH_FORMAT = 3
 TOLERANCE = 1e-5
 GRAPH_FILE, TOKENIZER_FILE, MANIFEST_FILE = "graph.pt", "tokenizer.json", "manifest.json"
 VOCAB_FILE = "readable_tokens.json"     # every id's readable token, as hf.readable_tokens gives
@@ -122,7 +120,6 @@ class TracedEncoder:
     max_tokens: int
     pad_id: int
     mask_token: str
-    layer_names: tuple[str, ...]
     folder: Path
     readable: tuple[str, ...]   # readable token of each id (byte-level BPE is decoded)
 
@@ -138,32 +135,25 @@ class TracedEncoder:
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,
                attentions: bool = False, layers: Sequence[int] | None = None
                ) -> list[Encoding]:
-        import torch
-
         if attentions:
             raise EngineError("a traced graph gives hidden states only; attention maps come "
                               "from the model itself")
         check_layers(layers, self.n_layers)
-        keep = None if layers is None else list(layers)
-        names = self.layer_names if keep is None else tuple(self.layer_names[i] for i in keep)
         tokenized = self.tokenize(texts)
-        out: list[Encoding | None] = [None] * len(texts)
-        for group in hf.batches(tokenized, max(1, batch_size), 0):
-            ids, mask = hf.pad_batch([tokenized[i] for i in group], self.pad_id, "cpu")
-            with torch.inference_mode():
-                hs = self.graph(ids, mask)
-            if keep is not None:
-                hs = hs[:, keep]
-            hs = hs.numpy()
-            for row, i in enumerate(group):
-                t = tokenized[i]
-                out[i] = Encoding(model_id=self.model_id, family=self.family,
-                                  text=texts[i].text, words=texts[i].words, tokens=t.tokens,
-                                  token_to_word=t.token_to_word,
-                                  hidden_states=np.ascontiguousarray(
-                                      hs[row, :, :len(t.input_ids)]),
-                                  layer_names=names)
-        return out
+        return hf.encodings(self.model_id, self.family, texts, tokenized,
+                            hf.chosen_layer_names(self.n_layers, layers),
+                            hf.batches(tokenized, max(1, batch_size), 0),
+                            lambda batch: self._run(batch, layers))
+
+    def _run(self, batch: Sequence[hf.TokenizedText], layers) -> list[hf.LayerOutputs]:
+        import torch
+
+        ids, mask = hf.pad_batch(batch, self.pad_id, "cpu")
+        with torch.inference_mode():
+            hs = self.graph(ids, mask)
+        hs = (hs if layers is None else hs[:, list(layers)]).numpy()
+        return [hf.LayerOutputs(np.ascontiguousarray(hs[row, :, :len(t.input_ids)]), None)
+                for row, t in enumerate(batch)]
 
 
 def load(folder: Path, model_id: str, family: str) -> TracedEncoder | None:
@@ -186,7 +176,7 @@ def load(folder: Path, model_id: str, family: str) -> TracedEncoder | None:
         return None
     return TracedEncoder(model_id, family, graph.eval(), tokenizer, int(meta["n_layers"]),
                          int(meta["max_tokens"]), int(meta["pad_id"]), meta["mask_token"],
-                         tuple(meta["layer_names"]), folder, readable)
+                         folder, readable)
 
 
 def refused(folder: Path) -> str | None:
@@ -234,12 +224,11 @@ def _trace(adapter, folder: Path) -> tuple[TracedEncoder | None, dict]:
     cfg = adapter.encoder.config
     meta = {**meta, "n_layers": int(cfg.num_hidden_layers),
             "max_tokens": int(adapter.max_tokens), "pad_id": int(adapter.pad_id),
-            "mask_token": mask_token,
-            "layer_names": list(hf.layer_names(cfg.num_hidden_layers))}
+            "mask_token": mask_token}
     readable = hf.readable_tokens(adapter.tokenizer, range(len(adapter.tokenizer)))
     draft = TracedEncoder(adapter.model_id, adapter.info.family, None, tokenizer,
                           meta["n_layers"], meta["max_tokens"], meta["pad_id"], mask_token,
-                          tuple(meta["layer_names"]), folder, readable)
+                          folder, readable)
     mine = draft.tokenize(texts)
     theirs = hf.tokenize_many(adapter.tokenizer, [adapter.prepare(wt) for wt in texts],
                               adapter.max_tokens)
@@ -267,27 +256,17 @@ def _trace(adapter, folder: Path) -> tuple[TracedEncoder | None, dict]:
 
 
 def _write(folder: Path, graph: TracedEncoder | None, meta: dict) -> None:
-    """The graph (or only the refusal in `meta`) into `folder`, atomically."""
+    """The graph (or only the refusal in `meta`) into `folder`, published atomically."""
     import torch
 
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
-    try:
+    from engine.fetch import publish
+
+    def write(tmp: Path) -> None:
         if graph is not None:
             torch.jit.save(graph.graph, str(tmp / GRAPH_FILE))
             graph.tokenizer.save(str(tmp / TOKENIZER_FILE))
             (tmp / VOCAB_FILE).write_text(json.dumps(list(graph.readable),
                                                      ensure_ascii=False))
         (tmp / MANIFEST_FILE).write_text(json.dumps(meta, indent=1))
-        try:
-            os.rename(tmp, folder)
-        except OSError:
-            if not (folder / MANIFEST_FILE).exists():   # not a lost race with another process
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    for old in folder.parent.iterdir():
-        if old != folder and old.is_dir() and not old.name.startswith(".tmp-"):
-            shutil.rmtree(old, ignore_errors=True)
+
+    publish(folder, write, MANIFEST_FILE)
