@@ -10,8 +10,9 @@
    ann-benchmarks does, and by identity);
 3. FAISS (IVF-PQ, same partitions) + Parquet on one layer of the same rows: size, build time,
    query time, beside LanceDB on that layer;
-4. Ray Data with 2 single-threaded actors against the local engine on one thread, same sample:
-   throughput per core (target >= 0.9x).
+4. Ray Data with 2 single-threaded actors on 2 cores against the local engine confined to one
+   core, the same 6,000 sentences: throughput per core once running (target >= 0.9x), and with
+   the start-up; `--ray-only` measures this part again and merges it into corpus.json.
 Writes results/corpus.md and corpus.json.
 """
 from __future__ import annotations
@@ -175,28 +176,47 @@ def faiss_compare(index, layer: int, partitions: int, tmp: Path) -> dict:
             "faiss_p95_ms": float(np.percentile(lat, 95))}
 
 
-def ray_compare(model: str, sentences: list[str], tmp: Path) -> dict:
-    """Sentences per second per core: Ray Data with 2 actors of one thread each against the
-    local engine on one thread, the same sentences, both writing an index."""
+RAY_SENTENCES = 6000      # a few commit blocks after the first, for a steady rate
+
+
+def _index_run(model: str, src: Path, out: Path, kind: str, cpus: set[int]) -> dict:
+    """`ctxlens index` in a process confined to `cpus` (its Ray cluster too: the raylet and
+    the actors inherit the affinity); the run record of its manifest."""
     import subprocess
     import sys
 
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "engine.cli", "index", "--model", model, "--corpus", str(src),
+           "--output", str(out), "--layers", "all", "--engine", kind, "--workers", str(len(cpus))]
+    subprocess.run(cmd, env=env, cwd=ROOT, check=True, capture_output=True, timeout=1800,
+                   preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+    return json.loads((out / "manifest.json").read_text())["build"]["runs"][-1]
+
+
+def _rates(run: dict) -> dict:
+    first = run["first_block"]
+    return {"whole_per_s": run["sentences"] / run["seconds"],
+            "steady_per_s": (run["sentences"] - first["sentences"])
+            / (run["seconds"] - first["seconds"]),
+            "first_block_s": first["seconds"], "first_block_sentences": first["sentences"]}
+
+
+def ray_compare(model: str, sentences: list[str], tmp: Path) -> dict:
+    """Sentences per second per core: Ray Data with 2 single-threaded actors on 2 cores
+    against the local engine confined to one core (its writes included), the same sentences,
+    both writing an index. The steady rate counts from the first committed block on (the
+    start-up, a cluster and one model per actor for Ray, is reported beside it)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return {"skipped": "needs 2 CPU cores"}
     src = tmp / "sample.txt"
     src.write_text("\n".join(sentences))
-    rates = {}
-    for kind, threads in (("local", "1"), ("ray", "1")):
-        out = tmp / f"ray-{kind}"
-        env = {**os.environ, "OMP_NUM_THREADS": threads, "HF_HUB_OFFLINE": "1",
-               "TRANSFORMERS_OFFLINE": "1"}
-        cmd = [sys.executable, "-m", "engine.cli", "index", "--model", model, "--corpus",
-               str(src), "--output", str(out), "--layers", "all", "--engine", kind,
-               "--workers", "2"]
-        subprocess.run(cmd, env=env, cwd=ROOT, check=True, capture_output=True, timeout=1800)
-        m = json.loads((out / "manifest.json").read_text())
-        rates[kind] = len(sentences) / m["build"]["runs"][-1]["seconds"]
-    return {"sentences": len(sentences), "local_1_thread_per_s": rates["local"],
-            "ray_2_actors_per_s": rates["ray"],
-            "per_core_ratio": rates["ray"] / (2 * rates["local"])}
+    local = _rates(_index_run(model, src, tmp / "ray-local", "local", {cpus[0]}))
+    ray = _rates(_index_run(model, src, tmp / "ray-ray", "ray", set(cpus[:2])))
+    return {"sentences": len(sentences), "local_1_core": local, "ray_2_actors": ray,
+            "per_core_ratio": ray["steady_per_s"] / (2 * local["steady_per_s"]),
+            "per_core_ratio_whole": ray["whole_per_s"] / (2 * local["whole_per_s"])}
 
 
 def report(r: dict) -> str:
@@ -235,11 +255,15 @@ def report(r: dict) -> str:
         rows.append(["recall@10 by identity (the same occurrences as exact search; a tie "
                      "counts as a miss)", f"{q['recall_ids_at_10']:.3f} (95% CI {lo:.3f}–"
                      f"{hi:.3f}, bootstrap over queries)", "(reported)", ""])
-    if "ray" in r:
-        rows.append([f"Ray Data, 2 actors, per core vs the local engine on one thread "
-                     f"({r['ray']['sentences']:,} sentences)", f"{r['ray']['per_core_ratio']:.2f}×",
+    if "ray" in r and "per_core_ratio" in r["ray"] and "ray_2_actors" in r["ray"]:
+        y = r["ray"]
+        rows.append([f"Ray Data, 2 single-threaded actors on 2 cores, per core vs the local "
+                     f"engine on one core ({y['sentences']:,} sentences, steady rate: from the "
+                     "first embedded block on)", f"{y['per_core_ratio']:.2f}×",
                      f"≥ {TARGETS['ray_per_core']}×",
-                     ok(r["ray"]["per_core_ratio"] >= TARGETS["ray_per_core"])])
+                     ok(y["per_core_ratio"] >= TARGETS["ray_per_core"])])
+        rows.append(["the same, start-up included (Ray: the cluster and a model per actor)",
+                     f"{y['per_core_ratio_whole']:.2f}×", "(reported)", ""])
     f = r.get("faiss", {})
     why = []
     if b["seconds"] / 60 > TARGETS["build_min"] or b["vs_embed"] < TARGETS["vs_embed"]:
@@ -256,14 +280,18 @@ def report(r: dict) -> str:
                    f"over {q['p95_ms']:.0f} ms: a 9 GB index on a 24 GB machine, so a query "
                    "whose partitions are not in the page cache reads them from disk. Next: "
                    "fewer bytes per vector (IVF-PQ codes instead of 8-bit scalars).")
-    if "ray" in r and r["ray"]["per_core_ratio"] < TARGETS["ray_per_core"]:
-        why.append(f"- Ray on this machine: two single-threaded actors reached "
-                   f"{r['ray']['ray_2_actors_per_s']:.0f} sentences/s against "
-                   f"{r['ray']['local_1_thread_per_s']:.0f} for one local thread: the driver "
-                   "that gathers the rows and writes the database is a third busy process on "
-                   "2 cores, every block crosses the object store, and starting the cluster "
-                   "and loading a model per actor costs seconds. The figure says little about "
-                   "a real cluster, where actors have cores (or GPUs) of their own.")
+    if "ray_2_actors" in r.get("ray", {}) and r["ray"]["per_core_ratio"] < TARGETS["ray_per_core"]:
+        y = r["ray"]
+        lo, ra = y["local_1_core"], y["ray_2_actors"]
+        why.append(f"- Ray on this machine: two single-threaded actors on 2 cores reached "
+                   f"{ra['steady_per_s']:.0f} sentences/s once running, against "
+                   f"{lo['steady_per_s']:.0f} for the local engine on one core (embedding and "
+                   f"writing); the first block was in after {ra['first_block_s']:.0f} s "
+                   f"against {lo['first_block_s']:.0f} s (starting the cluster and loading a "
+                   "model per actor). The driver, which gathers the rows and writes the "
+                   "database, and Ray's own processes share the same 2 cores with the actors. "
+                   "The figure says little about a real cluster, where actors have cores (or "
+                   "GPUs) of their own.")
     out = ["# Corpus mode: indexing Brown and searching it", "",
            f"`python -m bench.corpus_index` on {r['machine']}; model {b['model']}, mean "
            f"pooling, float16 vectors, {r['build']['ann_index']}.", "",
@@ -273,7 +301,9 @@ def report(r: dict) -> str:
               f"{r['queries_measured']['when']} (`python -m bench.corpus_index --queries-only "
               "INDEX" + (" --cold" if r["queries_measured"]["page_cache_dropped"] else "")
               + "`), after the rest of this page."
-              if r.get("queries_measured") else ""), "",
+              if r.get("queries_measured") else "")
+           + (f" Ray was measured again on {r['ray']['when']} (`python -m bench.corpus_index "
+              "--ray-only`)." if r.get("ray", {}).get("when") else ""), "",
            f"Plain embed (the engine encoding and pooling every layer as the index does, "
            f"untraced, no database) ran at "
            f"{b['embed_per_s']:.0f} sentences/s on a {b['embed_sample']:,}-sentence sample; the "
@@ -308,6 +338,29 @@ def report(r: dict) -> str:
     return "\n".join(out)
 
 
+def _spread(sentences: list[str], n: int) -> list[str]:
+    """n sentences taken evenly through the corpus (every genre, not its first texts)."""
+    return sentences[::max(1, len(sentences) // n)][:n]
+
+
+def _ray_again(args) -> int:
+    from engine.corpus import sources
+
+    path = args.out / "corpus.json"
+    result = json.loads(path.read_text())
+    tmp = Path(tempfile.mkdtemp(prefix="ctxlens-ray-bench-"))
+    try:
+        result["ray"] = ray_compare(args.model, _spread(list(sources.brown().sentences),
+                                                        RAY_SENTENCES), tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    result["ray"]["when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(json.dumps(result["ray"]), flush=True)
+    path.write_text(json.dumps(result, indent=1))
+    (args.out / "corpus.md").write_text(report(result))
+    return 0
+
+
 def _queries_again(args) -> int:
     import subprocess
 
@@ -340,6 +393,8 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", default="all")
     ap.add_argument("--out", type=Path, default=ROOT / "results")
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--ray-only", action="store_true", help="measure Ray against the local "
+                    "engine again and merge it into the stored corpus.json")
     ap.add_argument("--queries-only", type=Path, metavar="INDEX",
                     help="measure the queries again on an index kept by --keep and merge them "
                     "into the stored corpus.json")
@@ -358,12 +413,14 @@ def main(argv=None) -> int:
 
     if args.queries_only:
         return _queries_again(args)
+    if args.ray_only:
+        return _ray_again(args)
     brown = sources.brown()
     sentences = list(brown.sentences[:args.sentences] if args.sentences else brown.sentences)
     tmp = Path(tempfile.mkdtemp(prefix="ctxlens-corpus-bench-"))
     result = {"machine": f"{platform.machine()}, {os.cpu_count()} CPU cores"}
     try:
-        sample = sentences[::max(1, len(sentences) // 3000)][:3000]
+        sample = _spread(sentences, 3000)
         embed_rate = _embed_rate(args.model, sample, threads=2)
         src = tmp / "brown.txt"
         src.write_text("\n".join(sentences))
@@ -391,7 +448,7 @@ def main(argv=None) -> int:
         result["faiss"] = faiss_compare(index, m.layers[-1], max(16, parts // 4), tmp)
         print(json.dumps(result["faiss"]), flush=True)
         if not args.no_ray:
-            result["ray"] = ray_compare(args.model, sample[:1500], tmp)
+            result["ray"] = ray_compare(args.model, _spread(sentences, RAY_SENTENCES), tmp)
             print(json.dumps(result["ray"]), flush=True)
     finally:
         if args.keep and (tmp / "index").exists():

@@ -325,6 +325,10 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
 
         pending = None
         for rows, n_sent in blocks:
+            # when the first block is embedded: what follows runs at the steady rate, without
+            # the start-up (for Ray: the cluster and one model per actor)
+            runs[-1].setdefault("first_block", {"seconds": round(time.perf_counter() - t0, 2),
+                                                "sentences": n_sent})
             written(pending)
             pending = (writer.submit(commit, rows, bar.n), n_sent)
         written(pending)
