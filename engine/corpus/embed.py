@@ -42,23 +42,33 @@ def embed_rows(engine, model_id: str, sentence_ids: Sequence[int], texts: Sequen
     wts = [split_words(t) for t in texts]
     order = sorted(range(len(wts)), key=lambda i: len(wts[i].text))
     encs = engine.encode_words(model_id, [wts[i] for i in order], batch_size=batch_size)
-    by_input = [None] * len(wts)
+    per: list = [None] * len(wts)                              # [chosen layers, W, D] each
     for i, enc in zip(order, encs):
-        by_input[i] = enc
-    sid, pos, lay, words, vecs = [], [], [], [], []
-    layers = list(layers)
-    for s, wt, enc in zip(sentence_ids, wts, by_input):
-        wv = enc.word_vectors(pool)[layers]                    # [chosen layers, W, D]
-        n_words = wv.shape[1]
-        for li, layer in enumerate(layers):
-            sid += [s] * n_words
-            pos += range(n_words)
-            lay += [layer] * n_words
-            words += list(wt.words)
-            vecs.append(wv[li])
-    dim = vecs[0].shape[1] if vecs else 0
-    return {"sentence_id": np.asarray(sid, np.int64), "position": np.asarray(pos, np.int32),
-            "layer": np.asarray(lay, np.int16), "word": words,
-            "key": [w.lower() for w in words],
-            "vector": (np.concatenate(vecs).astype(vector_dtype) if vecs
-                       else np.zeros((0, dim), vector_dtype))}
+        per[i] = enc.word_vectors(pool)[list(layers)]
+    # Columns built with whole-array operations: row by row in Python, with numpy's float16
+    # cast, this took a fifth of a Brown build's time beside the model (cProfile, 2,048
+    # sentences: 3.5 s of 16.6)
+    n_layers = len(layers)
+    counts = np.asarray([len(wt.words) for wt in wts], np.int64)
+    block = np.repeat(counts, n_layers)                        # rows per (sentence, layer)
+    total = int(block.sum())
+    dim = per[0].shape[-1] if per else 0
+    vectors = (np.concatenate([v.reshape(-1, dim) for v in per]) if total
+               else np.zeros((0, dim), np.float32))
+    return {"sentence_id": np.repeat(np.asarray(sentence_ids, np.int64), counts * n_layers),
+            "position": (np.arange(total) - np.repeat(np.cumsum(block) - block, block)
+                         ).astype(np.int32),
+            "layer": np.repeat(np.tile(np.asarray(layers, np.int16), len(wts)), block),
+            "word": [w for wt in wts for w in wt.words * n_layers],
+            "key": [k for wt in wts for k in [w.lower() for w in wt.words] * n_layers],
+            "vector": _cast(vectors, np.dtype(vector_dtype))}
+
+
+def _cast(vectors: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """torch's float16 cast: the same round-to-nearest-even values as numpy's, five times
+    faster on a Brown block."""
+    if dtype == np.float16:
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(vectors)).to(torch.float16).numpy()
+    return vectors.astype(dtype, copy=False)
