@@ -9,6 +9,7 @@ others; see README.md).
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from typing import Iterator, Sequence
@@ -129,20 +130,16 @@ def _gather(batches, last_ids: list[int], sizes: list[int]) -> Iterator[tuple[di
         return ({key: v[mine][keep] for key, v in rows.items()},
                 {key: v[~mine] for key, v in rows.items()})
 
-    for batch in batches:
-        pending.append(batch)
-        seen += len(np.unique(batch["sentence_id"]))
-        while k < len(sizes) and seen >= sizes[k]:
+    for batch in itertools.chain(batches, [None]):            # None: the stream has ended
+        if batch is not None:
+            pending.append(batch)
+            seen += len(np.unique(batch["sentence_id"]))
+        while k < len(sizes) and pending and (batch is None or seen >= sizes[k]):
             block, rest = take(_concat(pending))
             pending = [rest]
             seen = len(np.unique(rest["sentence_id"]))
             yield block, sizes[k]
             k += 1
-    while k < len(sizes) and pending:                     # the stream has ended
-        block, rest = take(_concat(pending))
-        pending = [rest]
-        yield block, sizes[k]
-        k += 1
 
 
 def _concat(parts: list[dict]) -> dict:
