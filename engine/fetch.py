@@ -2,6 +2,8 @@
 hanging, when offline) and the one-time conversion of a GGUF file into a transformers folder."""
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import re
 import shutil
@@ -9,6 +11,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -22,6 +25,7 @@ CONNECT_TIMEOUT_S = 3.0
 HUB_HOST = "huggingface.co"
 # Only weight formats that load without unpickling code are fetched.
 HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors"]
+STALE_TMP_S = 3600            # a cache write this old was abandoned by a killed process
 
 
 def _reachable(host: str, port: int = 443) -> bool:
@@ -131,20 +135,35 @@ def gguf_source(path: Path, gguf_file: str = "") -> Path | None:
     return files[0]
 
 
+def content_digest(path: Path) -> str:
+    """A file's content hash (hashed once per process while its size and mtime hold). Caches
+    of what is derived from a model's files key on this, not on mtimes: every install of the
+    same wheel (a second checkout, a CI clone) has its own mtimes, and each would build the
+    cache again and evict the others' copy."""
+    st = Path(path).stat()
+    return _digest(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _digest(path: str, size: int, mtime_ns: int) -> str:
+    with open(path, "rb") as f:  # blake2b: 0.13 s for SmolLM2's 98 MB GGUF, sha256 0.36 s
+        return hashlib.file_digest(f, "blake2b").hexdigest()[:16]
+
+
 def converted_dir(model_id: str, gguf_path: Path) -> Path:
-    """Cache folder of a converted GGUF, keyed by the file's size and mtime (a changed file
+    """Cache folder of a converted GGUF, keyed by the file's size and content (a changed file
     converts again)."""
-    st = gguf_path.stat()
     safe_id = re.sub(r"[^\w.-]+", "_", model_id).strip("_") or "model"
     return (cache_dir() / "converted" / safe_id
-            / f"{gguf_path.stem}-{st.st_size}-{st.st_mtime_ns}")
+            / f"{gguf_path.stem}-{gguf_path.stat().st_size}-{content_digest(gguf_path)}")
 
 
 def publish(final: Path, write: Callable[[Path], None], marker: str) -> bool:
     """Write a cache folder atomically: `write(folder)` fills a temporary folder beside `final`,
     which is renamed into place only when complete, so an interruption never leaves half a
-    folder; older siblings (other keys of the same item) are removed. `marker` is the file
-    whose presence says a folder is complete. False when another process published first."""
+    folder; older siblings (other keys of the same item) and temporary folders abandoned by
+    killed processes are removed. `marker` is the file whose presence says a folder is
+    complete. False when another process published first."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
     won = True
@@ -160,8 +179,13 @@ def publish(final: Path, write: Callable[[Path], None], marker: str) -> bool:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    now = time.time()
     for old in final.parent.iterdir():
-        if old != final and old.is_dir() and not old.name.startswith(".tmp-"):
+        if old == final or not old.is_dir():
+            continue
+        # a temporary folder is another process's write in progress, unless it is old: then
+        # its writer was killed (a conversion takes under a minute)
+        if not old.name.startswith(".tmp-") or now - old.stat().st_mtime > STALE_TMP_S:
             shutil.rmtree(old, ignore_errors=True)
     return won
 

@@ -71,8 +71,11 @@ def usable(device: str, dtype: str) -> bool:
 
 
 def graph_dir(model_id: str, sources: Sequence[Path], root: Path) -> Path:
-    """The cache folder of a model's graph: model id, then a key of its files and versions."""
+    """The cache folder of a model's graph: model id, then a key of its files' contents and
+    the library versions."""
     import torch
+
+    from engine.fetch import content_digest
 
     h = hashlib.sha256()
     for part in (GRAPH_FORMAT, torch.__version__, metadata.version("transformers"),
@@ -82,9 +85,8 @@ def graph_dir(model_id: str, sources: Sequence[Path], root: Path) -> Path:
         src = Path(src)
         files = sorted(p for p in src.rglob("*") if p.is_file()) if src.is_dir() else [src]
         for f in files:
-            st = f.stat()
-            h.update(f"{f.relative_to(src) if src.is_dir() else f.name}:{st.st_size}:"
-                     f"{st.st_mtime_ns}\n".encode())
+            h.update(f"{f.relative_to(src) if src.is_dir() else f.name}:"
+                     f"{content_digest(f)}\n".encode())
     safe_id = re.sub(r"[^\w.-]+", "_", model_id).strip("_") or "model"
     return root / "traced" / safe_id / h.hexdigest()[:20]
 

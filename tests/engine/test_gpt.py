@@ -265,11 +265,37 @@ def test_gguf_conversion_is_cached_and_reused(fake_gguf):
 def test_changed_gguf_file_converts_again_and_drops_the_old_copy(fake_gguf):
     calls: list = []
     old, _ = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
-    st = fake_gguf.stat()
-    os.utime(fake_gguf, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    fake_gguf.write_bytes(b"GGUF" + bytes(59) + b"\x01")    # same size, other content
     new, hit = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
     assert not hit and new != old and len(calls) == 2
     assert new.exists() and not old.exists()
+
+
+def test_the_same_gguf_installed_twice_shares_one_conversion(fake_gguf, tmp_path):
+    # a second checkout or a CI clone installs the same wheel with its own file times: it must
+    # find the first install's conversion, not convert again and evict it
+    calls: list = []
+    first, _ = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    other = tmp_path / "other-venv" / "tiny.gguf"
+    other.parent.mkdir()
+    other.write_bytes(fake_gguf.read_bytes())
+    st = fake_gguf.stat()
+    os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    second, hit = fetch.ensure_converted("tiny", other, counting_converter(calls), False)
+    assert hit and second == first and len(calls) == 1 and first.exists()
+
+
+def test_a_killed_conversion_s_leftovers_are_swept_but_a_running_one_is_kept(fake_gguf):
+    parent = fetch.converted_dir("tiny", fake_gguf).parent
+    parent.mkdir(parents=True)
+    abandoned, running = parent / ".tmp-killed", parent / ".tmp-running"
+    for d in (abandoned, running):
+        d.mkdir()
+        (d / "model.safetensors").write_bytes(b"half")
+    hours_ago = abandoned.stat().st_mtime - 2 * fetch.STALE_TMP_S
+    os.utime(abandoned, (hours_ago, hours_ago))
+    fetch.ensure_converted("tiny", fake_gguf, counting_converter([]), False)
+    assert not abandoned.exists() and running.exists()
 
 
 def test_failed_conversion_leaves_no_partial_cache(fake_gguf):
