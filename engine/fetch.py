@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -26,6 +27,8 @@ HUB_HOST = "huggingface.co"
 # Only weight formats that load without unpickling code are fetched.
 HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors"]
 STALE_TMP_S = 3600            # a cache write this old was abandoned by a killed process
+DIGESTS_FILE = "file-digests.json"
+MAX_DIGESTS = 512
 
 
 def _reachable(host: str, port: int = 443) -> bool:
@@ -136,18 +139,47 @@ def gguf_source(path: Path, gguf_file: str = "") -> Path | None:
 
 
 def content_digest(path: Path) -> str:
-    """A file's content hash (hashed once per process while its size and mtime hold). Caches
-    of what is derived from a model's files key on this, not on mtimes: every install of the
-    same wheel (a second checkout, a CI clone) has its own mtimes, and each would build the
-    cache again and evict the others' copy."""
-    st = Path(path).stat()
-    return _digest(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+    """A file's content hash. Caches of what is derived from a model's files key on this, not
+    on mtimes: every install of the same wheel (a second checkout, a CI clone) has its own
+    mtimes, and each would build the cache again and evict the others' copy. A file is hashed
+    once while its path, size and mtime hold (remembered in the cache folder: hashing
+    MiniLM's 90 MB costs 0.1 s a process)."""
+    path = Path(path).resolve()
+    st = path.stat()
+    stamp = f"{path}:{st.st_size}:{st.st_mtime_ns}"
+    with _DIGEST_LOCK:
+        known = _digests(str(cache_dir()))
+        if stamp not in known:
+            with open(path, "rb") as f:  # blake2b: 0.13 s for a 98 MB GGUF, sha256 0.36 s
+                known[stamp] = hashlib.file_digest(f, "blake2b").hexdigest()[:16]
+            _save_digests(known)
+        return known[stamp]
 
 
-@functools.lru_cache(maxsize=256)
-def _digest(path: str, size: int, mtime_ns: int) -> str:
-    with open(path, "rb") as f:  # blake2b: 0.13 s for SmolLM2's 98 MB GGUF, sha256 0.36 s
-        return hashlib.file_digest(f, "blake2b").hexdigest()[:16]
+_DIGEST_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=8)
+def _digests(folder: str) -> dict[str, str]:
+    try:
+        known = json.loads((Path(folder) / DIGESTS_FILE).read_text())
+        return known if isinstance(known, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_digests(known: dict[str, str]) -> None:
+    """Written whole and renamed into place; two processes racing lose an entry, never the
+    file (the loser's file is hashed again next time)."""
+    target = cache_dir() / DIGESTS_FILE
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".digests-", dir=target.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(dict(list(known.items())[-MAX_DIGESTS:]), f)
+        os.replace(tmp, target)
+    except OSError:
+        pass    # a read-only cache folder: hash again next time
 
 
 def converted_dir(model_id: str, gguf_path: Path) -> Path:

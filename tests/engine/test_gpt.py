@@ -265,7 +265,9 @@ def test_gguf_conversion_is_cached_and_reused(fake_gguf):
 def test_changed_gguf_file_converts_again_and_drops_the_old_copy(fake_gguf):
     calls: list = []
     old, _ = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    st = fake_gguf.stat()
     fake_gguf.write_bytes(b"GGUF" + bytes(59) + b"\x01")    # same size, other content
+    os.utime(fake_gguf, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))   # a coarse clock
     new, hit = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
     assert not hit and new != old and len(calls) == 2
     assert new.exists() and not old.exists()
@@ -424,3 +426,15 @@ def test_next_word_pieces_read_as_words_or_marked_continuations(causal_lm):
         assert cand.token == (body if raw[0] in "Ġ▁" else "…" + body)
     assert checked >= 5
     assert "'…x' continues the last word" in pred.method
+
+
+def test_a_file_is_hashed_once_while_its_size_and_mtime_hold(fake_gguf, monkeypatch):
+    first = fetch.content_digest(fake_gguf)
+    fetch._digests.cache_clear()                 # a new process: only the file is left
+    with monkeypatch.context() as m:
+        m.setattr(fetch.hashlib, "file_digest", None)            # hashing again would fail
+        assert fetch.content_digest(fake_gguf) == first
+    st = fake_gguf.stat()
+    fake_gguf.write_bytes(b"GGUF" + bytes(60) + b"\x02")
+    os.utime(fake_gguf, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert fetch.content_digest(fake_gguf) != first
