@@ -23,6 +23,8 @@ MASK = "[MASK]"
 # for it).
 _MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
 _CONTROL = "\x00-\x1f\x7f-\x9f"
+# Corpus indexes store words by position in this split: a change here changes what a position
+# means, so it goes with a new engine/corpus/index.py MANIFEST_SCHEMA.
 WORD_RE = re.compile(rf"\[MASK\]|\w[\w{_MARKS}]*(?:['’\-]\w[\w{_MARKS}]*)*"
                      rf"|(?:(?!\[MASK\])[^\w\s{_MARKS}{_CONTROL}])+", re.UNICODE)
 

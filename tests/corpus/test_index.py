@@ -85,6 +85,30 @@ def test_neighbours_of_a_word_in_an_indexed_sentence_start_with_itself(tiny, tmp
         [(h.sentence_id, h.position) for h in exact]
 
 
+def test_hits_name_the_stored_word_and_layer_and_texts_follow_the_ids(tiny, tmp_path):
+    # a hit reads only (sentence_id, position) and takes its word from the sentence's split:
+    # it must name the word the index stored there, punctuation and all
+    sentences = _corpus(30, seed=3) + ["the bank's river-side,isn't it near (the old bank)?"]
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(sentences))
+    corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,2", progress=False)
+    keys, vec, words = _rows(tmp_path / "ix")
+    stored = dict(zip(keys, words))
+    idx = CorpusIndex(tmp_path / "ix")
+    last = [i for i, k in enumerate(keys) if k[0] == 30 and k[1] == 2]
+    for row in last:
+        hits = idx.search(vec[row], 2, k=8)
+        assert hits and all(h.layer == 2 for h in hits)
+        assert all(h.word == stored[(h.sentence_id, 2, h.position)] for h in hits)
+        assert all(h.sentence == sentences[h.sentence_id] for h in hits)
+    # ids are row offsets only while the table is as written; a rewritten one still answers
+    db = corpus_index._connect(tmp_path / "ix")
+    db.create_table(corpus_index.SENT, pa.table({"sentence_id": np.arange(31)[::-1].copy(),
+                                                 "text": sentences[::-1]}), mode="overwrite")
+    assert CorpusIndex(tmp_path / "ix").texts([0, 7, 30, 99]) == \
+        {0: sentences[0], 7: sentences[7], 30: sentences[30]}
+
+
 def test_stats_give_every_layer_a_value_inside_its_interval(tiny, tmp_path):
     src = tmp_path / "c.txt"
     src.write_text("\n".join(_corpus(60, seed=2)))
