@@ -283,8 +283,12 @@ def report(r: dict) -> str:
     if q["p95_ms"] > TARGETS["p95_ms"]:
         why.append(f"- Query tail: the median query takes {q['p50_ms']:.0f} ms, the slowest 5% "
                    f"over {q['p95_ms']:.0f} ms: a 9 GB index on a 24 GB machine, so a query "
-                   "whose partitions are not in the page cache reads them from disk. Next: "
-                   "fewer bytes per vector (IVF-PQ codes instead of 8-bit scalars).")
+                   "whose partitions are not in the page cache reads them from disk (a hit "
+                   "itself reads two columns and its sentence by row offset). IVF-PQ codes "
+                   "(48 bytes) would read an eighth of the bytes, but training them on one Brown "
+                   "layer table ran past 10 minutes on these 2 cores (stopped; IVF_SQ: 50 s), so "
+                   "7 layers would break the 20-minute build. Next: train PQ on a GPU "
+                   "(LanceDB's accelerator option), or prewarm the index in a long-lived app.")
     if "ray_2_actors" in r.get("ray", {}) and r["ray"]["per_core_ratio"] < TARGETS["ray_per_core"]:
         y = r["ray"]
         lo, ra = y["local_1_core"], y["ray_2_actors"]
