@@ -141,19 +141,30 @@ def gguf_source(path: Path, gguf_file: str = "") -> Path | None:
 def content_digest(path: Path) -> str:
     """A file's content hash. Caches of what is derived from a model's files key on this, not
     on mtimes: every install of the same wheel (a second checkout, a CI clone) has its own
-    mtimes, and each would build the cache again and evict the others' copy. A file is hashed
-    once while its path, size and mtime hold (remembered in the cache folder: hashing
-    MiniLM's 90 MB costs 0.1 s a process)."""
-    path = Path(path).resolve()
-    st = path.stat()
-    stamp = f"{path}:{st.st_size}:{st.st_mtime_ns}"
+    mtimes, and each would build the cache again and evict the others' copy."""
+    return content_digests([path])[0]
+
+
+def content_digests(paths) -> list[str]:
+    """content_digest of each file. A file is hashed once while its path, size and mtime hold
+    (remembered in the cache folder, written once per call: hashing MiniLM's 90 MB costs
+    0.1 s a process)."""
+    folder = cache_dir()
+    out = []
     with _DIGEST_LOCK:
-        known = _digests(str(cache_dir()))
-        if stamp not in known:
-            with open(path, "rb") as f:  # blake2b: 0.13 s for a 98 MB GGUF, sha256 0.36 s
-                known[stamp] = hashlib.file_digest(f, "blake2b").hexdigest()[:16]
-            _save_digests(known)
-        return known[stamp]
+        known, added = _digests(str(folder)), False
+        for path in paths:
+            path = Path(path).resolve()
+            st = path.stat()
+            stamp = f"{path}:{st.st_size}:{st.st_mtime_ns}"
+            if stamp not in known:
+                with open(path, "rb") as f:  # blake2b: 0.13 s for a 98 MB GGUF, sha256 0.36 s
+                    known[stamp] = hashlib.file_digest(f, "blake2b").hexdigest()[:16]
+                added = True
+            out.append(known[stamp])
+        if added:
+            _save_digests(known, folder / DIGESTS_FILE)
+    return out
 
 
 _DIGEST_LOCK = threading.Lock()
@@ -168,10 +179,9 @@ def _digests(folder: str) -> dict[str, str]:
         return {}
 
 
-def _save_digests(known: dict[str, str]) -> None:
+def _save_digests(known: dict[str, str], target: Path) -> None:
     """Written whole and renamed into place; two processes racing lose an entry, never the
     file (the loser's file is hashed again next time)."""
-    target = cache_dir() / DIGESTS_FILE
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".digests-", dir=target.parent)

@@ -75,7 +75,7 @@ def graph_dir(model_id: str, sources: Sequence[Path], root: Path) -> Path:
     the library versions."""
     import torch
 
-    from engine.fetch import content_digest
+    from engine.fetch import content_digests
 
     h = hashlib.sha256()
     for part in (GRAPH_FORMAT, torch.__version__, metadata.version("transformers"),
@@ -84,9 +84,8 @@ def graph_dir(model_id: str, sources: Sequence[Path], root: Path) -> Path:
     for src in sources:
         src = Path(src)
         files = sorted(p for p in src.rglob("*") if p.is_file()) if src.is_dir() else [src]
-        for f in files:
-            h.update(f"{f.relative_to(src) if src.is_dir() else f.name}:"
-                     f"{content_digest(f)}\n".encode())
+        for f, digest in zip(files, content_digests(files)):
+            h.update(f"{f.relative_to(src) if src.is_dir() else f.name}:{digest}\n".encode())
     safe_id = re.sub(r"[^\w.-]+", "_", model_id).strip("_") or "model"
     return root / "traced" / safe_id / h.hexdigest()[:20]
 

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from safetensors.torch import load_file, save_file
 import pytest
+from safetensors.torch import load_file, save_file
 
 from engine.api import Engine
 from engine import traced
