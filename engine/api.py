@@ -188,6 +188,18 @@ class Engine:
                 out[i] = self.results.put(keys[i], enc)
         return out
 
+    def word_vectors(self, model_id: str, texts: Sequence[WordText], batch_size: int = 16,
+                     layers: Sequence[int] | None = None, pool: str = "mean") -> list:
+        """Each text's word vectors [layers, words, dim] for batch work (not cached): pooled
+        where the model runs when its encoder can (on a GPU only the words' vectors come
+        back), else from encodings. Equal to encode_words(...)[i].word_vectors(pool)."""
+        encoder = self.hidden_state_encoder(model_id, layers=layers)
+        if hasattr(encoder, "encode_pooled"):
+            return encoder.encode_pooled(texts, batch_size=batch_size, layers=layers,
+                                         pool=pool)
+        return [enc.word_vectors(pool) for enc in
+                self.encode_words(model_id, texts, batch_size=batch_size, layers=layers)]
+
     # -- derived results ----------------------------------------------------------------
     def cached(self, key: tuple, compute: Callable[[], Any]) -> Any:
         """A derived result under `key` (what was computed, from what), computed once."""

@@ -168,10 +168,10 @@ def embed_pooled(engine, model: str, texts, batch_size: int, pool: str,
     out: list = [None] * len(texts)
     for start in range(0, len(order), EMBED_CHUNK):
         idx = order[start:start + EMBED_CHUNK]
-        encs = engine.encode_words(model, [texts[i] for i in idx], batch_size=batch_size,
-                                   layers=layers)
-        for i, enc in zip(idx, encs):
-            out[i] = enc.word_vectors(pool)
+        vecs = engine.word_vectors(model, [texts[i] for i in idx], batch_size=batch_size,
+                                   layers=layers, pool=pool)
+        for i, v in zip(idx, vecs):
+            out[i] = v
         progress(len(idx))
     return out
 

@@ -128,10 +128,13 @@ class TracedEncoder:
         from engine.families.bert import with_mask_token
 
         prepared = [with_mask_token(wt, self.mask_token) for wt in texts]
+        from engine.text import align_many
+
         encs = self.tokenizer.encode_batch([wt.text for wt in prepared])
+        t2ws = align_many(prepared, [e.offsets for e in encs])
         return [hf.tokenized_from(wt, tuple(e.ids), e.offsets, self.max_tokens,
-                                  tuple(self.readable[i] for i in e.ids))
-                for wt, e in zip(prepared, encs)]
+                                  tuple(self.readable[i] for i in e.ids), t2w)
+                for wt, e, t2w in zip(prepared, encs, t2ws)]
 
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,
                attentions: bool = False, layers: Sequence[int] | None = None

@@ -69,6 +69,11 @@ class BertAdapter:
                                batch_size, self.max_tokens, self.pad_id, self.prepare,
                                attentions=attentions, layers=layers)
 
+    def encode_pooled(self, texts: Sequence[WordText], batch_size: int = 16,
+                      layers: Sequence[int] | None = None, pool: str = "mean") -> list:
+        return hf.encode_pooled(self.encoder, self.tokenizer, texts, batch_size,
+                                self.max_tokens, self.pad_id, pool, self.prepare, layers)
+
     def query_key(self, text: WordText, layer: int) -> QueryKey:
         t = hf.tokenize(self.tokenizer, self.prepare(text), self.max_tokens)
         q, k, scale = hf.query_key(self.encoder, t, layer)

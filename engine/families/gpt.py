@@ -115,6 +115,11 @@ class GPTAdapter:
                                texts, batch_size, self.max_tokens, self.pad_id,
                                attentions=attentions, layers=layers)
 
+    def encode_pooled(self, texts: Sequence[WordText], batch_size: int = 16,
+                      layers: Sequence[int] | None = None, pool: str = "mean") -> list:
+        return hf.encode_pooled(self.encoder, self.tokenizer, texts, batch_size,
+                                self.max_tokens, self.pad_id, pool, layers=layers)
+
     def query_key(self, text: WordText, layer: int) -> QueryKey:
         t = hf.tokenize(self.tokenizer, text, self.max_tokens)
         q, k, scale = hf.query_key(self.model.base_model, t, layer)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Sequence
 
@@ -166,35 +167,45 @@ def tokenize(tokenizer, wt: WordText, max_tokens: int) -> TokenizedText:
     return tokenize_many(tokenizer, [wt], max_tokens)[0]
 
 
-def tokenize_many(tokenizer, wts: Sequence[WordText], max_tokens: int) -> list[TokenizedText]:
+def tokenize_many(tokenizer, wts: Sequence[WordText], max_tokens: int,
+                  readable: bool = True) -> list[TokenizedText]:
     """tokenize() for many texts through one call of the fast tokenizer (its batch encoder
-    runs in Rust, a per-text call pays Python's overhead each time); the same results."""
+    runs in Rust, a per-text call pays Python's overhead each time); the same results.
+    `readable=False` leaves TokenizedText.tokens empty (pooled batch work never shows them)."""
     if not wts:
         return []
-    enc = tokenizer([wt.text for wt in wts], return_offsets_mapping=True,
-                    add_special_tokens=True)
-    return [_tokenized(tokenizer, wt, ids, offsets, max_tokens)
-            for wt, ids, offsets in zip(wts, enc["input_ids"], enc["offset_mapping"])]
+    from engine.text import align_many
 
-
-def _tokenized(tokenizer, wt: WordText, ids, offsets, max_tokens: int) -> TokenizedText:
-    ids = tuple(ids)
-    return tokenized_from(wt, ids, offsets, max_tokens, readable_tokens(tokenizer, ids))
+    texts = [wt.text for wt in wts]
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and backend.truncation is None and backend.padding is None:
+        # the Rust encoder that tokenizer() calls, without its per-text conversion into
+        # Python dicts (a third of batch tokenising); the same ids and offsets
+        encs = backend.encode_batch(texts, add_special_tokens=True)
+        ids_of, offsets = [e.ids for e in encs], [e.offsets for e in encs]
+    else:
+        enc = tokenizer(texts, return_offsets_mapping=True, add_special_tokens=True)
+        ids_of, offsets = enc["input_ids"], enc["offset_mapping"]
+    return [tokenized_from(wt, tuple(ids), offs, max_tokens,
+                           readable_tokens(tokenizer, ids) if readable else (), t2w)
+            for wt, ids, offs, t2w in zip(wts, ids_of, offsets, align_many(wts, offsets))]
 
 
 def tokenized_from(wt: WordText, ids: tuple[int, ...], offsets, max_tokens: int,
-                   tokens: tuple[str, ...]) -> TokenizedText:
+                   tokens: tuple[str, ...], t2w: np.ndarray | None = None) -> TokenizedText:
     """A text's tokens (ids, offsets and readable `tokens` from any fast tokenizer) aligned to
-    its words, or a one-line error when it is too long or a word got no token."""
+    its words (`t2w` when align_many has done it), or a one-line error when it is too long or
+    a word got no token."""
     from engine.text import align_offsets
 
     if len(ids) > max_tokens:
         raise EngineError(f"the text has {len(ids)} tokens for this model; its cap is "
                           f"{max_tokens}: shorten the text")
-    t2w = align_offsets(offsets, wt.spans, wt.text)
-    missing = sorted(set(range(len(wt.words))) - set(t2w[t2w >= 0].tolist()))
-    if missing:
-        raise EngineError(_no_token_message(wt, missing[0], offsets))
+    if t2w is None:
+        t2w = align_offsets(offsets, wt.spans, wt.text)
+    covered = np.bincount(t2w[t2w >= 0], minlength=len(wt.words))
+    if np.count_nonzero(covered) < len(covered):
+        raise EngineError(_no_token_message(wt, int(np.argmin(covered)), offsets))
     return TokenizedText(wt, ids, tuple(tokens), t2w)
 
 
@@ -212,13 +223,14 @@ def pad_batch(batch: Sequence[TokenizedText], pad_id: int, device: str):
     """Right-padded input_ids and attention_mask tensors for a batch."""
     import torch
 
-    width = max(len(t.input_ids) for t in batch)
-    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(batch), width), dtype=torch.long)
-    for i, t in enumerate(batch):
-        ids[i, :len(t.input_ids)] = torch.tensor(t.input_ids)
-        mask[i, :len(t.input_ids)] = 1
-    return ids.to(device), mask.to(device)
+    lengths = np.fromiter((len(t.input_ids) for t in batch), np.int64, len(batch))
+    real = np.arange(int(lengths.max()))[None, :] < lengths[:, None]
+    ids = np.full(real.shape, pad_id, np.int64)
+    # one fill for the whole batch (a tensor per text cost as much as tokenising it)
+    ids[real] = np.fromiter(chain.from_iterable(t.input_ids for t in batch), np.int64,
+                            int(lengths.sum()))
+    return (torch.from_numpy(ids).to(device),
+            torch.from_numpy(real.astype(np.int64)).to(device))
 
 
 def run_layers(base_model, batch: Sequence[TokenizedText], pad_id: int,
@@ -340,6 +352,110 @@ def encode_texts(model_id: str, family: str, base_model, tokenizer, texts: Seque
                      chosen_layer_names(cfg.num_hidden_layers, layers),
                      batches(tokenized, max(1, batch_size), pair_bytes),
                      lambda batch: run_layers(base_model, batch, pad_id, attentions, layers))
+
+
+def encode_pooled(base_model, tokenizer, texts: Sequence[WordText], batch_size: int,
+                  max_tokens: int, pad_id: int, pool: str, prepare=lambda wt: wt,
+                  layers: Sequence[int] | None = None) -> list[np.ndarray]:
+    """Each text's word vectors [layers, words, dim] (float32): what
+    encode_texts(...)[i].word_vectors(pool) gives, pooled where the model runs. On a GPU only
+    the words' vectors come back to the host (not every token's, nor the padding), and a
+    batch's copy back overlaps the next batch's forward pass."""
+    import torch
+
+    from engine.result import POOLINGS
+
+    if pool not in POOLINGS:
+        raise EngineError(f"pool must be one of {POOLINGS}")
+    cfg = base_model.config
+    check_layers(layers, cfg.num_hidden_layers)
+    keep = list(range(cfg.num_hidden_layers + 1)) if layers is None else [int(i) for i in layers]
+    tokenized = tokenize_many(tokenizer, [prepare(wt) for wt in texts], max_tokens,
+                              readable=False)
+    device = next(base_model.parameters()).device
+    out: list[np.ndarray | None] = [None] * len(texts)
+
+    def finish(group, batch, host, done):
+        if done is not None:
+            done.synchronize()
+        # a copy, so the pinned buffer goes back to torch's host cache for the next batch
+        arr = host.numpy().copy()
+        start = 0
+        for i, t in zip(group, batch):
+            n = len(t.text.words)
+            out[i] = arr[start:start + n].transpose(1, 0, 2)
+            start += n
+
+    pending = None
+    for group in batches(tokenized, max(1, batch_size), 0):
+        batch = [tokenized[i] for i in group]
+        pooled = _pool_batch(base_model, batch, pad_id, keep, pool, device)
+        done = None
+        if device.type == "cuda":
+            host = torch.empty(pooled.shape, dtype=pooled.dtype, pin_memory=True)
+            host.copy_(pooled, non_blocking=True)
+            done = torch.cuda.Event()
+            done.record()
+        else:
+            host = pooled
+        if pending is not None:
+            finish(*pending)
+        pending = (group, batch, host, done)
+    if pending is not None:
+        finish(*pending)
+    return out
+
+
+def _pool_index(batch: Sequence[TokenizedText], width: int, pool: str):
+    """Rows of a batch's flattened (text x token) states and, for "mean", the word each row
+    adds to and its weight (1 / the word's token count), in Encoding.word_vectors' terms."""
+    rows, words, weights, base = [], [], [], 0
+    for i, t in enumerate(batch):
+        n = len(t.text.words)
+        real = np.nonzero(t.token_to_word >= 0)[0]
+        w = t.token_to_word[real]
+        if pool == "mean":
+            counts = np.bincount(w, minlength=n)
+            rows.append(i * width + real)
+            words.append(base + w)
+            weights.append(1.0 / counts[w])
+        else:
+            pick = np.empty(n, np.int64)
+            if pool == "first":
+                pick[w[::-1]] = real[::-1]     # repeated indices: the last write wins
+            else:
+                pick[w] = real
+            rows.append(i * width + pick)
+        base += n
+    if pool != "mean":
+        return np.concatenate(rows), None, None, base
+    return (np.concatenate(rows), np.concatenate(words),
+            np.concatenate(weights).astype(np.float32), base)
+
+
+def _pool_batch(base_model, batch: Sequence[TokenizedText], pad_id: int, keep: list[int],
+                pool: str, device):
+    """[words, layers, dim] float32 on `device`: one batch's word vectors."""
+    import torch
+
+    ids, mask = pad_batch(batch, pad_id, str(device))
+    stop = max(keep)
+    with torch.inference_mode():
+        if stop < base_model.config.num_hidden_layers:
+            hidden = hidden_until(base_model, ids, mask, stop)
+        else:
+            hidden = base_model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
+                                return_dict=True).hidden_states
+        width = ids.shape[1]
+        states = torch.stack([hidden[i] for i in keep], dim=2)      # [B, T, layers, D]
+        flat = states.reshape(len(batch) * width, len(keep), states.shape[-1])
+        rows, words, weights, n_words = _pool_index(batch, width, pool)
+        picked = flat[torch.from_numpy(rows).to(device)].float()
+        if pool != "mean":
+            return picked
+        pooled = torch.zeros((n_words,) + picked.shape[1:], dtype=torch.float32, device=device)
+        scale = torch.from_numpy(weights).to(device)[:, None, None]
+        return pooled.index_add_(0, torch.from_numpy(words).to(device), picked * scale)
 
 
 def chosen_layer_names(n_layers: int, layers: Sequence[int] | None) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ import pytest
 from engine.api import Engine
 from engine.errors import EngineError
 from engine.families import hf_common as hf
+from engine.text import to_word_text
 from tests.tiny_models import GPT_CORPUS, LAYERS, save_bert, save_causal_lm, save_elmo
 
 TEXTS = ["She sat on the river bank and watched the water.", "The bank raised rates."]
@@ -76,3 +77,36 @@ def test_elmo_keeps_the_layers_asked(model_dir):
     assert some.layer_names == (full.layer_names[2], full.layer_names[0])
     with pytest.raises(EngineError, match="between 0 and 2"):
         engine.encode(elmo, TEXTS[:1], layers=(3,))
+
+
+# "riverbank" and "playing" are split into pieces by the tiny BERT (tests/tiny_models.py)
+POOL_TEXTS = TEXTS + ["Children were playing on the riverbank.", "Yes."]
+
+
+@pytest.mark.parametrize("layers", [None, (0,), (2, 0)])
+@pytest.mark.parametrize("pool", ["mean", "first", "last"])
+def test_word_vectors_pooled_where_the_model_runs_equal_the_encodings(transformer, layers,
+                                                                      pool):
+    # Engine.word_vectors pools inside the batch (on a GPU only words come back); it must give
+    # what each text's Encoding.word_vectors gives, whatever shares the batch
+    engine = Engine(device="cpu", cache_size=0)
+    texts = [to_word_text(t) for t in POOL_TEXTS]
+    ref = [e.word_vectors(pool) for e in engine.encode_words(transformer, texts, layers=layers)]
+    # some word has two or more tokens, so "mean", "first" and "last" differ
+    assert any(np.bincount(e.token_to_word[e.token_to_word >= 0]).max() > 1
+               for e in engine.encode_words(transformer, texts))
+    for batch_size in (1, 3):
+        got = engine.word_vectors(transformer, texts, batch_size=batch_size, layers=layers,
+                                  pool=pool)
+        for r, g in zip(ref, got):
+            assert g.shape == r.shape and g.dtype == np.float32
+            np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5 * float(np.abs(r).max()))
+
+
+def test_word_vectors_of_a_model_without_pooling_come_from_its_encodings(model_dir):
+    elmo = str(save_elmo(model_dir / "e", TEXTS))
+    engine = Engine(device="cpu", cache_size=0)
+    texts = [to_word_text(t) for t in TEXTS]
+    got = engine.word_vectors(elmo, texts, layers=(2, 0), pool="last")
+    for g, e in zip(got, engine.encode_words(elmo, texts)):
+        np.testing.assert_array_equal(g, e.word_vectors("last")[[2, 0]])

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.text import (MAX_CHARS, MAX_WORDS, TextError, align_offsets, from_words,
+from engine.text import (MAX_CHARS, MAX_WORDS, TextError, align_many, align_offsets, from_words,
                          split_words, to_word_text)
 
 
@@ -66,3 +66,30 @@ def test_combining_marks_join_their_letter_and_control_characters_are_no_words()
     wt = split_words("The mouse \u0308 cafe\u0301 ran\x07 \x00away .")
     assert wt.words == ("The", "mouse", "cafe\u0301", "ran", "away", ".")
     assert [wt.text[s:e] for s, e in wt.spans] == list(wt.words)
+
+
+ALIGN_TEXTS = ["She sat on the riverbank, playing.", "Café au lait\u00a0costs 3\u2009€ — don't  you?",
+               "\tTabs\tand  double  spaces ", "北京 is 很好 ", "emoji 🙂🙂 ok", "e\u0301t\u00e9 naïve",
+               "a--b ... c.\"", "[MASK] is here .", "x", "¿Qué?", "well-known ' quotes '"]
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "byte-level"])
+def test_align_many_equals_align_offsets_text_by_text(kind, monkeypatch):
+    # the batch alignment must place every token exactly as the per-text alignment does,
+    # whether its texts take the fast path (tokens inside words) or fall back
+    import engine.text as text_module
+    from tests.tiny_models import GPT_CORPUS, byte_level_tokenizer, wordpiece_tokenizer
+
+    tok = wordpiece_tokenizer() if kind == "wordpiece" else byte_level_tokenizer(GPT_CORPUS)
+    wts = [split_words(t) for t in ALIGN_TEXTS * 3]
+    offsets = tok([w.text for w in wts], return_offsets_mapping=True)["offset_mapping"]
+    fallbacks = []
+    monkeypatch.setattr(text_module, "align_offsets",
+                        lambda *a: fallbacks.append(1) or align_offsets(*a))
+    got = align_many(wts, offsets)
+    assert len(fallbacks) < len(wts) / 2          # most texts take the vectorised path
+    assert len(got) == len(wts)
+    for w, o, g in zip(wts, offsets, got):
+        np.testing.assert_array_equal(g, align_offsets(o, w.spans, w.text))
+    assert any((g >= 0).sum() > len(w.words) for w, g in zip(wts, got))   # multi-token words
+    assert align_many([], []) == []
