@@ -190,44 +190,13 @@ def embed_throughput(model_id: str, texts: list[str], batch_size: int = 32) -> d
 
 # -- GPU: batch embedding throughput and model FLOP utilisation -----------------------------
 
-# dense bf16/fp16 tensor-core peaks (vendor data sheets, SXM parts), FLOP/s
-NOMINAL_PEAK = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12}
+def gpu_embed() -> dict:
+    """bench/gpu.py's run (the engine's embed path on CUDA against plain HF on the same GPU),
+    its headline figures at the top level; skipped, with the reason, without a CUDA device."""
+    from bench import gpu
 
-
-def gpu_embed(model_id: str, texts: list[str], dtype: str = "bfloat16",
-              batch_size: int = 128) -> dict:
-    """The engine's embed path on CUDA in half precision: tokens/s and MFU (model FLOPs, 2 x
-    matmul parameters per token, over the device's nominal dense peak). Skipped, with the
-    reason, on a machine without a CUDA device."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return {"skipped": "no CUDA device here (torch.cuda.is_available() is False)"}
-    from engine.api import Engine
-    from engine.cli import embed_pooled
-    from engine.text import to_word_text
-
-    engine = Engine(device="cuda", dtype=dtype, cache_size=0)
-    adapter = engine.adapter(model_id, progress=False)
-    params = sum(p.numel() for n, p in adapter.model.named_parameters()
-                 if "embeddings" not in n and "lm_head" not in n and "cls." not in n)
-    words = [to_word_text(t) for t in texts]
-    embed_pooled(engine, model_id, words[:batch_size], batch_size, "mean")     # warm-up
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    embed_pooled(engine, model_id, words, batch_size, "mean")
-    torch.cuda.synchronize()
-    seconds = time.perf_counter() - start
-    tokenizer = adapter.tokenizer
-    tokens = sum(len(tokenizer(t)["input_ids"]) for t in texts)
-    name = torch.cuda.get_device_name()
-    peak = next((v for k, v in NOMINAL_PEAK.items() if k in name), None)
-    achieved = 2 * params * tokens / seconds
-    return {"model": model_id, "device": name, "dtype": dtype, "sentences": len(texts),
-            "tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds,
-            "model_tflops": achieved / 1e12,
-            "mfu": achieved / peak if peak else None,
-            "peak_tflops": peak / 1e12 if peak else None}
+    result = gpu.run(log=lambda m: None)
+    return result if "skipped" in result else {**gpu.headline(result), "run": result}
 
 
 # -- ELMo fast path vs reference loop ---------------------------------------------------------
@@ -476,13 +445,6 @@ def part_app(timeout_s: float = 180) -> dict:
     return {"first_chart_s": elapsed, "page_served_s": served_s, "sidebar_s": sidebar_s}
 
 
-def _installed(model_id: str) -> bool:
-    from engine.registry import availability, load_registry
-
-    entry = load_registry().get(model_id)
-    return entry is not None and availability(entry) in ("bundled", "installed")
-
-
 PARTS = {"rss": part_rss, "bank": part_bank, "app": part_app, "grid": part_grid}
 
 
@@ -509,8 +471,7 @@ def run_speed(results: Path, quick: bool = False, log=print) -> dict:
         log("speed: ctxlens embed vs a plain HF program, whole processes")
         out["embed_process"] = embed_processes(embed_model, texts)
     log("speed: GPU batch embedding (skipped without CUDA)")
-    out["gpu"] = gpu_embed("bert-base-uncased" if _installed("bert-base-uncased")
-                           else embed_model or "minilm-l6", texts)
+    out["gpu"] = gpu_embed()
     log("speed: ELMo fast vs reference")
     out["elmo"] = elmo_paths([list(s.words) for s in spread(brown.heldout, n_elmo)])
     log("speed: layers side by side (fresh process)")

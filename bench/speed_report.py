@@ -93,6 +93,12 @@ def speed_rows(s: dict) -> list[list]:
         rows.append([f"GPU batch embedding MFU ({g['model']}, {g['device']}, {g['dtype']}; "
                      f"{g['tokens_per_s']:,.0f} tokens/s)", f"{g['mfu'] * 100:.1f}%",
                      f"≥ {TARGETS['gpu_mfu'] * 100:.0f}%", _ok(g["mfu"] >= TARGETS["gpu_mfu"])])
+        if g.get("forward_only_mfu") is not None:
+            # what bounds it: no path that returns vectors beats the bare forward passes
+            rows.append(["GPU: plain HF forward passes alone, same batches (the bound) / the "
+                         "plain HF loop that returns token vectors",
+                         f"{g['forward_only_mfu'] * 100:.1f}% / {g['hf_mfu'] * 100:.1f}%",
+                         "context", f"engine {g['vs_hf_loop']:.2f}× the plain HF loop"])
     elif "tokens_per_s" in g:
         rows.append([f"GPU batch embedding ({g['model']}, {g['device']}, {g['dtype']}; no "
                      "nominal peak known for this device)", f"{g['tokens_per_s']:,.0f} tokens/s",

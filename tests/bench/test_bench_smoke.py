@@ -193,7 +193,7 @@ def test_gpu_part_is_skipped_with_its_reason_without_cuda():
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present: the measurement itself runs in make bench")
-    got = gpu_embed("minilm-l6", ["one sentence ."])
+    got = gpu_embed()
     assert got == {"skipped": "no CUDA device here (torch.cuda.is_available() is False)"}
     text = speed_report({"gpu": got})
     assert "| GPU batch embedding MFU | skipped | ≥ 40% | skipped: no CUDA device" in text
@@ -204,3 +204,31 @@ def test_gpu_mfu_is_judged_against_its_target():
            "tokens_per_s": 250000.0, "mfu": 0.43}
     assert "| 43.0% | ≥ 40% | meets target |" in speed_report({"gpu": gpu})
     assert "| 12.0% | ≥ 40% | MISSES target |" in speed_report({"gpu": {**gpu, "mfu": 0.12}})
+    text = speed_report({"gpu": {**gpu, "forward_only_mfu": 0.21, "hf_mfu": 0.019,
+                                 "vs_hf_loop": 3.84}})
+    assert "| 21.0% / 1.9% | context | engine 3.84× the plain HF loop |" in text
+
+
+def test_gpu_report_headline_is_the_best_engine_row():
+    from bench.gpu import headline, report
+
+    def row(dtype, bs, eng_s, mfu):
+        return {"dtype": dtype, "batch_size": bs, "hf_s": 4.0, "hf_forward_only_s": 0.35,
+                "engine_top_layer_s": eng_s, "encodings_top_layer_s": 3.2,
+                "hf_tokens_per_s": 1e5, "hf_mfu": 0.02, "hf_forward_only_tokens_per_s": 1.2e6,
+                "hf_forward_only_mfu": 0.21, "engine_top_layer_tokens_per_s": 4e5,
+                "engine_top_layer_mfu": mfu, "encodings_top_layer_tokens_per_s": 1.3e5,
+                "encodings_top_layer_mfu": 0.024}
+    result = {"model": "m", "device": "NVIDIA H200", "torch": "2", "peak_tflops": 989.0,
+              "sentences": 10, "tokens": 100,
+              "rows": [row("bfloat16", 512, 1.5, 0.05), row("float16", 512, 1.0, 0.07),
+                       {**row("bfloat16", 512, 0.3, 0.09), "texts": "five sentences a text",
+                        "sentences": 2, "tokens": 90}]}
+    h = headline(result)
+    # sentence rows only (the paragraph row is context), the fastest engine row
+    assert (h["dtype"], h["mfu"]) == ("float16", 0.07)
+    assert h["vs_hf_loop"] == 4.0 and abs(h["vs_encodings"] - 3.2) < 1e-12
+    md = report(result)
+    assert ("| five sentences a text (2 texts, 90 tokens), bfloat16, batch 512 | engine, top "
+            "layer | 0.300 |") in md
+    assert headline({"skipped": "no CUDA"}) == {}
