@@ -43,6 +43,9 @@ TOPICS: dict[str, tuple[str, str]] = {
                      "than 1.1M words of Brown allow, and whether they helped."),
     "speed": ("Speed", "Ratios against a baseline measured in the same run (plain Hugging Face "
               "loops, the FLOP bound) and times against the targets, on 2 CPU cores."),
+    "gpu": ("GPU", "Batch embedding on a GPU: tokens per second and model FLOP utilisation "
+            "(MFU: the share of the chip's peak the model's matrix products use) for the "
+            "engine, a plain Hugging Face loop and its bare forward passes, same run."),
     "bad_input": ("Bad input", "What a user sees after pasting or linking something the app "
                   "cannot take: one line naming the problem, the rest still plotted."),
     "soak": ("Many users at once", "Several browser sessions use every page at the same time: "
