@@ -348,15 +348,14 @@ def corpus_projection(folder: str, word: str, layer: int, limit: int, method: st
 
 
 @engine_cached("Searching the corpus …")
-def corpus_neighbours_of(folder: str, sentence_id: int, position: int, layer: int, k: int):
-    """Nearest contexts of an indexed occurrence (its own row's vector; itself comes first)."""
-    idx = _index(folder)
-    row = (idx.table(layer).search().where(f"sentence_id = {int(sentence_id)} AND position = "
-                                           f"{int(position)}")
-           .select(["vector"]).limit(1).to_list())
-    if not row:
-        raise EngineError("that occurrence is not in the index")
-    return idx.search(np.asarray(row[0]["vector"], np.float32), layer, k)
+def corpus_neighbours_of(folder: str, word: str, layer: int, limit: int, point: int, k: int):
+    """Nearest contexts of point `point` of a word's map (corpus_occurrences with the same
+    arguments); itself comes first. Its vector is the map's, already read: looking the row up
+    again by sentence and position scanned the whole layer table (15-54 ms on Brown)."""
+    vec, _, _ = corpus_occurrences(folder, word, layer, limit)
+    if not 0 <= point < len(vec):
+        raise EngineError("that point is not on the map any more; click it again")
+    return _index(folder).search(vec[point], layer, k)
 
 
 @engine_cached("Searching the corpus …")

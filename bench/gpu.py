@@ -108,7 +108,7 @@ def hf_loop(path: Path, texts: list[str], dtype: str, batch_size: int,
             "n_layers": n_layers}
 
 
-def _via_encodings(engine, model: str, texts, batch_size: int, pool: str, progress=None,
+def _via_encodings(engine, model: str, texts, batch_size: int, pool: str,
                    layers=None) -> list:
     """The embed path before v2: every token's vectors to the host, one Encoding per text,
     pooled there (kept here as the same-run baseline)."""
@@ -124,16 +124,14 @@ def engine_embed(path: Path, texts: list[str], dtype: str, batch_size: int,
     from engine.cli import embed_pooled
     from engine.text import to_word_text
 
-    if via == "encodings":
-        def embed_pooled(engine, model, texts, batch_size, pool, layers=None):  # noqa: F811
-            return _via_encodings(engine, model, texts, batch_size, pool, layers=layers)
+    embed = _via_encodings if via == "encodings" else embed_pooled
     engine = Engine(device=DEVICE, dtype=dtype, cache_size=0, traced=True)
     words = [to_word_text(t) for t in texts]
     engine.hidden_state_encoder(str(path), progress=False, layers=layers)
-    embed_pooled(engine, str(path), words[:2 * batch_size], batch_size, "mean", layers=layers)
+    embed(engine, str(path), words[:2 * batch_size], batch_size, "mean", layers=layers)
     _sync()
     start = time.perf_counter()
-    out = embed_pooled(engine, str(path), words, batch_size, "mean", layers=layers)
+    out = embed(engine, str(path), words, batch_size, "mean", layers=layers)
     _sync()
     seconds = time.perf_counter() - start
     result = {"seconds": seconds, "words": int(sum(v.shape[1] for v in out))}
@@ -144,7 +142,7 @@ def engine_embed(path: Path, texts: list[str], dtype: str, batch_size: int,
 
         prof = cProfile.Profile()
         prof.enable()
-        embed_pooled(engine, str(path), words, batch_size, "mean", layers=layers)
+        embed(engine, str(path), words, batch_size, "mean", layers=layers)
         _sync()
         prof.disable()
         buf = io.StringIO()

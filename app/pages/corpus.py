@@ -118,15 +118,15 @@ def neighbour_table(hits) -> None:
                  hide_index=True, width="stretch")
 
 
-def clicked(folder, manifest, layer, found) -> None:
-    sids, pos, sentences = found
+def clicked(folder, manifest, word, layer, found) -> None:
+    sids, _, sentences = found
     picked, _ = sel.clicked_occurrences(st.session_state.get("corpus-map"), len(sids), 1)
     if not picked:
         st.caption("Click a point to see its nearest contexts in the corpus.")
         return
     i = picked[0]
     st.text(f"{int(sids[i])}: {sentences[i]}")
-    hits = compute.corpus_neighbours_of(folder, int(sids[i]), int(pos[i]), layer, 10)
+    hits = compute.corpus_neighbours_of(folder, word, layer, MAX_POINTS, i, 10)
     st.markdown(f"**Nearest contexts at {manifest.layer_names[manifest.layers.index(layer)]}**")
     neighbour_table(hits)
 
@@ -176,7 +176,7 @@ def render(inputs: state.Inputs) -> None:
             found = word_map(folder, manifest, word, layer, method, spec)
         with side:
             if found is not None:
-                clicked(folder, manifest, layer, found)
+                clicked(folder, manifest, word, layer, found)
     search_box(folder, manifest, layer)
 
 

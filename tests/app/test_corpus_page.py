@@ -121,3 +121,19 @@ def test_the_grid_side_panel_sends_its_point_to_the_corpus_search(indexes, tiny_
     button.click().run()
     assert at.session_state["corpus_query_text"] == mouse[s]
     assert at.session_state["corpus_query_word"].lower() == "mouse"
+
+
+def test_a_clicked_point_finds_itself_first_from_the_maps_own_vectors(indexes):
+    # the click's neighbours search from the map's own vector of that point: the occurrence
+    # clicked comes back first, at cosine 1, at its own sentence and position
+    from app import compute
+    from app.pages.corpus import MAX_POINTS
+
+    folder = str(catalog.index_dirs()[0] / "tiny")
+    vec, sids, pos = compute.corpus_occurrences(folder, "bank", 2, MAX_POINTS)
+    for point in (0, len(vec) - 1):
+        hits = compute.corpus_neighbours_of(folder, "bank", 2, MAX_POINTS, point, 5)
+        assert (hits[0].sentence_id, hits[0].position) == (sids[point], pos[point])
+        assert hits[0].cosine > 0.999 and hits[0].word.lower() == "bank"
+    with pytest.raises(Exception, match="not on the map"):
+        compute.corpus_neighbours_of(folder, "bank", 2, MAX_POINTS, len(vec), 5)
