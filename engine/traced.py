@@ -149,6 +149,22 @@ class TracedEncoder:
                             hf.batches(tokenized, max(1, batch_size), 0),
                             lambda batch: self._run(batch, layers))
 
+    def encode_pooled(self, texts: Sequence[WordText], batch_size: int = 16,
+                      layers: Sequence[int] | None = None, pool: str = "mean") -> list:
+        """Word vectors [layers, words, dim] per text, pooled inside each batch (see
+        hf_common.pooled_words): no Encoding a text for batch work."""
+        import torch
+
+        check_layers(layers, self.n_layers)
+        keep = list(range(self.n_layers + 1)) if layers is None else [int(i) for i in layers]
+
+        def states(batch):
+            ids, mask = hf.pad_batch(batch, self.pad_id, "cpu")
+            with torch.inference_mode():
+                return self.graph(ids, mask)[:, keep].permute(0, 2, 1, 3)   # [B, T, layers, D]
+
+        return hf.pooled_words(self.tokenize(texts), batch_size, pool, states, "cpu")
+
     def _run(self, batch: Sequence[hf.TokenizedText], layers) -> list[hf.LayerOutputs]:
         import torch
 

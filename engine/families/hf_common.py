@@ -358,28 +358,49 @@ def encode_pooled(base_model, tokenizer, texts: Sequence[WordText], batch_size: 
                   max_tokens: int, pad_id: int, pool: str, prepare=lambda wt: wt,
                   layers: Sequence[int] | None = None) -> list[np.ndarray]:
     """Each text's word vectors [layers, words, dim] (float32): what
-    encode_texts(...)[i].word_vectors(pool) gives, pooled where the model runs. On a GPU only
-    the words' vectors come back to the host (not every token's, nor the padding), and a
-    batch's copy back overlaps the next batch's forward pass."""
-    import torch
-
-    from engine.result import POOLINGS
-
-    if pool not in POOLINGS:
-        raise EngineError(f"pool must be one of {POOLINGS}")
+    encode_texts(...)[i].word_vectors(pool) gives, pooled where the model runs."""
     cfg = base_model.config
     check_layers(layers, cfg.num_hidden_layers)
     keep = list(range(cfg.num_hidden_layers + 1)) if layers is None else [int(i) for i in layers]
     tokenized = tokenize_many(tokenizer, [prepare(wt) for wt in texts], max_tokens,
                               readable=False)
     device = next(base_model.parameters()).device
-    out: list[np.ndarray | None] = [None] * len(texts)
+
+    def states(batch):
+        import torch
+
+        ids, mask = pad_batch(batch, pad_id, str(device))
+        with torch.inference_mode():
+            if max(keep) < cfg.num_hidden_layers:
+                hidden = hidden_until(base_model, ids, mask, max(keep))
+            else:
+                hidden = base_model(input_ids=ids, attention_mask=mask,
+                                    output_hidden_states=True, return_dict=True).hidden_states
+            return torch.stack([hidden[i] for i in keep], dim=2)      # [B, T, layers, D]
+
+    return pooled_words(tokenized, batch_size, pool, states, device)
+
+
+def pooled_words(tokenized: Sequence[TokenizedText], batch_size: int, pool: str, states,
+                 device) -> list[np.ndarray]:
+    """Each text's word vectors [layers, words, dim] (float32), pooled from `states(batch)`
+    ([texts, tokens, layers, dim] on `device`) in Encoding.word_vectors' way. On a GPU only the
+    words' vectors come back to the host (not every token's, nor the padding), and a batch's
+    copy back overlaps the next batch's forward pass."""
+    import torch
+
+    from engine.result import POOLINGS
+
+    if pool not in POOLINGS:
+        raise EngineError(f"pool must be one of {POOLINGS}")
+    device = torch.device(device)
+    out: list[np.ndarray | None] = [None] * len(tokenized)
 
     def finish(group, batch, host, done):
         if done is not None:
             done.synchronize()
         # a copy, so the pinned buffer goes back to torch's host cache for the next batch
-        arr = host.numpy().copy()
+        arr = host.numpy().copy() if done is not None else host.numpy()
         start = 0
         for i, t in zip(group, batch):
             n = len(t.text.words)
@@ -389,7 +410,8 @@ def encode_pooled(base_model, tokenizer, texts: Sequence[WordText], batch_size: 
     pending = None
     for group in batches(tokenized, max(1, batch_size), 0):
         batch = [tokenized[i] for i in group]
-        pooled = _pool_batch(base_model, batch, pad_id, keep, pool, device)
+        with torch.inference_mode():
+            pooled = _pool(states(batch), batch, pool)
         done = None
         if device.type == "cuda":
             host = torch.empty(pooled.shape, dtype=pooled.dtype, pin_memory=True)
@@ -433,29 +455,20 @@ def _pool_index(batch: Sequence[TokenizedText], width: int, pool: str):
             np.concatenate(weights).astype(np.float32), base)
 
 
-def _pool_batch(base_model, batch: Sequence[TokenizedText], pad_id: int, keep: list[int],
-                pool: str, device):
-    """[words, layers, dim] float32 on `device`: one batch's word vectors."""
+def _pool(states, batch: Sequence[TokenizedText], pool: str):
+    """[words, layers, dim] float32 on the states' device: one batch's word vectors."""
     import torch
 
-    ids, mask = pad_batch(batch, pad_id, str(device))
-    stop = max(keep)
-    with torch.inference_mode():
-        if stop < base_model.config.num_hidden_layers:
-            hidden = hidden_until(base_model, ids, mask, stop)
-        else:
-            hidden = base_model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
-                                return_dict=True).hidden_states
-        width = ids.shape[1]
-        states = torch.stack([hidden[i] for i in keep], dim=2)      # [B, T, layers, D]
-        flat = states.reshape(len(batch) * width, len(keep), states.shape[-1])
-        rows, words, weights, n_words = _pool_index(batch, width, pool)
-        picked = flat[torch.from_numpy(rows).to(device)].float()
-        if pool != "mean":
-            return picked
-        pooled = torch.zeros((n_words,) + picked.shape[1:], dtype=torch.float32, device=device)
-        scale = torch.from_numpy(weights).to(device)[:, None, None]
-        return pooled.index_add_(0, torch.from_numpy(words).to(device), picked * scale)
+    device = states.device
+    width = states.shape[1]
+    flat = states.reshape(len(batch) * width, states.shape[2], states.shape[3])
+    rows, words, weights, n_words = _pool_index(batch, width, pool)
+    picked = flat[torch.from_numpy(rows).to(device)].float()
+    if pool != "mean":
+        return picked
+    pooled = torch.zeros((n_words,) + picked.shape[1:], dtype=torch.float32, device=device)
+    scale = torch.from_numpy(weights).to(device)[:, None, None]
+    return pooled.index_add_(0, torch.from_numpy(words).to(device), picked * scale)
 
 
 def chosen_layer_names(n_layers: int, layers: Sequence[int] | None) -> tuple[str, ...]:

@@ -78,6 +78,26 @@ def test_a_traced_graph_gives_the_models_hidden_states(cache, model):
     assert enc.attentions is not None and enc.attentions.shape[0] == meta["n_layers"]
 
 
+@pytest.mark.parametrize("pool", ["mean", "first"])
+def test_a_traced_graph_pools_word_vectors_as_the_encodings_do(cache, pool):
+    # batch work pools inside the graph's batches (no Encoding a text): the same word vectors
+    from engine.text import to_word_text
+
+    model = _bundled_berts()[0]
+    texts = [to_word_text(t) for t in TEXTS]
+    fast = Engine(cache_size=0, traced=True)
+    ref = [e.word_vectors(pool) for e in Engine(cache_size=0).encode_words(model, texts)]
+    top = len(ref[0]) - 1
+    for layers in (None, (top, 0)):
+        got = fast.word_vectors(model, texts, batch_size=2, layers=layers, pool=pool)
+        assert fast.hidden_state_encoder(model, layers=layers).__class__.__name__ == \
+            "TracedEncoder"
+        for g, r in zip(got, ref):
+            r = r if layers is None else r[list(layers)]
+            assert g.shape == r.shape
+            np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
+
+
 def test_a_cached_graph_runs_in_a_fresh_process_without_transformers(cache, tmp_path):
     """The point of the graph: a second process loads it with torch alone (no model load, no
     transformers import) and gets the vectors the model gives."""
