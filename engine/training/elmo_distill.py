@@ -54,6 +54,15 @@ def teacher_vectors(model_id: str, layers: tuple[int, ...], sentences: list[list
         kept = np.load(path, mmap_mode="r")
         if kept.shape[0] == offsets[-1]:
             return kept
+    from engine.registry import load_registry
+
+    entry = load_registry().get(model_id)
+    if entry is not None and entry.base:
+        out = _engine_teacher(model_id, layers, sentences, int(offsets[-1]), threads)
+        tmp = path.with_suffix(".tmp.npy")
+        np.save(tmp, out)
+        tmp.replace(path)
+        return np.load(path, mmap_mode="r")
     from transformers import AutoModel, AutoTokenizer
 
     from engine.training.bert import installed_dir
@@ -87,6 +96,35 @@ def teacher_vectors(model_id: str, layers: tuple[int, ...], sentences: list[list
     return np.load(path, mmap_mode="r")
 
 
+def _engine_teacher(model_id: str, layers: tuple[int, ...], sentences: list[list[str]],
+                    total: int, threads: int) -> np.ndarray:
+    """teacher_vectors through the engine, for a model it assembles (an overlay such as
+    minilm-l6-mlm: the base's files plus trained tensors): the same pooling (mean over a
+    word's WordPieces), the words joined by single spaces."""
+    from engine.api import Engine
+    from engine.text import WordText
+
+    torch.set_num_threads(threads)
+    engine = Engine(cache_size=0, traced=True)
+    out, row = None, 0
+    bar = tqdm(total=total, unit="word", desc=f"teacher {model_id}")
+    for k in range(0, len(sentences), 1024):
+        chunk = []
+        for words in sentences[k:k + 1024]:
+            starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
+            chunk.append(WordText(" ".join(words), tuple(words),
+                                  tuple((int(a), int(a) + len(w)) for a, w in zip(starts, words))))
+        for v in engine.word_vectors(model_id, chunk, batch_size=TEACHER_BATCH,
+                                     layers=list(layers)):
+            if out is None:
+                out = np.zeros((total, v.shape[-1]), dtype=np.float16)
+            out[row:row + v.shape[1]] = v.mean(0)
+            row += v.shape[1]
+        bar.update(sum(len(w) for w in sentences[k:k + 1024]))
+    bar.close()
+    return out
+
+
 class Centres:
     """What is subtracted from each teacher vector before it becomes a target.
 
@@ -103,6 +141,7 @@ class Centres:
                  chunk: int = 65536):
         if kind not in TARGETS:
             raise SystemExit(f"--target must be one of {TARGETS}, not {kind!r}")
+        kind = "vector" if kind == "relational" else kind   # its held-out items only
         self.kind = kind
         words = [w.lower() for s in sentences for w in s] if kind == "residual" else []
         self.index = {w: i for i, w in enumerate(dict.fromkeys(words))} if words else {"": 0}
@@ -124,7 +163,7 @@ class Centres:
         return self.means[np.maximum(ids, 0)], ok
 
 
-TARGETS = ("vector", "residual")
+TARGETS = ("vector", "residual", "relational")
 
 
 class TeacherBatches(Batches):
@@ -155,6 +194,83 @@ class TeacherBatches(Batches):
         per_epoch = len(self.epoch(0))
         idx = self.epoch(step // per_epoch)[step % per_epoch]
         return self.items(idx), sum(len(self.sentences[j]) for j in idx)
+
+
+class GroupedBatches(TeacherBatches):
+    """For --target relational: each batch is `groups` word types x `per_group` training
+    sentences that hold that type (one occurrence each), so the batch holds several contexts of
+    one word, the comparison the senses benchmark makes. Types: alphabetic, 3+ letters, in at
+    least per_group sentences, not among the SKIP_TOP most frequent (function words). Batches
+    are a pure function of seed and step, so a resumed run sees the same ones."""
+
+    SKIP_TOP = 100
+
+    def __init__(self, sentences, vocab, batch_size, seed, vectors, per_group: int):
+        super().__init__(sentences, vocab, batch_size, seed, vectors, None)
+        self.per_group = per_group
+        self.groups = max(1, batch_size // per_group)
+        where: dict[str, list[tuple[int, int]]] = {}
+        for j, sent in enumerate(sentences):
+            seen = set()
+            for p, w in enumerate(sent):
+                k = w.lower()
+                if k.isalpha() and len(k) > 2 and k not in seen:
+                    seen.add(k)
+                    where.setdefault(k, []).append((j, p))
+        common = set(sorted(where, key=lambda k: -len(where[k]))[:self.SKIP_TOP])
+        self.types = sorted(k for k, v in where.items() if len(v) >= per_group and k not in common)
+        self.where = where
+
+    def batch(self, step: int):
+        rng = np.random.default_rng([self.seed, step])
+        picks = []
+        for t in rng.choice(len(self.types), self.groups, replace=False):
+            occ = self.where[self.types[t]]
+            picks += [occ[o] for o in rng.choice(len(occ), self.per_group, replace=False)]
+        idx = [j for j, _ in picks]
+        chars, targets = self.tensors([self.sentences[j] for j in idx])
+        teacher = torch.from_numpy(np.stack([np.asarray(self.vectors[self.offsets[j] + p],
+                                                        np.float32) for j, p in picks]))
+        return ((chars, targets, teacher, torch.tensor([p for _, p in picks])),
+                sum(len(self.sentences[j]) for j in idx))
+
+
+def standardised_pairs(x: torch.Tensor, per_group: int) -> torch.Tensor:
+    """[groups, pairs]: the cosines between the vectors of each group (rows in groups of
+    per_group), less their group's mean, scaled to unit length per group."""
+    x = torch.nn.functional.normalize(x.reshape(-1, per_group, x.shape[-1]), dim=-1)
+    iu = torch.triu_indices(per_group, per_group, 1)
+    c = (x @ x.transpose(1, 2))[:, iu[0], iu[1]]
+    c = c - c.mean(1, keepdim=True)
+    return c / (c.norm(dim=1, keepdim=True) + 1e-6)
+
+
+class RelationalBiLm(BiLmWithSoftmax):
+    """The LM loss plus (1 - the Pearson correlation, per word type, between the student's and
+    the teacher's cosines among that type's contexts in the batch): the top layer is asked to
+    rank one word's contexts as the teacher does, not to reproduce the teacher's vectors."""
+
+    def __init__(self, bilm, vocab_size: int, weight: float, per_group: int):
+        super().__init__(bilm, vocab_size)
+        self.weight, self.per_group = weight, per_group
+
+    def sums(self, batch) -> tuple[dict, torch.Tensor]:
+        chars, targets, teacher, where = batch
+        out = self.bilm(chars)
+        top = out.layers[-1]
+        P = self.bilm.options.proj_dim
+        r = lm_nll_of(top[..., :P], top[..., P:], out.mask, self.softmax, targets)
+        if where.dtype == torch.bool:            # held-out items (TeacherBatches): LM only
+            return r, top.new_zeros(0)
+        student = top[torch.arange(len(where)), where + 1]      # row 0 is <S>
+        agree = (standardised_pairs(student, self.per_group) *
+                 standardised_pairs(teacher, self.per_group)).sum(1)
+        return r, agree
+
+    def loss(self, batch) -> torch.Tensor:
+        r, agree = self.sums(batch)
+        lm = 0.5 * (r["fwd"] / r["n_fwd"] + r["bwd"] / r["n_bwd"])
+        return lm + self.weight * (1 - agree).mean() if len(agree) else lm
 
 
 class DistilledBiLm(BiLmWithSoftmax):
@@ -199,13 +315,16 @@ def distill_eval(model: DistilledBiLm, data: TeacherBatches, idx: list[int], bs:
             "n_bwd": tot["n_bwd"], "teacher_cos": cos_sum / max(n, 1)}
 
 
-def init_model(init: Path, teacher_dim: int, weight: float, dropout: float) -> tuple[DistilledBiLm, list[str]]:
+def init_model(init: Path, teacher_dim: int, weight: float, dropout: float,
+               per_group: int = 0) -> tuple[BiLmWithSoftmax, list[str]]:
+    """per_group > 0: a RelationalBiLm (--target relational), else a DistilledBiLm."""
     bilm = with_unique_word_cnn(load_allennlp(init, progress=False))
     bilm.dropout = dropout
     softmax = load_softmax(init)
     if softmax is None:
         raise SystemExit(f"{init} has no LM softmax: distillation keeps training both LMs")
-    model = DistilledBiLm(bilm, len(softmax.vocab), teacher_dim, weight)
+    model = (RelationalBiLm(bilm, len(softmax.vocab), weight, per_group) if per_group else
+             DistilledBiLm(bilm, len(softmax.vocab), teacher_dim, weight))
     with torch.no_grad():
         model.softmax.weight.copy_(softmax.weight)
         model.softmax.bias.copy_(softmax.bias)
@@ -225,14 +344,20 @@ def run(args) -> dict:
     t_held = teacher_vectors(args.teacher, layers, held_s, args.run_dir / f"teacher-{tag}-heldout.npy",
                              args.threads)
     centres = Centres(args.target, train_s, t_train)
-    model, vocab = init_model(args.init, t_train.shape[1], args.distill_weight, args.dropout)
-    data = TeacherBatches(train_s, vocab, args.batch_size, args.seed, t_train, centres)
+    relational = args.target == "relational"
+    model, vocab = init_model(args.init, t_train.shape[1], args.distill_weight, args.dropout,
+                              args.group_size if relational else 0)
+    data = (GroupedBatches(train_s, vocab, args.batch_size, args.seed, t_train, args.group_size)
+            if relational else
+            TeacherBatches(train_s, vocab, args.batch_size, args.seed, t_train, centres))
     held = TeacherBatches(held_s, vocab, args.batch_size, args.seed, t_held, centres)
     quick = list(range(min(args.eval_sentences, len(held_s))))
     model.eval()
     before = distill_eval(model, held, list(range(len(held_s))))
     train_words = sum(map(len, train_s))
-    cfg = RunConfig.from_args(args, train_words / len(data.epoch(0)), grad_clip=args.grad_clip)
+    words_per_step = (train_words / len(data.epoch(0)) if not relational else
+                      data.groups * data.per_group * train_words / len(train_s))
+    cfg = RunConfig.from_args(args, words_per_step, grad_clip=args.grad_clip)
     state = train(model, lambda m, b: m.loss(b), data.batch,
                   lambda m: {k: v for k, v in distill_eval(m, held, quick).items()
                              if k in ("loss", "teacher_cos")}, cfg)
@@ -253,7 +378,9 @@ def run(args) -> dict:
                  "heldout_ppl_backward": math.exp(before["bwd_loss"]),
                  "heldout_teacher_cos": before["teacher_cos"]},
         "teacher": {"model": args.teacher, "layers": list(layers), "weight": args.distill_weight,
-                    "target": args.target},
+                    "target": args.target,
+                    **({"group_size": args.group_size, "groups_per_batch": data.groups,
+                        "word_types": len(data.types)} if relational else {})},
         "bigram_ppl_forward": base["fwd_ppl"], "bigram_ppl_backward": base["bwd_ppl"],
         "config": run_settings(args),
     }
@@ -279,7 +406,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--distill-weight", type=float, default=1.0)
     ap.add_argument("--target", choices=TARGETS, default="vector",
                     help="what the top layer is pulled to: the teacher's vector less the corpus "
-                    "mean, or less the word's own mean (what context adds; see Centres)")
+                    "mean, or less the word's own mean (what context adds; see Centres), or "
+                    "the teacher's ranking of one word's contexts (relational)")
+    ap.add_argument("--group-size", type=int, default=6,
+                    help="--target relational: contexts of one word type per group")
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--grad-clip", type=float, default=5.0)
     ap.add_argument("--eval-sentences", type=int, default=300)

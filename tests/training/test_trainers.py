@@ -356,3 +356,56 @@ def test_residual_targets_are_what_context_adds_to_each_word():
     centre, ok = whole.of(["bank", "unseen"])
     assert ok.all()
     np.testing.assert_allclose(centre[1], vectors.astype(np.float64).mean(0), atol=1e-6)
+
+
+def test_relational_batches_group_contexts_of_one_word_and_repeat_by_step():
+    import numpy as np
+
+    from engine.training.elmo_distill import GroupedBatches
+
+    sentences = [["The", "bank", "rose", str(i)] for i in range(8)] + \
+        [["a", "river", "ran", str(i)] for i in range(8)] + [["the"] * 3] * 4
+    vocab = sorted({w for s in sentences for w in s})
+    vectors = np.arange(sum(map(len, sentences)) * 2, dtype=np.float32).reshape(-1, 2)
+    GroupedBatches.SKIP_TOP, old = 1, GroupedBatches.SKIP_TOP      # "the" is skipped
+    try:
+        data = GroupedBatches(sentences, vocab, 8, 3, vectors, per_group=4)
+    finally:
+        GroupedBatches.SKIP_TOP = old
+    assert "the" not in data.types and {"bank", "river", "rose", "ran"} <= set(data.types)
+    (chars, targets, teacher, where), words = data.batch(5)
+    assert data.groups == 2 and chars.shape[0] == 8 and words == 32
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in sentences])])
+    # each group of 4 rows is one word type, at its position in 4 different sentences, and the
+    # teacher row is that word's vector
+    again = data.batch(5)[0]
+    assert all(torch_equal(a, b) for a, b in zip((chars, targets, teacher, where), again))
+    for g in range(2):
+        rows = range(4 * g, 4 * g + 4)
+        sent = [int(np.flatnonzero((vectors == teacher[r].numpy()).all(1))[0]) for r in rows]
+        owner = [int(np.searchsorted(offsets, k, side="right") - 1) for k in sent]
+        assert len(set(owner)) == 4
+        words_at = {sentences[o][int(where[r])].lower() for o, r in zip(owner, rows)}
+        assert len(words_at) == 1
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return bool(torch.equal(a, b))
+
+
+def test_relational_loss_is_zero_when_the_student_ranks_contexts_as_the_teacher():
+    import torch
+
+    from engine.training.elmo_distill import standardised_pairs
+
+    torch.manual_seed(0)
+    teacher = torch.randn(12, 5)
+    same = standardised_pairs(teacher, 6)
+    assert same.shape == (2, 15)
+    # a rotated, scaled copy keeps every cosine: agreement 1; an unrelated set does not
+    q, _ = torch.linalg.qr(torch.randn(5, 5))
+    assert torch.allclose((standardised_pairs(3 * teacher @ q, 6) * same).sum(1),
+                          torch.ones(2), atol=1e-5)
+    assert ((standardised_pairs(torch.randn(12, 5), 6) * same).sum(1) < 0.9).all()
