@@ -110,3 +110,19 @@ def test_word_vectors_of_a_model_without_pooling_come_from_its_encodings(model_d
     got = engine.word_vectors(elmo, texts, layers=(2, 0), pool="last")
     for g, e in zip(got, engine.encode_words(elmo, texts)):
         np.testing.assert_array_equal(g, e.word_vectors("last")[[2, 0]])
+
+
+def test_tokenize_many_ignores_padding_and_truncation_stored_in_a_tokenizer_file():
+    # all-MiniLM-L6-v2's tokenizer.json pads and truncates to 128: the batch tokenizer must not
+    # inherit that from the Rust backend (a long text would be cut silently)
+    from tests.tiny_models import wordpiece_tokenizer
+
+    plain, stored = wordpiece_tokenizer(), wordpiece_tokenizer()
+    stored.backend_tokenizer.enable_truncation(max_length=5)
+    stored.backend_tokenizer.enable_padding(length=12, pad_id=0)
+    texts = [to_word_text(t) for t in POOL_TEXTS]
+    want = hf.tokenize_many(plain, texts, 512)
+    got = hf.tokenize_many(stored, texts, 512)
+    assert [t.input_ids for t in got] == [t.input_ids for t in want]
+    assert max(len(t.input_ids) for t in got) > 5
+    assert all((g.token_to_word == w.token_to_word).all() for g, w in zip(got, want))
