@@ -220,6 +220,10 @@ class GroupedBatches(TeacherBatches):
         common = set(sorted(where, key=lambda k: -len(where[k]))[:self.SKIP_TOP])
         self.types = sorted(k for k, v in where.items() if len(v) >= per_group and k not in common)
         self.where = where
+        if len(self.types) < self.groups:
+            raise SystemExit(f"--target relational needs {self.groups} word types in at least "
+                             f"{per_group} training sentences each; the corpus has "
+                             f"{len(self.types)}: use a smaller --group-size or --batch-size")
 
     def batch(self, step: int):
         rng = np.random.default_rng([self.seed, step])
@@ -366,7 +370,8 @@ def run(args) -> dict:
     base = bigram_baseline(data, train_s, held_s)
     report = {
         "params": {**count_parameters(model, ("char_cnn", "softmax", "to_teacher")),
-                   "to_teacher (training only)": sum(p.numel() for p in model.to_teacher.parameters())},
+                   **({} if relational else {"to_teacher (training only)": sum(
+                       p.numel() for p in model.to_teacher.parameters())})},
         "vocab_size": len(vocab), "words_seen": state.words, "steps": state.step,
         "wall_s": round(state.wall_s, 1), "epochs": state.words / train_words,
         "train_words": train_words, "heldout_sentences": len(held_s),

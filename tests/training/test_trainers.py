@@ -409,3 +409,33 @@ def test_relational_loss_is_zero_when_the_student_ranks_contexts_as_the_teacher(
     assert torch.allclose((standardised_pairs(3 * teacher @ q, 6) * same).sum(1),
                           torch.ones(2), atol=1e-5)
     assert ((standardised_pairs(torch.randn(12, 5), 6) * same).sum(1) < 0.9).all()
+
+
+def test_relational_distillation_runs_resumable_and_exports_a_plain_elmo(tiny_elmo, tiny_corpus,
+                                                                         tmp_path, monkeypatch):
+    import numpy as np
+
+    from engine.families.elmo.weights import load_softmax
+    from engine.training import elmo_distill
+
+    monkeypatch.setattr(elmo_distill.GroupedBatches, "SKIP_TOP", 3)   # a tiny vocabulary
+    report, history = _run(elmo_distill, tiny_corpus, tmp_path, [
+        "--init", str(tiny_elmo[2]), "--teacher", "minilm-l6", "--teacher-layers", "2",
+        "--target", "relational", "--group-size", "3", "--max-words", "1500",
+        "--batch-size", "6", "--lr", "1e-2", "--eval-sentences", "20"])
+    assert report["teacher"]["target"] == "relational" and report["teacher"]["word_types"] >= 2
+    assert report["steps"] >= 10 and "to_teacher (training only)" not in report["params"]
+    assert report["heldout_ppl_forward"] < 1.5 * report["init"]["heldout_ppl_forward"]
+    assert load_softmax(tmp_path / "out").vocab == load_softmax(tiny_elmo[2]).vocab
+    # a rerun of the same command resumes from the finished checkpoint: no step is redone
+    again = elmo_distill.run(elmo_distill.parser().parse_args([
+        "--corpus", str(tiny_corpus), "--run-dir", str(tmp_path / "run"),
+        "--out", str(tmp_path / "out2"), "--budget-minutes", "2", "--seed", "3",
+        "--warmup", "5", "--eval-every", "10", "--init", str(tiny_elmo[2]),
+        "--teacher", "minilm-l6", "--teacher-layers", "2", "--target", "relational",
+        "--group-size", "3", "--max-words", "1500", "--batch-size", "6", "--lr", "1e-2",
+        "--eval-sentences", "20"]))
+    assert again["steps"] == report["steps"] and again["words_seen"] == report["words_seen"]
+    with pytest.raises(SystemExit, match="word types"):
+        elmo_distill.GroupedBatches([["a", "cat"]] * 2, ["a", "cat"], 6, 0,
+                                    np.zeros((4, 2), np.float32), per_group=3)
