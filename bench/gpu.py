@@ -327,7 +327,11 @@ def report(result: dict) -> str:
              "the framework reaches; no path that returns vectors can beat it);",
              "- engine: `Engine.word_vectors` (the `ctxlens embed` path): words' vectors pooled "
              "on the GPU; encodings: the path before it (every token to the host, one Encoding "
-             "a text).", ""]
+             "a text).", "",
+             "No confidence intervals: each row is one timed pass over all the sentences (after "
+             "a warm-up), because a lent GPU gives minutes, not repeats. What varies is the host "
+             "side between machines (results/README.md gives another machine's run of the same "
+             "code); compare rows of one run, not runs.", ""]
     rows = []
     for r in result["rows"]:
         what = (f"{r['texts']} ({r['sentences']:,} texts, {r['tokens']:,} tokens)"

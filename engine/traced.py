@@ -153,15 +153,12 @@ class TracedEncoder:
                       layers: Sequence[int] | None = None, pool: str = "mean") -> list:
         """Word vectors [layers, words, dim] per text, pooled inside each batch (see
         hf_common.pooled_words): no Encoding a text for batch work."""
-        import torch
-
         check_layers(layers, self.n_layers)
         keep = list(range(self.n_layers + 1)) if layers is None else [int(i) for i in layers]
 
-        def states(batch):
+        def states(batch):               # pooled_words runs it under inference_mode
             ids, mask = hf.pad_batch(batch, self.pad_id, "cpu")
-            with torch.inference_mode():
-                return self.graph(ids, mask)[:, keep].permute(0, 2, 1, 3)   # [B, T, layers, D]
+            return self.graph(ids, mask)[:, keep].permute(0, 2, 1, 3)   # [B, T, layers, D]
 
         return hf.pooled_words(self.tokenize(texts), batch_size, pool, states, "cpu")
 

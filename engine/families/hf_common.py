@@ -366,17 +366,16 @@ def encode_pooled(base_model, tokenizer, texts: Sequence[WordText], batch_size: 
                               readable=False)
     device = next(base_model.parameters()).device
 
-    def states(batch):
+    def states(batch):                   # pooled_words runs it under inference_mode
         import torch
 
         ids, mask = pad_batch(batch, pad_id, str(device))
-        with torch.inference_mode():
-            if max(keep) < cfg.num_hidden_layers:
-                hidden = hidden_until(base_model, ids, mask, max(keep))
-            else:
-                hidden = base_model(input_ids=ids, attention_mask=mask,
-                                    output_hidden_states=True, return_dict=True).hidden_states
-            return torch.stack([hidden[i] for i in keep], dim=2)      # [B, T, layers, D]
+        if max(keep) < cfg.num_hidden_layers:
+            hidden = hidden_until(base_model, ids, mask, max(keep))
+        else:
+            hidden = base_model(input_ids=ids, attention_mask=mask,
+                                output_hidden_states=True, return_dict=True).hidden_states
+        return torch.stack([hidden[i] for i in keep], dim=2)      # [B, T, layers, D]
 
     return pooled_words(tokenized, batch_size, pool, states, device)
 

@@ -111,6 +111,7 @@ def _engine_teacher(model_id: str, layers: tuple[int, ...], sentences: list[list
     for k in range(0, len(sentences), 1024):
         chunk = []
         for words in sentences[k:k + 1024]:
+            # built here, not by text.from_words: a training sentence may pass the app's caps
             starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
             chunk.append(WordText(" ".join(words), tuple(words),
                                   tuple((int(a), int(a) + len(w)) for a, w in zip(starts, words))))

@@ -459,6 +459,13 @@ def test_benchmarks_page_is_for_users(server, browser):
     assert method.count() == 1 and method.get_attribute("open") is None
     shown = panel.inner_text()
     assert "|---" not in shown and "../shared" not in shown
+    # the GPU report (results/gpu.md) has its own tab that says what MFU is before its table
+    page.get_by_role("tab", name="GPU").click()
+    _settle(page, 500)
+    gpu = page.get_by_role("tabpanel").filter(has_text="model FLOP utilisation").first
+    gpu.wait_for(timeout=60_000)
+    assert gpu.locator('[data-testid="stDataFrame"]').count() >= 1
+    assert "|---" not in gpu.inner_text()
     assert not page.locator('[data-testid="stException"]').count()
     page.close()
 
