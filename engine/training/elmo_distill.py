@@ -44,11 +44,14 @@ TEACHER_BATCH = 64
 
 
 def teacher_vectors(model_id: str, layers: tuple[int, ...], sentences: list[list[str]],
-                    path: Path, threads: int) -> np.ndarray:
+                    path: Path, threads: int, device: str = "cpu") -> np.ndarray:
     """[total words, teacher dim] float16: per word, the mean over its WordPieces of the mean
     of the teacher's hidden states at `layers`; sentences in order, words in order. Computed
     once into `path` (written whole, then renamed, so an interrupted run computes it again);
-    a file with another number of words (another corpus) is computed again."""
+    a file with another number of words (another corpus) is computed again.
+
+    model_id: a registry id, or a folder with a Hugging Face encoder (engine.training.gpu_bundle
+    writes minilm-l6-mlm as one, for a lent GPU that has no wheels installed)."""
     offsets = np.concatenate([[0], np.cumsum([len(s) for s in sentences])])
     if path.exists():
         kept = np.load(path, mmap_mode="r")
@@ -56,7 +59,8 @@ def teacher_vectors(model_id: str, layers: tuple[int, ...], sentences: list[list
             return kept
     from engine.registry import load_registry
 
-    entry = load_registry().get(model_id)
+    folder = Path(model_id) if Path(model_id).is_dir() else None
+    entry = None if folder else load_registry().get(model_id)
     if entry is not None and entry.base:
         out = _engine_teacher(model_id, layers, sentences, int(offsets[-1]), threads)
         tmp = path.with_suffix(".tmp.npy")
@@ -68,19 +72,22 @@ def teacher_vectors(model_id: str, layers: tuple[int, ...], sentences: list[list
     from engine.training.bert import installed_dir
 
     torch.set_num_threads(threads)
-    folder = installed_dir(model_id)
+    folder = folder or installed_dir(model_id)
     tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModel.from_pretrained(folder, attn_implementation="sdpa").eval()
+    # float32 whatever the file stores (a bundle keeps its weights in float16 to travel)
+    model = AutoModel.from_pretrained(folder, attn_implementation="sdpa",
+                                      torch_dtype=torch.float32).eval().to(device)
     out = np.zeros((int(offsets[-1]), model.config.hidden_size), dtype=np.float16)
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    bar = tqdm(total=int(offsets[-1]), unit="word", desc=f"teacher {model_id}")
+    bar = tqdm(total=int(offsets[-1]), unit="word", desc=f"teacher {folder.name}")
+    batch = TEACHER_BATCH * (4 if device.startswith("cuda") else 1)
     with torch.inference_mode():
-        for k in range(0, len(order), TEACHER_BATCH):
-            idx = order[k:k + TEACHER_BATCH]
+        for k in range(0, len(order), batch):
+            idx = order[k:k + batch]
             enc = tok([sentences[i] for i in idx], is_split_into_words=True, padding=True,
                       truncation=True, max_length=512, return_tensors="pt")
-            hs = model(**enc, output_hidden_states=True).hidden_states
-            h = torch.stack([hs[layer] for layer in layers]).mean(0)            # (B, T, D)
+            hs = model(**enc.to(device), output_hidden_states=True).hidden_states
+            h = torch.stack([hs[layer] for layer in layers]).mean(0).float().cpu()  # (B, T, D)
             for b, i in enumerate(idx):
                 word_ids = enc.word_ids(b)
                 rows = [t for t, w in enumerate(word_ids) if w is not None]
@@ -343,11 +350,11 @@ def run(args) -> dict:
     train_s = sentence_words(corpus.load_texts("train", args.corpus))
     held_s = sentence_words(corpus.load_texts("heldout", args.corpus))
     args.run_dir.mkdir(parents=True, exist_ok=True)
-    tag = f"{args.teacher}-L{''.join(map(str, layers))}"
+    tag = f"{Path(args.teacher).name}-L{''.join(map(str, layers))}"
     t_train = teacher_vectors(args.teacher, layers, train_s, args.run_dir / f"teacher-{tag}-train.npy",
-                              args.threads)
+                              args.threads, args.device)
     t_held = teacher_vectors(args.teacher, layers, held_s, args.run_dir / f"teacher-{tag}-heldout.npy",
-                             args.threads)
+                             args.threads, args.device)
     centres = Centres(args.target, train_s, t_train)
     relational = args.target == "relational"
     model, vocab = init_model(args.init, t_train.shape[1], args.distill_weight, args.dropout,
@@ -357,8 +364,9 @@ def run(args) -> dict:
             TeacherBatches(train_s, vocab, args.batch_size, args.seed, t_train, centres))
     held = TeacherBatches(held_s, vocab, args.batch_size, args.seed, t_held, centres)
     quick = list(range(min(args.eval_sentences, len(held_s))))
-    model.eval()
-    before = distill_eval(model, held, list(range(len(held_s))))
+    model.eval().to(args.device)       # the held-out passes run where training does
+    with torch.no_grad():
+        before = distill_eval(model, held, list(range(len(held_s))))
     train_words = sum(map(len, train_s))
     words_per_step = (train_words / len(data.epoch(0)) if not relational else
                       data.groups * data.per_group * train_words / len(train_s))
@@ -366,8 +374,10 @@ def run(args) -> dict:
     state = train(model, lambda m, b: m.loss(b), data.batch,
                   lambda m: {k: v for k, v in distill_eval(m, held, quick).items()
                              if k in ("loss", "teacher_cos")}, cfg)
-    model.eval()
-    after = distill_eval(model, held, list(range(len(held_s))))
+    model.eval().to(args.device)
+    with torch.no_grad():
+        after = distill_eval(model, held, list(range(len(held_s))))
+    model.to("cpu")
     base = bigram_baseline(data, train_s, held_s)
     report = {
         "params": {**count_parameters(model, ("char_cnn", "softmax", "to_teacher")),

