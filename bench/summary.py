@@ -17,6 +17,7 @@ REPORTS = (("geometry.md", "Ethayarajh (2019) geometry per layer, invariants"),
            ("cloze.md", "Everyday cloze: filling one blank, every family"),
            ("elmo_distill.md", "A stronger ELMo offline: distillation candidates"),
            ("speed.md", "Speed and memory against the targets"),
+           ("gpu.md", "GPU batch embedding: the engine against plain Hugging Face on an H200"),
            ("bad_input.md", "Bad input in the browser: cases and what the user sees"),
            ("soak.md", "Soak: concurrent browser sessions"),
            ("corpus.md", "Corpus mode: indexing Brown, searching it, LanceDB or FAISS, Ray"))

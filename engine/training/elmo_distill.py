@@ -403,8 +403,9 @@ def run(args) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     export(model, vocab, args.out)
     plot_curves(state.history, args.out / "learning_curve.png",
-                "ELMo biLM (Brown) distilled from " + args.teacher,
-                keys=("train_loss", "heldout_teacher_cos"))
+                "ELMo biLM (Brown) distilled from " + Path(args.teacher).name,
+                # a relational run's held-out items carry no teacher target: its LM loss instead
+                keys=("train_loss", "heldout_loss" if relational else "heldout_teacher_cos"))
     (args.out / "training_report.json").write_text(json.dumps({**report, "history": state.history},
                                                               indent=1))
     return report
