@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from engine.families.elmo.weights import load_allennlp, load_softmax
 from engine.training import corpus
-from engine.training.elmo import (BiLmWithSoftmax, Batches, bigram_baseline, export,
+from engine.training.elmo import (IGNORE, BiLmWithSoftmax, Batches, bigram_baseline, export,
                                   lm_nll_of, sentence_words, with_unique_word_cnn)
 from engine.training.loop import (RunConfig, count_parameters, model_device, plot_curves,
                                    seed_everything, to_device, train, trainer_parser, run_settings)
@@ -213,10 +213,12 @@ class GroupedBatches(TeacherBatches):
 
     SKIP_TOP = 100
 
-    def __init__(self, sentences, vocab, batch_size, seed, vectors, per_group: int):
+    def __init__(self, sentences, vocab, batch_size, seed, vectors, per_group: int,
+                 extra: "ExtraGroups | None" = None):
         super().__init__(sentences, vocab, batch_size, seed, vectors, None)
         self.per_group = per_group
         self.groups = max(1, batch_size // per_group)
+        self.extra = extra
         where: dict[str, list[tuple[int, int]]] = {}
         for j, sent in enumerate(sentences):
             seen = set()
@@ -240,11 +242,70 @@ class GroupedBatches(TeacherBatches):
             occ = self.where[self.types[t]]
             picks += [occ[o] for o in rng.choice(len(occ), self.per_group, replace=False)]
         idx = [j for j, _ in picks]
-        chars, targets = self.tensors([self.sentences[j] for j in idx])
-        teacher = torch.from_numpy(np.stack([np.asarray(self.vectors[self.offsets[j] + p],
-                                                        np.float32) for j, p in picks]))
-        return ((chars, targets, teacher, torch.tensor([p for _, p in picks])),
-                sum(len(self.sentences[j]) for j in idx))
+        sents = [self.sentences[j] for j in idx]
+        teacher = [np.asarray(self.vectors[self.offsets[j] + p], np.float32) for j, p in picks]
+        where = [p for _, p in picks]
+        sizes = [self.per_group] * self.groups
+        if self.extra is not None:
+            # drawn after the corpus groups from the same generator, so those stay the batches
+            # a run without extra groups sees (a control differs by the extra groups alone)
+            e = self.extra
+            for t in rng.choice(len(e.groups), e.per_batch, replace=False):
+                occ = e.groups[t]
+                for o in rng.choice(len(occ), e.per_group, replace=False):
+                    j, p = occ[o]
+                    sents.append(e.sentences[j])
+                    teacher.append(np.asarray(e.vectors[e.offsets[j] + p], np.float32))
+                    where.append(p)
+            sizes += [e.per_group] * e.per_batch
+        chars, targets = self.tensors(sents)
+        targets[len(idx):] = IGNORE          # extra sentences teach relations, not the LMs
+        return ((chars, targets, torch.from_numpy(np.stack(teacher)), torch.tensor(where),
+                 torch.tensor(sizes)), sum(len(self.sentences[j]) for j in idx))
+
+
+class ExtraGroups:
+    """Groups of contexts of one word from outside the corpus, for GroupedBatches: `per_batch`
+    groups of `per_group` contexts join every batch, under the relational loss only (their
+    LM targets are ignored). `groups`: per word, its (sentence, word position) pairs."""
+
+    def __init__(self, sentences: list[list[str]], vectors: np.ndarray,
+                 groups: list[list[tuple[int, int]]], per_group: int, per_batch: int):
+        self.sentences, self.vectors, self.per_group = sentences, vectors, per_group
+        self.groups = [g for g in groups if len(g) >= per_group]
+        self.per_batch = min(per_batch, len(self.groups))
+        self.offsets = np.concatenate([[0], np.cumsum([len(x) for x in sentences])])
+        if not self.per_batch:
+            raise SystemExit(f"no word has {per_group} extra contexts: use a smaller group size")
+
+
+def wordnet_contexts() -> tuple[list[list[str]], list[list[tuple[int, int]]], list[str], dict]:
+    """WordNet 3.0's usage examples of polysemous lemmas, grouped by lemma, for lemmas the
+    word-sense benchmark never samples (bench and results/senses.md stay held out): the
+    examples of one lemma mostly show different senses, the comparison the benchmark makes."""
+    from engine.analysis.wordnet import benchmark_examples, sense_examples
+    from engine.text import split_words
+
+    bench = benchmark_examples()
+    held = {e.lemma for e in bench}
+    # a synset's example is listed under each of its lemmas: one the benchmark samples may
+    # share its text with another that it does not, so its texts are left out too
+    held_texts = {" ".join(e.text.split()) for e in bench}
+    sentences, groups, index, shared = [], [], {}, 0
+    for ex in sense_examples(min_examples_per_sense=1):
+        if ex.lemma in held:
+            continue
+        if " ".join(ex.text.split()) in held_texts:
+            shared += 1
+            continue
+        if ex.lemma not in index:
+            index[ex.lemma] = len(groups)
+            groups.append([])
+        groups[index[ex.lemma]].append((len(sentences), ex.word_index))
+        sentences.append(list(split_words(ex.text).words))
+    return sentences, groups, list(index), {"benchmark_lemmas_left_out": len(held),
+                               "benchmark_texts_left_out": shared, "lemmas": len(groups),
+                               "examples": len(sentences)}
 
 
 def standardised_pairs(x: torch.Tensor, per_group: int) -> torch.Tensor:
@@ -267,7 +328,7 @@ class RelationalBiLm(BiLmWithSoftmax):
         self.weight, self.per_group = weight, per_group
 
     def sums(self, batch) -> tuple[dict, torch.Tensor]:
-        chars, targets, teacher, where = batch
+        chars, targets, teacher, where, *sizes = batch
         out = self.bilm(chars)
         top = out.layers[-1]
         P = self.bilm.options.proj_dim
@@ -275,9 +336,15 @@ class RelationalBiLm(BiLmWithSoftmax):
         if where.dtype == torch.bool:            # held-out items (TeacherBatches): LM only
             return r, top.new_zeros(0)
         student = top[torch.arange(len(where)), where + 1]      # row 0 is <S>
-        agree = (standardised_pairs(student, self.per_group) *
-                 standardised_pairs(teacher, self.per_group)).sum(1)
-        return r, agree
+        # groups of one size after another (the corpus's, then any ExtraGroups')
+        sizes = sizes[0].tolist() if sizes else [self.per_group] * (len(where) // self.per_group)
+        agree, start = [], 0
+        for size in dict.fromkeys(sizes):
+            n = size * sizes.count(size)
+            agree.append((standardised_pairs(student[start:start + n], size) *
+                          standardised_pairs(teacher[start:start + n], size)).sum(1))
+            start += n
+        return r, torch.cat(agree)
 
     def loss(self, batch) -> torch.Tensor:
         r, agree = self.sums(batch)
@@ -359,7 +426,19 @@ def run(args) -> dict:
     relational = args.target == "relational"
     model, vocab = init_model(args.init, t_train.shape[1], args.distill_weight, args.dropout,
                               args.group_size if relational else 0)
-    data = (GroupedBatches(train_s, vocab, args.batch_size, args.seed, t_train, args.group_size)
+    extra, extra_info = None, None
+    if args.wordnet_groups:
+        if not relational:
+            raise SystemExit("--wordnet-groups needs --target relational")
+        wn_s, wn_groups, _, extra_info = wordnet_contexts()
+        t_wn = teacher_vectors(args.teacher, layers, wn_s,
+                               args.run_dir / f"teacher-{tag}-wordnet.npy", args.threads,
+                               args.device)
+        extra = ExtraGroups(wn_s, t_wn, wn_groups, args.wordnet_group_size, args.wordnet_groups)
+        extra_info = {**extra_info, "lemmas_used": len(extra.groups),
+                      "groups_per_batch": extra.per_batch, "group_size": extra.per_group}
+    data = (GroupedBatches(train_s, vocab, args.batch_size, args.seed, t_train, args.group_size,
+                           extra)
             if relational else
             TeacherBatches(train_s, vocab, args.batch_size, args.seed, t_train, centres))
     held = TeacherBatches(held_s, vocab, args.batch_size, args.seed, t_held, centres)
@@ -396,7 +475,8 @@ def run(args) -> dict:
         "teacher": {"model": args.teacher, "layers": list(layers), "weight": args.distill_weight,
                     "target": args.target,
                     **({"group_size": args.group_size, "groups_per_batch": data.groups,
-                        "word_types": len(data.types)} if relational else {})},
+                        "word_types": len(data.types)} if relational else {}),
+                    **({"wordnet_groups": extra_info} if extra_info else {})},
         "bigram_ppl_forward": base["fwd_ppl"], "bigram_ppl_backward": base["bwd_ppl"],
         "config": run_settings(args),
     }
@@ -427,6 +507,11 @@ def parser() -> argparse.ArgumentParser:
                     "the teacher's ranking of one word's contexts (relational)")
     ap.add_argument("--group-size", type=int, default=6,
                     help="--target relational: contexts of one word type per group")
+    ap.add_argument("--wordnet-groups", type=int, default=0,
+                    help="--target relational: add this many groups of WordNet usage examples "
+                         "of one lemma to each batch (lemmas the sense benchmark never samples; "
+                         "relational loss only)")
+    ap.add_argument("--wordnet-group-size", type=int, default=3)
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--grad-clip", type=float, default=5.0)
     ap.add_argument("--eval-sentences", type=int, default=300)

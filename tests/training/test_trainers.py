@@ -373,8 +373,9 @@ def test_relational_batches_group_contexts_of_one_word_and_repeat_by_step():
     finally:
         GroupedBatches.SKIP_TOP = old
     assert "the" not in data.types and {"bank", "river", "rose", "ran"} <= set(data.types)
-    (chars, targets, teacher, where), words = data.batch(5)
+    (chars, targets, teacher, where, sizes), words = data.batch(5)
     assert data.groups == 2 and chars.shape[0] == 8 and words == 32
+    assert sizes.tolist() == [4, 4]
     offsets = np.concatenate([[0], np.cumsum([len(s) for s in sentences])])
     # each group of 4 rows is one word type, at its position in 4 different sentences, and the
     # teacher row is that word's vector
@@ -520,3 +521,100 @@ def test_gpu_bundle_teacher_folder_gives_the_engines_teacher_vectors(tmp_path, t
     for split in ("train", "heldout"):
         a, b = (r / f"teacher-minilm-l6-mlm-L6-{split}.npy" for r in runs)
         assert a.stat().st_ino == b.stat().st_ino and np.load(a).shape[1] == 384
+
+
+def _grouped(extra=None):
+    import numpy as np
+
+    from engine.training.elmo_distill import GroupedBatches
+
+    sentences = [["The", "bank", "rose", str(i)] for i in range(8)] + \
+        [["a", "river", "ran", str(i)] for i in range(8)]
+    vocab = sorted({w for s in sentences for w in s})
+    vectors = np.random.default_rng(0).normal(size=(sum(map(len, sentences)), 4)).astype(np.float32)
+    GroupedBatches.SKIP_TOP, old = 0, GroupedBatches.SKIP_TOP
+    try:
+        return GroupedBatches(sentences, vocab, 8, 3, vectors, per_group=4, extra=extra)
+    finally:
+        GroupedBatches.SKIP_TOP = old
+
+
+def _extra(per_batch=2):
+    import numpy as np
+
+    from engine.training.elmo_distill import ExtraGroups
+
+    sentences = [["she", "played", "the", "bass"], ["a", "bass", "swam", "by"],
+                 ["bass", "notes", "rang"], ["they", "grew", "a", "crop"],
+                 ["the", "crop", "of", "a", "whip"], ["crop", "the", "photo"], ["one", "lone"]]
+    vectors = np.arange(sum(map(len, sentences)) * 4, dtype=np.float32).reshape(-1, 4)
+    groups = [[(0, 3), (1, 1), (2, 0)], [(3, 3), (4, 1), (5, 0)], [(6, 1)]]
+    return ExtraGroups(sentences, vectors, groups, per_group=3, per_batch=per_batch), vectors
+
+
+def test_extra_groups_join_each_batch_for_the_relational_loss_only():
+    """WordNet-style groups ride along: the corpus part of every batch is the batch a run
+    without them sees, their rows carry no LM target, and their teacher rows are their words'."""
+    import numpy as np
+
+    from engine.training.elmo import IGNORE
+
+    extra, vectors = _extra()
+    assert len(extra.groups) == 2                       # the one-context word cannot group
+    plain, mixed = _grouped(), _grouped(extra)
+    for step in (0, 7):
+        (c0, t0, te0, w0, s0), n0 = plain.batch(step)
+        (c1, t1, te1, w1, s1), n1 = mixed.batch(step)
+        assert n0 == n1 == 32 and s1.tolist() == [4, 4, 3, 3]
+        assert torch_equal(c0, c1[:8, :c0.shape[1]]) and torch_equal(te0, te1[:8])
+        assert torch_equal(w0, w1[:8]) and (t1[8:] == IGNORE).all() and (t1[:8] != IGNORE).any()
+        offsets = extra.offsets
+        for row in range(8, 14):
+            k = int(np.flatnonzero((vectors == te1[row].numpy()).all(1))[0])
+            j = int(np.searchsorted(offsets, k, side="right") - 1)
+            assert k - offsets[j] == int(w1[row])          # the teacher row is at the word
+            assert extra.sentences[j][int(w1[row])] in ("bass", "crop")
+
+
+def test_relational_loss_scores_each_group_size_apart(tiny_elmo):
+    """Mixed group sizes: with the student's own top vectors as the teacher, every group,
+    corpus or extra, agrees perfectly."""
+    import torch
+
+    from engine.training.elmo_distill import init_model
+
+    model, vocab = init_model(tiny_elmo[2], 0, 2.0, 0.0, per_group=4)
+    model.eval()
+    extra, _ = _extra()
+    data = _grouped(extra)
+    data.index = {w: i for i, w in enumerate(vocab)}
+    (chars, targets, _, where, sizes), _ = data.batch(3)
+    with torch.no_grad():
+        top = model.bilm(chars).layers[-1]
+        own = top[torch.arange(len(where)), where + 1]
+        r, agree = model.sums((chars, targets, own, where, sizes))
+    # (a tiny model's cosines barely differ: the 1e-6 guard in the scaling shows at 1e-3)
+    assert agree.shape == (4,) and torch.allclose(agree, torch.ones(4), atol=3e-3)
+    with torch.no_grad():
+        _, other = model.sums((chars, targets, own.flip(0), where, sizes))
+    assert (other < 0.9).any()                   # another teacher's ranking disagrees
+    assert r["n_fwd"] == int((targets[:8] != -100).sum()) - 8   # extra rows add no LM targets
+
+
+def test_wordnet_contexts_leave_out_every_lemma_and_text_the_sense_benchmark_samples():
+    from engine.analysis.wordnet import (WORDNET_DIR, benchmark_examples, inflections,
+                                         read_exceptions)
+    from engine.text import split_words
+    from engine.training.elmo_distill import wordnet_contexts
+
+    sentences, groups, lemmas, info = wordnet_contexts()
+    bench = benchmark_examples()
+    assert info["lemmas"] == len(groups) == len(lemmas) > 1000
+    assert info["examples"] == len(sentences) == sum(map(len, groups))
+    assert not set(lemmas) & {e.lemma for e in bench}
+    assert not {tuple(s) for s in sentences} & {tuple(split_words(e.text).words) for e in bench}
+    irregular = {pos: read_exceptions(WORDNET_DIR, pos) for pos in "nv"}
+    for lemma, group in zip(lemmas, groups):
+        word, pos = lemma.split(".")
+        forms = inflections(word, pos, irregular[pos].get(word, set()))
+        assert all(sentences[j][p].lower() in forms for j, p in group), lemma   # at its word
