@@ -382,6 +382,13 @@ def elmo_distilled_card(r: dict, lm: dict) -> str:
         "Stage 1's curve: ![learning curve, stage 1](learning_curve_brown.png)")
     legs = "; ".join(f"{g['words_seen']:,} words after {g['wall_min']:.1f} min ({g['note']})"
                      for g in r["legs"])
+    n_legs = {1: "One leg", 2: "Two legs", 3: "Three legs", 4: "Four legs"}[len(r["legs"])]
+    wn = t.get("wordnet_groups")
+    wordnet = (f" From the third leg on, each batch also held {wn['groups_per_batch']} groups of "
+               f"{wn['group_size']} WordNet 3.0 usage examples of one lemma (relational loss only, no LM "
+               f"targets; {wn['lemmas_used']:,} lemmas with {wn['group_size']}+ examples, every lemma and "
+               f"text the sense benchmark samples left out): the benchmark's kind of sentence, other "
+               f"words." if wn else "")
     stage2 = f"""
 ## Stage 2: relational distillation (the shipped weights; report: training_report.json)
 The Brown LM above separated word senses no better in its top layer than in its context-free
@@ -395,7 +402,7 @@ cosines among that type's contexts and the teacher's). The teacher is {t['model'
 word's WordPieces): the top layer learns to rank one word's contexts as a model pretrained on far
 more text does, not to copy its vectors, and nothing of the teacher ships. AdamW, lr {c['lr']}, {c['warmup']}
 warm-up steps then cosine decay to 10%, dropout {c['dropout']}, gradient clipping {c['grad_clip']}, seed {c['seed']}, {c['threads']}
-threads, CPU, float32. Two legs: {legs}. In all {r['words_seen']:,} words ({r['epochs']:.2f} epochs of the
+threads, CPU, float32. {n_legs}: {legs}.{wordnet} In all {r['words_seen']:,} words ({r['epochs']:.2f} epochs of the
 training split) in {r['wall_s'] / 60:.1f} min, {r['steps']:,} steps; with stage 1, this model has read
 {budget_words(lm) + r['words_seen']:,} words of Brown, {r['words_seen'] / budget_words(lm):.0%} more than the
 other two bundled models. The same recipe continued on a lent GPU did worse (engine/training/README.md).
