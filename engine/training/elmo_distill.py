@@ -76,7 +76,7 @@ def teacher_vectors(model_id: str, layers: tuple[int, ...], sentences: list[list
     tok = AutoTokenizer.from_pretrained(folder)
     # float32 whatever the file stores (a bundle keeps its weights in float16 to travel)
     model = AutoModel.from_pretrained(folder, attn_implementation="sdpa",
-                                      torch_dtype=torch.float32).eval().to(device)
+                                      dtype=torch.float32).eval().to(device)
     out = np.zeros((int(offsets[-1]), model.config.hidden_size), dtype=np.float16)
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     bar = tqdm(total=int(offsets[-1]), unit="word", desc=f"teacher {folder.name}")
