@@ -6,6 +6,7 @@ word split); their tokens are mapped back to words through character offsets.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from itertools import chain
@@ -119,15 +120,10 @@ def align_offsets(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int,
     return out
 
 
-_SPACE_CODEPOINTS: np.ndarray | None = None
-
-
+@functools.cache
 def _space_codepoints() -> np.ndarray:
     # every code point str.isspace() accepts, so the vectorised strip below agrees with it
-    global _SPACE_CODEPOINTS
-    if _SPACE_CODEPOINTS is None:
-        _SPACE_CODEPOINTS = np.array([c for c in range(0x3001) if chr(c).isspace()], np.uint32)
-    return _SPACE_CODEPOINTS
+    return np.array([c for c in range(0x3001) if chr(c).isspace()], np.uint32)
 
 
 def align_many(texts: Sequence[WordText], offsets: Sequence[Sequence[tuple[int, int]]]

@@ -340,11 +340,9 @@ DISTILL_ROWS = {"elmo-brown": ("Brown LM only (18M words; elmo-brown until 2026-
                                "(elmo-brown since 2026-11-26)")}
 
 
-def _ci(v: float, lo_hi) -> str:
-    return f"{v:.3f} [{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]"
-
-
 def _sense_rows(model_id: str) -> tuple[str, dict, dict]:
+    from bench.report import with_ci as _ci
+
     rows = {r["label"]: r for r in json.loads((ROOT / "results" / "elmo_distill.json").read_text())}
     before, now = (rows[label] for label in DISTILL_ROWS[model_id])
     lines = ["| layer | centroid, Brown LM only | centroid, shipped | pairs, Brown LM only | "
@@ -363,6 +361,8 @@ def _sense_rows(model_id: str) -> tuple[str, dict, dict]:
 def elmo_distilled_card(r: dict, lm: dict) -> str:
     """elmo-brown after the relational distillation: the Brown LM's card (its first stage, from
     LM_REPORT) with the second stage, the held-out numbers and the senses of the shipped weights."""
+    from bench.report import with_ci as _ci
+
     c, t = r["config"], r["teacher"]
     table, before, now = _sense_rows("elmo-brown")
     con = now["senses"]["contrasts"]

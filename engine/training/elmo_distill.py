@@ -103,6 +103,12 @@ def teacher_vectors(model_id: str, layers: tuple[int, ...], sentences: list[list
     return np.load(path, mmap_mode="r")
 
 
+def teacher_file(run_dir: Path, teacher: str, layers: tuple[int, ...], split: str) -> Path:
+    """Where a run keeps the teacher's vectors of one split (a resumed run, or another run the
+    file is linked into, finds them there)."""
+    return Path(run_dir) / f"teacher-{Path(teacher).name}-L{''.join(map(str, layers))}-{split}.npy"
+
+
 def _engine_teacher(model_id: str, layers: tuple[int, ...], sentences: list[list[str]],
                     total: int, threads: int) -> np.ndarray:
     """teacher_vectors through the engine, for a model it assembles (an overlay such as
@@ -337,7 +343,7 @@ class RelationalBiLm(BiLmWithSoftmax):
             return r, top.new_zeros(0)
         student = top[torch.arange(len(where)), where + 1]      # row 0 is <S>
         # groups of one size after another (the corpus's, then any ExtraGroups')
-        sizes = sizes[0].tolist() if sizes else [self.per_group] * (len(where) // self.per_group)
+        sizes = sizes[0].tolist()
         agree, start = [], 0
         for size in dict.fromkeys(sizes):
             n = size * sizes.count(size)
@@ -417,11 +423,10 @@ def run(args) -> dict:
     train_s = sentence_words(corpus.load_texts("train", args.corpus))
     held_s = sentence_words(corpus.load_texts("heldout", args.corpus))
     args.run_dir.mkdir(parents=True, exist_ok=True)
-    tag = f"{Path(args.teacher).name}-L{''.join(map(str, layers))}"
-    t_train = teacher_vectors(args.teacher, layers, train_s, args.run_dir / f"teacher-{tag}-train.npy",
-                              args.threads, args.device)
-    t_held = teacher_vectors(args.teacher, layers, held_s, args.run_dir / f"teacher-{tag}-heldout.npy",
-                             args.threads, args.device)
+    t_train, t_held = (teacher_vectors(args.teacher, layers, s,
+                                       teacher_file(args.run_dir, args.teacher, layers, split),
+                                       args.threads, args.device)
+                       for s, split in ((train_s, "train"), (held_s, "heldout")))
     centres = Centres(args.target, train_s, t_train)
     relational = args.target == "relational"
     model, vocab = init_model(args.init, t_train.shape[1], args.distill_weight, args.dropout,
@@ -432,8 +437,8 @@ def run(args) -> dict:
             raise SystemExit("--wordnet-groups needs --target relational")
         wn_s, wn_groups, _, extra_info = wordnet_contexts()
         t_wn = teacher_vectors(args.teacher, layers, wn_s,
-                               args.run_dir / f"teacher-{tag}-wordnet.npy", args.threads,
-                               args.device)
+                               teacher_file(args.run_dir, args.teacher, layers, "wordnet"),
+                               args.threads, args.device)
         extra = ExtraGroups(wn_s, t_wn, wn_groups, args.wordnet_group_size, args.wordnet_groups)
         extra_info = {**extra_info, "lemmas_used": len(extra.groups),
                       "groups_per_batch": extra.per_batch, "group_size": extra.per_group}

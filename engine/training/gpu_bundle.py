@@ -111,19 +111,17 @@ def teacher(bundle: Path, corpus: Path, layers: tuple[int, ...], device: str,
     linked into the others (elmo_distill finds them there and does not compute them again)."""
     from engine.training import corpus as brown
     from engine.training.elmo import sentence_words
-    from engine.training.elmo_distill import teacher_vectors
+    from engine.training.elmo_distill import teacher_file, teacher_vectors
 
-    first = run_dirs[0]
-    first.mkdir(parents=True, exist_ok=True)
-    tag = f"{TEACHER}-L{''.join(map(str, layers))}"
+    run_dirs[0].mkdir(parents=True, exist_ok=True)
     for split in ("train", "heldout"):
         sentences = sentence_words(brown.load_texts(split, corpus))
-        name = f"teacher-{tag}-{split}.npy"
-        teacher_vectors(str(bundle / TEACHER), layers, sentences, first / name, threads, device)
+        first = teacher_file(run_dirs[0], TEACHER, layers, split)
+        teacher_vectors(str(bundle / TEACHER), layers, sentences, first, threads, device)
         for other in run_dirs[1:]:
             other.mkdir(parents=True, exist_ok=True)
-            if not (other / name).exists():
-                os.link(first / name, other / name)
+            if not (other / first.name).exists():
+                os.link(first, other / first.name)
 
 
 def main() -> None:

@@ -68,29 +68,28 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def lr_lambda(cfg: RunConfig) -> Callable[[int], float]:
-    """Linear warm-up, then cosine decay to 10% at the planned number of steps."""
+def lr_lambda(cfg: RunConfig, elapsed_s: Callable[[], float] | None = None
+              ) -> Callable[[int], float]:
+    """Linear warm-up, then cosine decay to 10% at the planned number of steps, or (lr_schedule
+    "time", `elapsed_s` the run's wall clock) over the budget left when the warm-up ended."""
     total = max(cfg.warmup_steps + 1, int(cfg.max_words / max(cfg.words_per_step, 1.0)))
+    warm_end: list[float] = []
 
     def f(step: int) -> float:
         if step < cfg.warmup_steps:
             return (step + 1) / cfg.warmup_steps
-        return cosine((step - cfg.warmup_steps) / (total - cfg.warmup_steps))
+        if cfg.lr_schedule != "time":
+            return cosine((step - cfg.warmup_steps) / (total - cfg.warmup_steps))
+        if not warm_end:
+            warm_end.append(elapsed_s())
+        span = max(cfg.budget_minutes * 60 - warm_end[0], 1e-9)
+        return cosine((elapsed_s() - warm_end[0]) / span)
     return f
 
 
 def cosine(t: float) -> float:
     """The decay from 1 at t = 0 to 10% at t >= 1."""
     return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, max(0.0, t))))
-
-
-def time_factor(cfg: RunConfig, step: int, elapsed_s: float, warmup_s: float) -> float:
-    """lr_schedule "time": the warm-up in steps as always, then the cosine over the wall-clock
-    budget left after it (warmup_s: when the warm-up ended)."""
-    if step < cfg.warmup_steps:
-        return (step + 1) / cfg.warmup_steps
-    span = max(cfg.budget_minutes * 60 - warmup_s, 1e-9)
-    return cosine((elapsed_s - warmup_s) / span)
 
 
 def make_optimizer(model: torch.nn.Module, cfg: RunConfig,
@@ -133,7 +132,8 @@ def train(model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor],
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
     model.to(cfg.device)
     opt = make_optimizer(model, cfg, lr_scale)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg))
+    start = time.monotonic()      # moved back by a resumed run's wall time below
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg, lambda: time.monotonic() - start))
     ckpt = cfg.run_dir / "checkpoint.pt"
     state = _load(ckpt, model, opt, sched) if resume and ckpt.exists() else TrainState()
     seed_everything(cfg.seed + state.step)
@@ -141,15 +141,7 @@ def train(model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor],
     bar = tqdm(total=cfg.max_words, initial=state.words, unit="word", disable=not progress,
                desc=cfg.run_dir.name)
     recent: list[float] = []
-    by_time = cfg.lr_schedule == "time"
-    warmup_s = 0.0
     while state.words < cfg.max_words and time.monotonic() - start < cfg.budget_minutes * 60:
-        if by_time:
-            if state.step == cfg.warmup_steps:
-                warmup_s = time.monotonic() - start
-            f = time_factor(cfg, state.step, time.monotonic() - start, warmup_s)
-            for g in opt.param_groups:
-                g["lr"] = g["initial_lr"] * f
         model.train()
         batch, n_words = batch_at(state.step)
         with _autocast(cfg.device):
@@ -159,8 +151,7 @@ def train(model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor],
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
                                        cfg.grad_clip)
         opt.step()
-        if not by_time:
-            sched.step()
+        sched.step()
         state.step += 1
         state.words += n_words
         recent.append(float(loss.detach()))
