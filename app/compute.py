@@ -19,7 +19,7 @@ import streamlit as st
 from engine.analysis import attention as att_analysis
 from engine.analysis import geometry, occurrences as occ_analysis, projection, senses
 from engine.analysis.vectors import unit_rows
-from engine.api import Engine
+from engine.api import Engine, encoding_store
 from engine.errors import EngineError
 from engine.families import FAMILIES
 from engine.registry import availability, family_of_dir
@@ -30,7 +30,9 @@ from engine.result import Encoding
 
 @st.cache_resource(show_spinner=False)
 def get_engine():
-    return Engine()
+    # encodings kept on disk too: a page opened again after a restart (the default preset at
+    # every start) is drawn without loading a model
+    return Engine(store=encoding_store())
 
 
 def engine_cached(spinner: str | None = None):
@@ -102,7 +104,8 @@ def prepare(model_ids: list[str], sentences: tuple[str, ...]) -> None:
     """Load and run each model once with visible progress, so later cached calls are instant.
     The progress box disappears once the models are ready."""
     eng = get_engine()
-    todo = [m for m in model_ids if not eng.is_loaded(m)]
+    todo = [m for m in model_ids
+            if not eng.is_loaded(m) and not eng.has_encodings(m, sentences)]
     if not todo:
         for m in model_ids:
             eng.encode(m, list(sentences))

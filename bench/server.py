@@ -19,10 +19,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_server(output=subprocess.DEVNULL, stop_timeout: float = 20):
-    """Yields (url, process); `output` takes the server's stdout and stderr."""
+def streamlit_server(output=subprocess.DEVNULL, stop_timeout: float = 20,
+                     env: dict[str, str] | None = None):
+    """Yields (url, process); `output` takes the server's stdout and stderr; `env` is added
+    to this process's environment for the server."""
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
          "--server.port", str(port), "--server.headless", "true",

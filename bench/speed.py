@@ -416,17 +416,22 @@ def part_grid() -> dict:
             "clicks": clicks}
 
 
-def part_app(timeout_s: float = 180) -> dict:
-    """Seconds from `streamlit run` to a rendered plotly chart in headless Chromium."""
+# the default page has settled when its last chart, sense separation under the tabs, is drawn
+SETTLED = ".st-key-sep-silhouette .js-plotly-plot"
+
+
+def _app_visit(env: dict[str, str], timeout_s: float) -> dict:
+    """One `streamlit run` and one headless Chromium visit to the default page: seconds to the
+    page served, the sidebar, the first plotly chart and the page settled."""
     from playwright.sync_api import sync_playwright
 
     from bench.server import streamlit_server
 
     start = time.perf_counter()
-    with streamlit_server(stop_timeout=10) as (url, _), sync_playwright() as p:
+    deadline = start + timeout_s
+    with streamlit_server(stop_timeout=10, env=env) as (url, _), sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         page = browser.new_page()
-        deadline = start + timeout_s
         while True:  # the server needs a moment before it accepts connections
             try:
                 page.goto(f"{url}/", timeout=5000)
@@ -435,14 +440,26 @@ def part_app(timeout_s: float = 180) -> dict:
                 if time.perf_counter() > deadline:
                     raise
                 time.sleep(0.25)
-        served_s = time.perf_counter() - start
-        page.wait_for_selector("[data-testid='stSidebar']", timeout=timeout_s * 1000)
-        sidebar_s = time.perf_counter() - start
-        remaining = max(1.0, deadline - time.perf_counter())
-        page.wait_for_selector(".js-plotly-plot", timeout=remaining * 1000)
-        elapsed = time.perf_counter() - start
+        out = {"page_served_s": time.perf_counter() - start}
+        for name, selector in (("sidebar_s", "[data-testid='stSidebar']"),
+                               ("first_chart_s", ".js-plotly-plot"), ("settled_s", SETTLED)):
+            remaining = max(1.0, deadline - time.perf_counter())
+            page.wait_for_selector(selector, timeout=remaining * 1000)
+            out[name] = time.perf_counter() - start
         browser.close()
-    return {"first_chart_s": elapsed, "page_served_s": served_s, "sidebar_s": sidebar_s}
+    return out
+
+
+def part_app(timeout_s: float = 180) -> dict:
+    """Seconds from `streamlit run` to a rendered plotly chart (and to the page settled) in
+    headless Chromium: first with no encodings kept on disk (a first start, the app as it was
+    before the store), then after one visit has filled the store (every later start); the
+    models' own files and caches (converted GGUF, traced graphs) are in place for both."""
+    off = _app_visit({"CTXLENS_ENCODING_CACHE_MB": "0"}, timeout_s)
+    _app_visit({}, timeout_s)                      # fills the store if it is empty
+    runs = [_app_visit({}, timeout_s) for _ in range(3)]
+    best = min(runs, key=lambda r: r["first_chart_s"])
+    return {**best, "runs": runs, "no_store": off}
 
 
 PARTS = {"rss": part_rss, "bank": part_bank, "app": part_app, "grid": part_grid}
@@ -497,6 +514,7 @@ SOLO_PARTS = {
     "grid": lambda: {"grid": _subprocess_json("grid", 600)},
     "bank": lambda: {"bank": _subprocess_json("bank", 900)},
     "embed": _embed_parts,
+    "app": lambda: {"app": _subprocess_json("app", 900)},
 }
 
 

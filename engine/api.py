@@ -8,6 +8,7 @@ re-runs a model or a fit.
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import threading
 from functools import partial
@@ -16,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from engine.cache import ResultCache
+from engine.cache import EncodingStore, ResultCache
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families import family
 from engine.families.base import Adapter, LoadOptions
@@ -28,18 +29,45 @@ from engine.text import MASK, TextError, WordText, to_word_text
 __all__ = ["Engine", "EngineError", "ModelUnavailable", "UnsupportedPrediction", "TextError"]
 
 MAX_SENTENCES = 64
+# bump when what an Encoding holds, or how it is computed, changes in a way the engine's own
+# source digest would not show (it covers engine/families, api, result, text and traced)
+ENCODING_FORMAT = "enc-1"
+ENGINE_ROOT = Path(__file__).resolve().parent
 
 
 def _family_module(name: str):
     return family(name).module_object()
 
 
+def encoding_store() -> EncodingStore | None:
+    """The app's store of encodings: cache_dir()/encodings, at most CTXLENS_ENCODING_CACHE_MB
+    (default 256; 0 keeps nothing on disk)."""
+    from engine.registry import cache_dir
+
+    raw = os.environ.get("CTXLENS_ENCODING_CACHE_MB", "256").strip()
+    try:
+        mb = float(raw)
+    except ValueError:
+        raise EngineError(f"CTXLENS_ENCODING_CACHE_MB={raw!r} is not a number of megabytes")
+    return EncodingStore(cache_dir() / "encodings", int(mb * 2**20)) if mb > 0 else None
+
+
+def _cpu_only(device: str) -> bool:
+    """Whether a model will run on the CPU, known without importing torch: asked for, or
+    "auto" on a machine with no NVIDIA driver loaded."""
+    if device == "cpu":
+        return True
+    return device == "auto" and not Path("/proc/driver/nvidia").exists()
+
+
 class Engine:
     def __init__(self, device: str = "auto", dtype: str = "float32", cache_size: int = 512,
-                 traced: bool = False):
+                 traced: bool = False, store: EncodingStore | None = None):
         """`traced`: hidden states without attention maps come from a traced graph of the
         model (engine/traced.py), built once and cached, where its family allows;
-        batch commands ask for it, so a fresh process need not import transformers."""
+        batch commands ask for it, so a fresh process need not import transformers.
+        `store`: encodings are also kept on disk there (the app passes one; batch commands do
+        not, as a corpus would fill it), for models whose files are all on this machine."""
         self.options = LoadOptions(device=device, dtype=dtype)
         self.registry = load_registry()
         self._adapters: dict[str, Adapter] = {}
@@ -48,6 +76,8 @@ class Engine:
         # the one cache of computed results (engine/cache.py): encodings, projections, and the
         # app's analyses through cached()
         self.results = ResultCache(cache_size)
+        self.store = store
+        self._identities: dict[str, tuple | None] = {}   # model id -> its key in the store
         self._lock = threading.RLock()      # guards adapter loading
 
     # -- models -------------------------------------------------------------------------
@@ -177,8 +207,18 @@ class Engine:
         out = [self.results.get(k) for k in keys]
         # an encoding made without maps serves a request for them only if the model has none
         want_maps = attentions and family(self.family(model_id)).can("attention")
-        missing = [i for i, enc in enumerate(out)
-                   if enc is None or (want_maps and enc.attentions is None)]
+
+        def serves(enc) -> bool:
+            return enc is not None and not (want_maps and enc.attentions is None)
+
+        missing = [i for i, enc in enumerate(out) if not serves(enc)]
+        identity = self._store_identity(model_id) if missing else None
+        if identity is not None:
+            for i in missing:
+                enc = self.store.get(identity + keys[i][2:], texts[i].text, texts[i].words)
+                if serves(enc):
+                    out[i] = self.results.put(keys[i], enc)
+            missing = [i for i in missing if not serves(out[i])]
         if missing:
             encoder = self.adapter(model_id) if want_maps else \
                 self.hidden_state_encoder(model_id, layers=layers)
@@ -186,7 +226,61 @@ class Engine:
                                    attentions=want_maps, layers=layers)
             for i, enc in zip(missing, fresh):
                 out[i] = self.results.put(keys[i], enc)
+                if identity is not None:
+                    self.store.put(identity + keys[i][2:], enc)
         return out
+
+    def has_encodings(self, model_id: str, texts: Sequence[str]) -> bool:
+        """Whether every text's encoding is at hand (in memory or in the store), so encoding
+        them needs no model load."""
+        word_texts = [to_word_text(t) for t in texts]
+        keys = [("encoding", model_id, t.text, t.words, self.options) for t in word_texts]
+        if all(k in self.results for k in keys):
+            return True
+        identity = self._store_identity(model_id)
+        return identity is not None and all(
+            self.store.exists(identity + k[2:]) for k in keys)
+
+    def _store_identity(self, model_id: str) -> tuple | None:
+        """What the store keys a model's encodings on: its files' contents, the libraries and
+        the engine code that compute them. None (nothing kept) without a store, for a model
+        that still needs a download, and where results may come from a GPU or half precision
+        (those differ from CPU float32 in the last digits)."""
+        if self.store is None:
+            return None
+        with self._lock:
+            if model_id not in self._identities:
+                self._identities[model_id] = self._identity(model_id)
+            return self._identities[model_id]
+
+    def _identity(self, model_id: str) -> tuple | None:
+        from importlib import metadata
+
+        from engine.fetch import tree_digest
+
+        if self.options.dtype != "float32" or not _cpu_only(self.options.device):
+            return None
+        try:
+            entry = self.entry(model_id)
+            if entry is None:
+                sources = [resolve_local_dir(model_id)]
+            else:
+                entries = ([self.entry(entry.base)] if entry.base else []) + [entry]
+                sources = [local_path(e) if e is not None else None for e in entries]
+                if any(p is None or not p.exists() for p in sources):
+                    return None
+            code = [ENGINE_ROOT / n for n in ("api.py", "result.py", "text.py", "traced.py")]
+            code += sorted((ENGINE_ROOT / "families").rglob("*.py"))
+            versions = []
+            for lib in ("torch", "transformers", "tokenizers"):
+                try:
+                    versions.append(f"{lib}={metadata.version(lib)}")
+                except metadata.PackageNotFoundError:
+                    versions.append(f"{lib}=none")
+            digest = tree_digest(list(sources) + code, [ENCODING_FORMAT, *versions])
+        except (OSError, EngineError):
+            return None
+        return ("stored-encoding", digest, model_id)
 
     def word_vectors(self, model_id: str, texts: Sequence[WordText], batch_size: int = 16,
                      layers: Sequence[int] | None = None, pool: str = "mean") -> list:

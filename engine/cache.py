@@ -1,4 +1,5 @@
-"""The engine's one cache of computed results: encodings, projections and the app's analyses.
+"""The engine's one cache of computed results: encodings, projections and the app's analyses,
+with encodings optionally kept on disk too (EncodingStore).
 
 One owner (the Engine), one lock, one identity per entry: a tuple naming what was computed and
 from what (model id, sentences, target, pooling, method, seed ...). The app keys its analyses
@@ -11,8 +12,13 @@ instead of silently corrupting what the next caller gets.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import os
+import tempfile
 import threading
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any, Callable, Hashable
 
 import numpy as np
@@ -97,3 +103,99 @@ class ResultCache:
         finally:
             with self._lock:
                 self._pending.pop(key).set()
+
+
+class EncodingStore:
+    """Encodings kept on disk between processes, so a page opened again (the app's default
+    preset at every start) is drawn without importing torch or loading a model.
+
+    One file per encoding, named by a hash of everything the encoding depends on (the caller's
+    key: model files, library and engine versions, text, words, options); a file that cannot be
+    read, or that describes another text, is a miss and is removed. Files are written whole and
+    renamed into place, and the folder is held under `max_bytes` by dropping the files least
+    recently read. Arrays are read with allow_pickle=False: a file here is data, never code.
+    """
+
+    def __init__(self, folder: Path, max_bytes: int):
+        self.folder = Path(folder)
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._total: int | None = None      # bytes in the folder, counted on the first write
+
+    @staticmethod
+    def name(key: tuple) -> str:
+        return hashlib.sha256(repr(key).encode()).hexdigest()[:32]
+
+    def get(self, key: tuple, expect_text: str, expect_words: tuple[str, ...]):
+        from engine.result import Encoding
+
+        path = self.folder / f"{self.name(key)}.npz"
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(str(z["meta"]))
+                enc = Encoding(
+                    model_id=meta["model_id"], family=meta["family"], text=meta["text"],
+                    words=tuple(meta["words"]), tokens=tuple(meta["tokens"]),
+                    token_to_word=z["token_to_word"], hidden_states=z["hidden_states"],
+                    attentions=z["attentions"] if "attentions" in z.files else None,
+                    layer_names=tuple(meta["layer_names"]))
+        except FileNotFoundError:
+            return None
+        except Exception:  # noqa: BLE001 - a torn or foreign file: compute again
+            path.unlink(missing_ok=True)
+            return None
+        if enc.text != expect_text or enc.words != tuple(expect_words):
+            path.unlink(missing_ok=True)
+            return None
+        try:
+            os.utime(path)              # read recently: pruned last
+        except OSError:
+            pass
+        return enc
+
+    def put(self, key: tuple, enc) -> None:
+        meta = {"model_id": enc.model_id, "family": enc.family, "text": enc.text,
+                "words": list(enc.words), "tokens": list(enc.tokens),
+                "layer_names": list(enc.layer_names)}
+        arrays = {"meta": np.array(json.dumps(meta)), "token_to_word": enc.token_to_word,
+                  "hidden_states": enc.hidden_states}
+        if enc.attentions is not None:
+            arrays["attentions"] = enc.attentions
+        target = self.folder / f"{self.name(key)}.npz"
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".enc-", suffix=".npz", dir=self.folder)
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, **arrays)
+            size = os.path.getsize(tmp)
+            os.replace(tmp, target)
+        except OSError:                 # a full or read-only disk: the result is still returned
+            return
+        with self._lock:
+            if self._total is None:
+                self._total = sum(p.stat().st_size for p in self.folder.glob("*.npz"))
+            else:
+                self._total += size
+            if self._total > self.max_bytes:
+                self._prune()
+
+    def _prune(self) -> None:
+        """Drop the least recently read files until the folder is at 3/4 of its cap."""
+        files = []
+        for p in self.folder.glob("*.npz"):
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            files.append((st.st_mtime_ns, st.st_size, p))
+        files.sort()
+        total = sum(s for _, s, _ in files)
+        for _, size, p in files:
+            if total <= self.max_bytes * 3 // 4:
+                break
+            p.unlink(missing_ok=True)
+            total -= size
+        self._total = total
+
+    def exists(self, key: tuple) -> bool:
+        return (self.folder / f"{self.name(key)}.npz").is_file()

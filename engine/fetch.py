@@ -170,6 +170,21 @@ def content_digests(paths) -> list[str]:
 _DIGEST_LOCK = threading.Lock()
 
 
+def tree_digest(sources, parts=()) -> str:
+    """One hash of `parts` (versions, format names) and the contents of every file under
+    `sources` (folders or single files), by relative name: what caches of results derived
+    from a model key on."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(f"{part}\n".encode())
+    for src in sources:
+        src = Path(src)
+        files = sorted(p for p in src.rglob("*") if p.is_file()) if src.is_dir() else [src]
+        for f, digest in zip(files, content_digests(files)):
+            h.update(f"{f.relative_to(src) if src.is_dir() else f.name}:{digest}\n".encode())
+    return h.hexdigest()
+
+
 @functools.lru_cache(maxsize=8)
 def _digests(folder: str) -> dict[str, str]:
     try:

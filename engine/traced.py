@@ -24,7 +24,6 @@ go through the model itself.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -75,19 +74,12 @@ def graph_dir(model_id: str, sources: Sequence[Path], root: Path) -> Path:
     the library versions."""
     import torch
 
-    from engine.fetch import content_digests
+    from engine.fetch import tree_digest
 
-    h = hashlib.sha256()
-    for part in (GRAPH_FORMAT, torch.__version__, metadata.version("transformers"),
-                 metadata.version("tokenizers")):
-        h.update(f"{part}\n".encode())
-    for src in sources:
-        src = Path(src)
-        files = sorted(p for p in src.rglob("*") if p.is_file()) if src.is_dir() else [src]
-        for f, digest in zip(files, content_digests(files)):
-            h.update(f"{f.relative_to(src) if src.is_dir() else f.name}:{digest}\n".encode())
+    key = tree_digest(sources, (GRAPH_FORMAT, torch.__version__, metadata.version("transformers"),
+                                metadata.version("tokenizers")))
     safe_id = re.sub(r"[^\w.-]+", "_", model_id).strip("_") or "model"
-    return root / "traced" / safe_id / h.hexdigest()[:20]
+    return root / "traced" / safe_id / key[:20]
 
 
 def _stacked(encoder):
