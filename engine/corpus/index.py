@@ -134,8 +134,8 @@ def to_arrow(rows: dict, dim: int):
         "sentence_id": pa.array(rows["sentence_id"], pa.int64()),
         "position": pa.array(rows["position"], pa.int32()),
         "layer": pa.array(rows["layer"], pa.int16()),
-        "word": pa.array(list(rows["word"]), pa.string()),
-        "key": pa.array(list(rows["key"]), pa.string()),
+        "word": pa.array(np.asarray(rows["word"], dtype=object), pa.string()),
+        "key": pa.array(np.asarray(rows["key"], dtype=object), pa.string()),
         "vector": pa.FixedSizeListArray.from_arrays(pa.array(vec, pa.float16()), dim)},
         schema=_schema(dim))
 
