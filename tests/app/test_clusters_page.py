@@ -255,3 +255,29 @@ def test_coinciding_points_are_counted_and_explained(tiny_engine):
     scatter = figure(at, f"{tiny_engine.gpt}: 'crane' in 3 sentences")
     marks = [t for tr in scatter["data"] if tr.get("mode") == "text" for t in tr["text"]]
     assert marks == ["×3", "×2"]             # baseline: all three; top layer: sentences 1, 2
+
+
+def test_a_restarted_app_draws_the_page_from_stored_encodings(tiny_engine, tmp_path,
+                                                               monkeypatch):
+    """The app keeps its encodings on disk: after a restart (a new Engine, nothing in memory)
+    the same page is drawn, the same figures, without loading any model."""
+    from app import compute
+
+    monkeypatch.setenv("CTXLENS_CACHE", str(tmp_path))
+    monkeypatch.setenv("CTXLENS_ENCODING_CACHE_MB", "64")
+    compute.get_engine.clear()
+    try:
+        first = page("clusters").run()
+        no_failures(first)
+        assert list((tmp_path / "encodings").glob("*.npz"))
+        compute.get_engine.clear()                       # the restart
+        again = page("clusters").run()
+        no_failures(again)
+        engine = compute.get_engine()
+        assert not any(engine.is_loaded(m) for m in
+                       (tiny_engine.elmo, tiny_engine.gpt, tiny_engine.bert))
+        assert [(title(f), f["data"]) for f in figures(again)] == \
+            [(title(f), f["data"]) for f in figures(first)]
+        assert len(figures(again)) == 8                  # 2 per model tab, 2 for separation
+    finally:
+        compute.get_engine.clear()                       # later tests: the default engine
