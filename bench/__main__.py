@@ -1,7 +1,7 @@
 """`python -m bench` (make bench): every reproduction and measurement, written to results/.
 
     python -m bench [--quick]
-                    [--only layers|cloze|speed|grid|bank|embed|bad-input|soak|corpus|reports]
+                    [--only layers|cloze|speed|grid|bank|embed|app|bad-input|soak|corpus|reports]
                     [--models id,id] [--fresh]
                     [--mix-layer-norm]
 
@@ -198,9 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small inputs (minutes)")
     ap.add_argument("--only", choices=("layers", "cloze", "speed", "grid", "bank", "embed",
-                                       "bad-input", "soak", "corpus", "reports"),
-                    help="run one part (grid, bank, embed: only the layers-side-by-side, the "
-                    "bank-preset or the embedding timings, merged into results/speed.json; "
+                                       "app", "bad-input", "soak", "corpus", "reports"),
+                    help="run one part (grid, bank, embed, app: only the layers-side-by-side, "
+                    "the bank-preset, the embedding or the app-start timings, merged into "
+                    "results/speed.json; "
                     "reports: rebuild the markdown and plots from "
                     "results/layers.json and speed.json)")
     ap.add_argument("--models", help="comma-separated model ids (default: all available)")
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench.speed import run_speed
 
         run_speed(RESULTS, quick=args.quick, log=log)
-    if args.only in ("grid", "bank", "embed"):
+    if args.only in ("grid", "bank", "embed", "app"):
         from bench.speed import run_part_only
 
         run_part_only(RESULTS, args.only, log=log)
