@@ -3,7 +3,8 @@
 Adapters are loaded once per (model, device, dtype). Computed results live in one cache the
 Engine owns (engine/cache.py): encodings keyed by model, text and options, projections by their
 input, and the app's analyses by what they were computed from, so re-rendering a view never
-re-runs a model or a fit.
+re-runs a model or a fit. The app's Engine also keeps encodings on disk (EncodingStore), so a
+restart does not run the models again for texts they have seen.
 """
 from __future__ import annotations
 
