@@ -20,13 +20,14 @@ def free_port() -> int:
 
 @contextmanager
 def streamlit_server(output=subprocess.DEVNULL, stop_timeout: float = 20,
-                     env: dict[str, str] | None = None):
+                     env: dict[str, str] | None = None, script: Path | None = None):
     """Yields (url, process); `output` takes the server's stdout and stderr; `env` is added
-    to this process's environment for the server."""
+    to this process's environment for the server; `script` instead of the app (run from the
+    repository, so with its .streamlit settings)."""
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
+        [sys.executable, "-m", "streamlit", "run", str(script or ROOT / "streamlit_app.py"),
          "--server.port", str(port), "--server.headless", "true",
          "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env, stdout=output,
         stderr=subprocess.STDOUT)

@@ -141,6 +141,11 @@ def speed_rows(s: dict) -> list[list]:
                      "(reported)", ""])
         rows.append(["app start to page settled (every chart of the default page drawn), "
                      "encodings kept", f"{a['settled_s']:.1f} s", "(reported)", ""])
+    if "one_chart_page" in a:
+        rows.append(["the floor, same run: `streamlit run` of a page of one plotly chart and "
+                     "nothing else, to that chart (best of "
+                     f"{len(a['one_chart_runs'])})",
+                     f"{a['one_chart_page']['first_chart_s']:.1f} s", "(context)", ""])
     return rows
 
 
@@ -241,7 +246,13 @@ def speed_report(s: dict) -> str:
                 f"{len(a['runs'])} starts; first chart / settled in each: "
                 + ", ".join(f"{r['first_chart_s']:.1f}/{r['settled_s']:.1f} s"
                             for r in a["runs"]) + "). "
-                "Where the rest goes (traced 2026-11-26 by timestamps in the page script, "
+                + (f"A page of one plotly chart and nothing else, served the same way in the "
+                   f"same run, shows its chart at {a['one_chart_page']['first_chart_s']:.1f} s "
+                   "(each: " + ", ".join(f"{r['first_chart_s']:.1f}"
+                                         for r in a["one_chart_runs"])
+                   + " s): Streamlit and plotly alone on this machine, the floor under the "
+                   "app's first chart. " if "one_chart_page" in a else "")
+                + "Where the rest goes (traced 2026-11-26 by timestamps in the page script, "
                 "CPU time per process and a Chromium CPU profile): the page script starts about "
                 "3 s after `streamlit run` (the server's start, 0.8 s of it Streamlit scanning "
                 "the metadata of every installed package for components, and Streamlit's own "
