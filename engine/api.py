@@ -203,8 +203,7 @@ class Engine:
         """Encodings of texts already split into words; with `layers`, hidden states of those
         layers only (a transformer then skips the blocks above the highest)."""
         layers = None if layers is None else tuple(int(i) for i in layers)
-        keys = [("encoding", model_id, t.text, t.words, self.options) +
-                (() if layers is None else (("layers", layers),)) for t in texts]
+        keys = [self._encoding_key(model_id, t, layers) for t in texts]
         out = [self.results.get(k) for k in keys]
         # an encoding made without maps serves a request for them only if the model has none
         want_maps = attentions and family(self.family(model_id)).can("attention")
@@ -231,11 +230,16 @@ class Engine:
                     self.store.put(identity + keys[i][2:], enc)
         return out
 
+    def _encoding_key(self, model_id: str, text: WordText, layers: tuple | None = None):
+        """An encoding's key in the result cache; without its first two items (the kind and
+        the model id), its part of the key in the store, after the model's identity."""
+        return (("encoding", model_id, text.text, text.words, self.options) +
+                (() if layers is None else (("layers", layers),)))
+
     def has_encodings(self, model_id: str, texts: Sequence[str]) -> bool:
         """Whether every text's encoding is at hand (in memory or in the store), so encoding
         them needs no model load."""
-        word_texts = [to_word_text(t) for t in texts]
-        keys = [("encoding", model_id, t.text, t.words, self.options) for t in word_texts]
+        keys = [self._encoding_key(model_id, to_word_text(t)) for t in texts]
         if all(k in self.results for k in keys):
             return True
         identity = self._store_identity(model_id)

@@ -126,10 +126,16 @@ class EncodingStore:
     def name(key: tuple) -> str:
         return hashlib.sha256(repr(key).encode()).hexdigest()[:32]
 
+    def _path(self, key: tuple) -> Path:
+        return self.folder / f"{self.name(key)}.npz"
+
+    def exists(self, key: tuple) -> bool:
+        return self._path(key).is_file()
+
     def get(self, key: tuple, expect_text: str, expect_words: tuple[str, ...]):
         from engine.result import Encoding
 
-        path = self.folder / f"{self.name(key)}.npz"
+        path = self._path(key)
         try:
             with np.load(path, allow_pickle=False) as z:
                 meta = json.loads(str(z["meta"]))
@@ -161,7 +167,7 @@ class EncodingStore:
                   "hidden_states": enc.hidden_states}
         if enc.attentions is not None:
             arrays["attentions"] = enc.attentions
-        target = self.folder / f"{self.name(key)}.npz"
+        target = self._path(key)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".enc-", suffix=".npz", dir=self.folder)
@@ -196,6 +202,3 @@ class EncodingStore:
             p.unlink(missing_ok=True)
             total -= size
         self._total = total
-
-    def exists(self, key: tuple) -> bool:
-        return (self.folder / f"{self.name(key)}.npz").is_file()

@@ -59,7 +59,7 @@ def embed_rows(engine, model_id: str, sentence_ids: Sequence[int], texts: Sequen
     position = np.arange(total) - np.repeat(np.cumsum(block) - block, block)
     first_word = np.cumsum(counts) - counts                    # of each sentence, in `words`
     which = position + np.repeat(np.repeat(first_word, n_layers), block)
-    words = np.array([w for wt in wts for w in wt.words] or [""], dtype=object)
+    words = np.array([w for wt in wts for w in wt.words], dtype=object)
     keys = np.array([w.lower() for w in words], dtype=object)
     return {"sentence_id": np.repeat(np.asarray(sentence_ids, np.int64), counts * n_layers),
             "position": position.astype(np.int32),
