@@ -15,6 +15,7 @@ import tempfile
 import time
 import tomllib
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -55,31 +56,41 @@ def index_dir(tmp_path_factory):
     return root
 
 
-@pytest.fixture(scope="module")
-def server(index_dir):
+@contextmanager
+def _streamlit(env: dict, log):
+    """`streamlit run` of the app on a free port, as `make run` serves it (the repository's
+    .streamlit/config.toml: headless, no file watcher); yields its URL once it is healthy."""
     port = _free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "CTXLENS_INDEX_DIRS": str(index_dir)}
-    # the repository's .streamlit/config.toml (headless, no file watcher) applies, as in
-    # `make run`; the terminal output is kept for test_the_server_terminal_stays_quiet
-    log = open(SERVER_LOG, "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
-         "--server.port", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+         "--server.port", str(port)], cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **env},
+        stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(120):
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{url}/_stcore/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("streamlit did not start")
+        yield url
+    finally:
+        proc.terminate()
         try:
-            urllib.request.urlopen(f"{url}/_stcore/health", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not start")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
-    log.close()
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def server(index_dir):
+    # the terminal output is kept for test_the_server_terminal_stays_quiet
+    with open(SERVER_LOG, "w") as log, \
+            _streamlit({"CTXLENS_INDEX_DIRS": str(index_dir)}, log) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -610,3 +621,27 @@ def test_corpus_page_maps_a_word_and_finds_nearest_contexts(server, browser):
     assert not page.locator('[data-testid="stException"]').count()
     assert not page.locator('[data-testid="stAlert"]').filter(has_text="error").count()
     page.screenshot(path=str(SHOTS / "corpus.png"), full_page=True)
+
+
+# the default page has settled when its last chart, sense separation under the tabs, is drawn
+SETTLED = ".st-key-sep-silhouette .js-plotly-plot"
+# records, from before the page's own scripts run, whether a model-loading box ever showed
+SEE_LOADING = """new MutationObserver(() => {
+    if ((document.body && document.body.innerText || '').includes('Loading and running'))
+        window.__sawLoading = true;
+}).observe(document, {subtree: true, childList: true, characterData: true});"""
+
+
+def test_a_restarted_server_draws_the_default_page_from_stored_encodings(browser):
+    """The app keeps its encodings on disk: after `streamlit run` again, the default page draws
+    every chart without loading a model (no "Loading and running …" box at any moment)."""
+    for visit in ("fills the store", "after a restart"):
+        with _streamlit({}, subprocess.DEVNULL) as url:
+            page = browser.new_page()
+            page.add_init_script(SEE_LOADING)
+            page.goto(url)
+            page.wait_for_selector(SETTLED, timeout=MODEL_WAIT_MS)
+            saw = page.evaluate("() => window.__sawLoading === true")
+            assert page.locator(".js-plotly-plot").count() >= 4, visit
+            page.close()
+    assert not saw
