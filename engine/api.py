@@ -63,13 +63,16 @@ def _cpu_only(device: str) -> bool:
 
 class Engine:
     def __init__(self, device: str = "auto", dtype: str = "float32", cache_size: int = 512,
-                 traced: bool = False, store: EncodingStore | None = None):
+                 traced: bool = False, store: EncodingStore | None = None,
+                 compile: bool = False):
         """`traced`: hidden states without attention maps come from a traced graph of the
         model (engine/traced.py), built once and cached, where its family allows;
         batch commands ask for it, so a fresh process need not import transformers.
         `store`: encodings are also kept on disk there (the app passes one; batch commands do
-        not, as a corpus would fill it), for models whose files are all on this machine."""
-        self.options = LoadOptions(device=device, dtype=dtype)
+        not, as a corpus would fill it), for models whose files are all on this machine.
+        `compile`: word_vectors runs transformers through torch.compile (batch work on a GPU).
+        """
+        self.options = LoadOptions(device=device, dtype=dtype, compile=compile)
         self.registry = load_registry()
         self._adapters: dict[str, Adapter] = {}
         self.traced = traced

@@ -56,6 +56,9 @@ class Adapter(Protocol):
 class LoadOptions:
     device: str = "auto"      # auto | cpu | cuda
     dtype: str = "float32"    # float32 | float16 | bfloat16 (half precision only on CUDA)
+    # batch embedding through a torch.compile'd forward (fused kernels; worth its compile time
+    # on a GPU and a large batch job, not for one sentence in the app)
+    compile: bool = False
 
 
 def resolve_device(device: str) -> str:

@@ -118,7 +118,17 @@ def load_hf_model(auto_cls, path: Path, options: LoadOptions, progress: bool = T
                                                  trust_remote_code=False, **extra)
     except (OSError, ValueError) as err:
         raise ModelUnavailable(f"cannot load the model in {path}: {err}") from err
-    return model.to(device).eval()
+    model = model.to(device).eval()
+    if options.compile:
+        import torch
+
+        # the base model's forward, compiled for encode_pooled alone: a function, not a module,
+        # so it is no submodule of the model, and every other path (attention maps switch the
+        # attention implementation; hidden_until stops by hooks) keeps running eagerly.
+        # dynamic: batches differ in size and length, and each new shape must not recompile
+        model.base_model._ctxlens_compiled = torch.compile(model.base_model.forward,
+                                                           dynamic=True)
+    return model
 
 
 # Forwards that need attention maps switch a shared model to eager attention and back; they
@@ -366,11 +376,17 @@ def encode_pooled(base_model, tokenizer, texts: Sequence[WordText], batch_size: 
                               readable=False)
     device = next(base_model.parameters()).device
 
+    compiled = getattr(base_model, "_ctxlens_compiled", None)
+
     def states(batch):                   # pooled_words runs it under inference_mode
         import torch
 
         ids, mask = pad_batch(batch, pad_id, str(device))
-        if max(keep) < cfg.num_hidden_layers:
+        if compiled is not None:
+            # every block runs (a compiled graph cannot stop part-way as hidden_until does)
+            hidden = compiled(input_ids=ids, attention_mask=mask, output_hidden_states=True,
+                              return_dict=True).hidden_states
+        elif max(keep) < cfg.num_hidden_layers:
             hidden = hidden_until(base_model, ids, mask, max(keep))
         else:
             hidden = base_model(input_ids=ids, attention_mask=mask,

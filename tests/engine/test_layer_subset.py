@@ -126,3 +126,25 @@ def test_tokenize_many_ignores_padding_and_truncation_stored_in_a_tokenizer_file
     assert [t.input_ids for t in got] == [t.input_ids for t in want]
     assert max(len(t.input_ids) for t in got) > 5
     assert all((g.token_to_word == w.token_to_word).all() for g, w in zip(got, want))
+
+
+@pytest.mark.slow
+def test_word_vectors_through_torch_compile_equal_the_eager_pass(transformer):
+    # Engine(compile=True) runs batch embedding through a compiled forward (the GPU path of
+    # `ctxlens embed --compile`); on the CPU the same code compiles with inductor, and the
+    # vectors must be the eager ones, whatever the batch's shape (dynamic shapes: no
+    # recompile may change them), while other paths (encodings, maps) stay eager
+    texts = [to_word_text(t) for t in POOL_TEXTS]
+    layers = (2, 0)
+    eager = Engine(device="cpu", cache_size=0).word_vectors(transformer, texts, batch_size=2,
+                                                             layers=layers)
+    engine = Engine(device="cpu", cache_size=0, compile=True)
+    for batch_size in (2, 3):
+        got = engine.word_vectors(transformer, texts, batch_size=batch_size, layers=layers)
+        for r, g in zip(eager, got):
+            assert g.shape == r.shape and g.dtype == np.float32
+            np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5 * float(np.abs(r).max()))
+    encoder = engine.hidden_state_encoder(transformer)
+    assert callable(getattr(encoder.encoder, "_ctxlens_compiled", None))
+    enc = engine.encode(transformer, [TEXTS[0]], attentions=True)[0]
+    assert enc.attentions is not None and np.isfinite(enc.attentions).all()
