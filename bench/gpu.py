@@ -62,9 +62,11 @@ def _sync():
 
 
 def hf_loop(path: Path, texts: list[str], dtype: str, batch_size: int,
-            to_cpu: bool = True) -> dict:
+            to_cpu: bool = True, compiled: bool = False) -> dict:
     """What a user writes by hand: length-sorted batches, the fast tokenizer, SDPA attention,
-    the top layer's token vectors (to the CPU with `to_cpu`)."""
+    the top layer's token vectors (to the CPU with `to_cpu`). With `compiled`, the forward
+    passes alone are timed again through torch.compile (dynamic shapes), after a warm-up that
+    compiles them."""
     import torch
     from transformers import AutoModel, AutoTokenizer
 
@@ -99,13 +101,26 @@ def hf_loop(path: Path, texts: list[str], dtype: str, batch_size: int,
             model(**e)
         _sync()
         forward_s = time.perf_counter() - start
-    params = matmul_params(model)
-    n_layers = model.config.num_hidden_layers
+    result = {"seconds": seconds, "forward_only_s": forward_s,
+              "params_matmul": matmul_params(model), "n_layers": model.config.num_hidden_layers}
+    if compiled:
+        fast = torch.compile(model, dynamic=True)
+        with torch.inference_mode():
+            start = time.perf_counter()
+            for e in encs[:2] + encs[-2:]:
+                fast(**e)
+            _sync()
+            result["compile_s"] = time.perf_counter() - start
+            start = time.perf_counter()
+            for e in encs:
+                fast(**e)
+            _sync()
+            result["forward_compiled_s"] = time.perf_counter() - start
+        del fast
     del model, encs
     if DEVICE == "cuda":
         torch.cuda.empty_cache()
-    return {"seconds": seconds, "forward_only_s": forward_s, "params_matmul": params,
-            "n_layers": n_layers}
+    return result
 
 
 def _via_encodings(engine, model: str, texts, batch_size: int, pool: str,
@@ -117,7 +132,8 @@ def _via_encodings(engine, model: str, texts, batch_size: int, pool: str,
 
 
 def engine_embed(path: Path, texts: list[str], dtype: str, batch_size: int,
-                 layers=None, profile: bool = False, via: str = "engine") -> dict:
+                 layers=None, profile: bool = False, via: str = "engine",
+                 compiled: bool = False) -> dict:
     import torch
 
     from engine.api import Engine
@@ -125,16 +141,23 @@ def engine_embed(path: Path, texts: list[str], dtype: str, batch_size: int,
     from engine.text import to_word_text
 
     embed = _via_encodings if via == "encodings" else embed_pooled
-    engine = Engine(device=DEVICE, dtype=dtype, cache_size=0, traced=True)
+    engine = Engine(device=DEVICE, dtype=dtype, cache_size=0, traced=not compiled,
+                    compile=compiled)
     words = [to_word_text(t) for t in texts]
     engine.hidden_state_encoder(str(path), progress=False, layers=layers)
-    embed(engine, str(path), words[:2 * batch_size], batch_size, "mean", layers=layers)
+    start = time.perf_counter()
+    # the warm-up (and, compiled, the compile): the shortest and the longest texts
+    ends = sorted(words, key=lambda w: len(w.text))
+    embed(engine, str(path), ends[:batch_size] + ends[-batch_size:], batch_size, "mean",
+          layers=layers)
     _sync()
+    warm_s = time.perf_counter() - start
     start = time.perf_counter()
     out = embed(engine, str(path), words, batch_size, "mean", layers=layers)
     _sync()
     seconds = time.perf_counter() - start
-    result = {"seconds": seconds, "words": int(sum(v.shape[1] for v in out))}
+    result = {"seconds": seconds, "words": int(sum(v.shape[1] for v in out)),
+              "warm_up_s": warm_s}
     if profile:
         import cProfile
         import io
@@ -154,9 +177,9 @@ def engine_embed(path: Path, texts: list[str], dtype: str, batch_size: int,
     return result
 
 
-def agreement(path: Path, texts: list[str], dtype: str) -> dict:
+def agreement(path: Path, texts: list[str], dtype: str, compiled: bool = False) -> dict:
     """The engine's top-layer word vectors on CUDA (dtype) and on CUDA float32 against the CPU
-    float32 engine on the same texts."""
+    float32 engine on the same texts (and, with `compiled`, CUDA dtype through torch.compile)."""
     import numpy as np
 
     from engine.api import Engine
@@ -166,9 +189,11 @@ def agreement(path: Path, texts: list[str], dtype: str) -> dict:
     words = [to_word_text(t) for t in texts]
     top = None
     vecs = {}
-    for name, dev, dt in (("cpu", "cpu", "float32"), ("cuda32", DEVICE, "float32"),
-                          ("cuda", DEVICE, dtype)):
-        engine = Engine(device=dev, dtype=dt, cache_size=0)
+    plan = [("cpu", "cpu", "float32", False), ("cuda32", DEVICE, "float32", False),
+            ("cuda", DEVICE, dtype, False)] + ([("compiled", DEVICE, dtype, True)] if compiled
+                                               else [])
+    for name, dev, dt, comp in plan:
+        engine = Engine(device=dev, dtype=dt, cache_size=0, compile=comp)
         # the reference: CPU float32 through per-text encodings (the path before v2)
         embed = _via_encodings if name == "cpu" else embed_pooled
         out = embed(engine, str(path), words, 16, "mean")
@@ -180,7 +205,10 @@ def agreement(path: Path, texts: list[str], dtype: str) -> dict:
         num = (a * ref).sum(1)
         return float((num / (np.linalg.norm(a, axis=1) * np.linalg.norm(ref, axis=1))).min())
 
-    return {"layer": top, "words": len(ref),
+    more = ({f"cuda_{dtype}_compiled_max_abs_diff": float(np.abs(vecs["compiled"] - ref).max()),
+             f"cuda_{dtype}_compiled_min_cosine": cos_min(vecs["compiled"])}
+            if compiled else {})
+    return more | {"layer": top, "words": len(ref),
             "cuda_fp32_max_abs_diff": float(np.abs(vecs["cuda32"] - ref).max()),
             f"cuda_{dtype}_max_abs_diff": float(np.abs(vecs["cuda"] - ref).max()),
             f"cuda_{dtype}_min_cosine": cos_min(vecs["cuda"]),
@@ -200,25 +228,38 @@ def _row(path: Path, texts: list[str], tokens: int, peak, dtype: str, bs: int, l
          kinds=("engine_all_layers", "engine_top_layer", "encodings_top_layer")) -> dict:
     """Plain HF and the engine on the same texts, dtype and batch size: seconds, tokens/s, MFU."""
     log(f"gpu: plain HF, {dtype}, batch {bs}")
-    hf = hf_loop(path, texts, dtype, bs)
+    compiled = any(k.endswith("_compiled") for k in kinds)
+    try:
+        hf = hf_loop(path, texts, dtype, bs, compiled=compiled)
+    except Exception as exc:  # noqa: BLE001 - the compiled forward may fail; keep the rest
+        log(f"gpu: compiled forward failed ({type(exc).__name__}: {exc}); eager only")
+        hf = hf_loop(path, texts, dtype, bs) | {"forward_compiled_error": str(exc)[:300]}
     flops = 2 * hf["params_matmul"] * tokens
     row = {"dtype": dtype, "batch_size": bs, "hf_s": hf["seconds"],
            "hf_forward_only_s": hf["forward_only_s"], "params_matmul": hf["params_matmul"]}
+    for k in ("forward_compiled_s", "compile_s", "forward_compiled_error"):
+        if k in hf:
+            row[f"hf_{k}"] = hf[k]
     top = [hf["n_layers"]]
-    plans = {"engine_all_layers": (None, "engine"), "engine_top_layer": (top, "engine"),
-             "encodings_top_layer": (top, "encodings")}
+    plans = {"engine_all_layers": (None, "engine", False),
+             "engine_top_layer": (top, "engine", False),
+             "encodings_top_layer": (top, "encodings", False),
+             "engine_top_layer_compiled": (top, "engine", True)}
+    profiled = next((k for k in ("engine_top_layer_compiled", "engine_top_layer") if k in kinds),
+                    None)
     for key in kinds:
-        layers, via = plans[key]
+        layers, via, comp = plans[key]
         log(f"gpu: {via}, {dtype}, batch {bs}, {key}")
         try:
-            eng = engine_embed(path, texts, dtype, bs, layers, via=via,
-                               profile=profile and key == "engine_top_layer")
+            eng = engine_embed(path, texts, dtype, bs, layers, via=via, compiled=comp,
+                               profile=profile and key == profiled)
             row[f"{key}_s"] = eng["seconds"]
+            row[f"{key}_warm_up_s"] = eng["warm_up_s"]
             if "profile" in eng:
                 row[f"{key}_profile"] = eng["profile"]
         except Exception as exc:  # noqa: BLE001 - one failed row must not lose the rest
-            row[f"{key}_error"] = f"{type(exc).__name__}: {exc}"
-    for k in ("hf", "hf_forward_only") + tuple(kinds):
+            row[f"{key}_error"] = f"{type(exc).__name__}: {exc}"[:500]
+    for k in ("hf", "hf_forward_only", "hf_forward_compiled") + tuple(kinds):
         if f"{k}_s" in row:
             row[f"{k}_tokens_per_s"] = tokens / row[f"{k}_s"]
             row[f"{k}_mfu"] = flops / row[f"{k}_s"] / peak if peak else None
@@ -226,8 +267,12 @@ def _row(path: Path, texts: list[str], tokens: int, peak, dtype: str, bs: int, l
     return row
 
 
+ALL_KINDS = ("engine_all_layers", "engine_top_layer", "encodings_top_layer",
+             "engine_top_layer_compiled")
+
+
 def run(n_sentences: int = 16384, batch_sizes=(512, 2048), dtypes=("bfloat16", "float16"),
-        log=print) -> dict:
+        log=print, kinds=ALL_KINDS) -> dict:
     import torch
 
     if DEVICE == "cuda" and not torch.cuda.is_available():
@@ -259,7 +304,7 @@ def run(n_sentences: int = 16384, batch_sizes=(512, 2048), dtypes=("bfloat16", "
     # every batch size in the first dtype, the first batch size in the others
     runs = [(d, b) for d in dtypes for b in batch_sizes if d == dtypes[0] or b == batch_sizes[0]]
     for dtype, bs in runs:
-        rows.append(_row(path, texts, tokens, peak, dtype, bs, log,
+        rows.append(_row(path, texts, tokens, peak, dtype, bs, log, kinds=kinds,
                          profile=(dtype, bs) == runs[0]))
     # five sentences a text (~135 tokens): longer inputs, where the matmuls take a larger share
     # than the per-text host work
@@ -269,14 +314,15 @@ def run(n_sentences: int = 16384, batch_sizes=(512, 2048), dtypes=("bfloat16", "
     paragraphs = [p for p, n in zip(paragraphs, lengths) if n <= cap]
     para_tokens = sum(n for n in lengths if n <= cap)
     rows.append(_row(path, paragraphs, para_tokens, peak, dtypes[0], max(batch_sizes) // 4,
-                     log, kinds=("engine_top_layer",)) |
+                     log, kinds=tuple(k for k in kinds if k.startswith("engine_top"))) |
                 {"texts": f"five sentences a text, those of at most {cap} tokens",
                  "sentences": len(paragraphs),
                  "tokens": para_tokens})
     out["rows"] = rows
     for dtype in dtypes:
         try:
-            out[f"agreement_{dtype}"] = agreement(path, texts[:256], dtype)
+            out[f"agreement_{dtype}"] = agreement(path, texts[:256], dtype,
+                                                  "engine_top_layer_compiled" in kinds)
         except Exception as exc:  # noqa: BLE001
             out[f"agreement_{dtype}"] = {"error": f"{type(exc).__name__}: {exc}"}
     try:
@@ -292,19 +338,26 @@ def run(n_sentences: int = 16384, batch_sizes=(512, 2048), dtypes=("bfloat16", "
 
 def headline(result: dict) -> dict:
     """The figures the speed report judges: the engine's best top-layer batch embedding of
-    sentences (tokens/s, MFU), beside the plain-HF loop and its forward passes alone."""
-    rows = [r for r in result.get("rows", [])
-            if "texts" not in r and r.get("engine_top_layer_mfu") is not None]
-    if not rows:
+    sentences (tokens/s, MFU; eager or --compile, whichever was faster), beside the plain-HF
+    loop and its forward passes alone."""
+    best, key = None, None
+    for r in result.get("rows", []):
+        if "texts" in r:
+            continue
+        for k in ("engine_top_layer", "engine_top_layer_compiled"):
+            if r.get(f"{k}_mfu") is not None and (best is None or
+                                                  r[f"{k}_mfu"] > best[f"{key}_mfu"]):
+                best, key = r, k
+    if best is None:
         return {}
-    best = max(rows, key=lambda r: r["engine_top_layer_mfu"])
     return {"model": result["model"], "device": result["device"], "dtype": best["dtype"],
-            "batch_size": best["batch_size"],
-            "tokens_per_s": best["engine_top_layer_tokens_per_s"],
-            "mfu": best["engine_top_layer_mfu"], "hf_mfu": best["hf_mfu"],
+            "batch_size": best["batch_size"], "path": key,
+            "tokens_per_s": best[f"{key}_tokens_per_s"],
+            "mfu": best[f"{key}_mfu"], "hf_mfu": best["hf_mfu"],
             "forward_only_mfu": best["hf_forward_only_mfu"],
-            "vs_hf_loop": best["hf_s"] / best["engine_top_layer_s"],
-            "vs_encodings": (best["encodings_top_layer_s"] / best["engine_top_layer_s"]
+            "forward_compiled_mfu": best.get("hf_forward_compiled_mfu"),
+            "vs_hf_loop": best["hf_s"] / best[f"{key}_s"],
+            "vs_encodings": (best["encodings_top_layer_s"] / best[f"{key}_s"]
                              if "encodings_top_layer_s" in best else None)}
 
 
@@ -337,7 +390,9 @@ def report(result: dict) -> str:
         what = (f"{r['texts']} ({r['sentences']:,} texts, {r['tokens']:,} tokens)"
                 if "texts" in r else "sentences") + f", {r['dtype']}, batch {r['batch_size']}"
         for key, name in (("hf", "plain HF loop"), ("hf_forward_only", "forward alone"),
+                          ("hf_forward_compiled", "forward alone, torch.compile"),
                           ("engine_top_layer", "engine, top layer"),
+                          ("engine_top_layer_compiled", "engine, top layer, --compile"),
                           ("encodings_top_layer", "encodings, top layer"),
                           ("engine_all_layers", "engine, all 13 layers")):
             if f"{key}_s" in r:
@@ -351,7 +406,11 @@ def report(result: dict) -> str:
                          f"float32 engine): CUDA float32 max |diff| "
                          f"{a['cuda_fp32_max_abs_diff']:.1e}; CUDA {dt} max |diff| "
                          f"{a[f'cuda_{dt}_max_abs_diff']:.3f} (values up to "
-                         f"{a['ref_max_abs']:.1f}), min cosine {a[f'cuda_{dt}_min_cosine']:.6f}.")
+                         f"{a['ref_max_abs']:.1f}), min cosine {a[f'cuda_{dt}_min_cosine']:.6f}"
+                         + (f"; compiled {dt} max |diff| "
+                            f"{a[f'cuda_{dt}_compiled_max_abs_diff']:.3f}, min cosine "
+                            f"{a[f'cuda_{dt}_compiled_min_cosine']:.6f}"
+                            if f"cuda_{dt}_compiled_min_cosine" in a else "") + ".")
     return "\n".join(lines) + "\n"
 
 
@@ -362,6 +421,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-sizes", default="512,2048")
     ap.add_argument("--dtypes", default="bfloat16,float16")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--kinds", default=",".join(ALL_KINDS),
+                    help="engine paths to time, of " + ", ".join(ALL_KINDS))
     ap.add_argument("--report", type=Path, metavar="JSON",
                     help="write results/gpu.md and gpu.json from a run's JSON, run nothing")
     a = ap.parse_args(argv)
@@ -376,7 +437,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     result = run(a.sentences, tuple(int(x) for x in a.batch_sizes.split(",")),
-                 tuple(a.dtypes.split(",")), log=lambda m: print(m, file=sys.stderr, flush=True))
+                 tuple(a.dtypes.split(",")), log=lambda m: print(m, file=sys.stderr, flush=True),
+                 kinds=tuple(a.kinds.split(",")))
     text = json.dumps(result, indent=1)
     if a.out:
         a.out.write_text(text)

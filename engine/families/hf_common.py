@@ -196,9 +196,23 @@ def tokenize_many(tokenizer, wts: Sequence[WordText], max_tokens: int,
     else:
         enc = tokenizer(texts, return_offsets_mapping=True, add_special_tokens=True)
         ids_of, offsets = enc["input_ids"], enc["offset_mapping"]
-    return [tokenized_from(wt, tuple(ids), offs, max_tokens,
+    t2ws = align_many(wts, offsets)
+    # the checks of tokenized_from (too long; a word with no token) for every text at once; a
+    # text that fails one goes through tokenized_from for its one-line error
+    n_tok = np.array([len(t) for t in t2ws], np.int64)
+    n_words = np.array([len(wt.words) for wt in wts], np.int64)
+    flat = np.concatenate(t2ws) if len(t2ws) else np.zeros(0, np.int64)
+    text_of = np.repeat(np.arange(len(wts)), n_tok)
+    real = flat >= 0
+    first = np.cumsum(n_words) - n_words
+    covered = np.bincount((flat + first[text_of])[real], minlength=int(n_words.sum())) > 0
+    whole = np.bincount(np.repeat(np.arange(len(wts)), n_words)[covered], minlength=len(wts))
+    ok = (n_tok <= max_tokens) & (whole == n_words)
+    return [TokenizedText(wt, tuple(ids), readable_tokens(tokenizer, ids) if readable else (),
+                          t2w) if good else
+            tokenized_from(wt, tuple(ids), offs, max_tokens,
                            readable_tokens(tokenizer, ids) if readable else (), t2w)
-            for wt, ids, offs, t2w in zip(wts, ids_of, offsets, align_many(wts, offsets))]
+            for wt, ids, offs, t2w, good in zip(wts, ids_of, offsets, t2ws, ok)]
 
 
 def tokenized_from(wt: WordText, ids: tuple[int, ...], offsets, max_tokens: int,

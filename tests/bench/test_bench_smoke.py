@@ -232,3 +232,16 @@ def test_gpu_report_headline_is_the_best_engine_row():
     assert ("| five sentences a text (2 texts, 90 tokens), bfloat16, batch 512 | engine, top "
             "layer | 0.300 |") in md
     assert headline({"skipped": "no CUDA"}) == {}
+    # a compiled engine row that beats the eager ones is the headline, and says so
+    fast = {**row("float16", 2048, 2.0, 0.06), "engine_top_layer_compiled_s": 0.5,
+            "engine_top_layer_compiled_tokens_per_s": 8e5, "engine_top_layer_compiled_mfu": 0.12,
+            "hf_forward_compiled_s": 0.2, "hf_forward_compiled_tokens_per_s": 2e6,
+            "hf_forward_compiled_mfu": 0.33}
+    h = headline({**result, "rows": result["rows"] + [fast]})
+    assert (h["path"], h["mfu"], h["batch_size"]) == ("engine_top_layer_compiled", 0.12, 2048)
+    assert h["vs_hf_loop"] == 8.0 and h["forward_compiled_mfu"] == 0.33
+    text = speed_report({"gpu": h})
+    assert "float16, --compile; 800,000 tokens/s) | 12.0% | ≥ 40% | MISSES target |" in text
+    assert "| GPU: the same forward passes through torch.compile | 33.0% | context |" in text
+    assert "| engine, top layer, --compile | 0.500 | 800,000 | 12.0% |" in report(
+        {**result, "rows": [fast]})

@@ -128,6 +128,31 @@ def test_tokenize_many_ignores_padding_and_truncation_stored_in_a_tokenizer_file
     assert all((g.token_to_word == w.token_to_word).all() for g, w in zip(got, want))
 
 
+@pytest.mark.parametrize("bad, message", [
+    ("The bank \ufffd raised rates.", "this model's tokenizer drops the word '\ufffd'"),
+    (" ".join(["bank"] * 40), "the text has 42 tokens for this model; its cap is 32"),
+])
+def test_tokenize_many_checks_every_text_as_tokenize_does(bad, message):
+    # tokenize_many checks a whole batch at once (too long; a word with no token); a bad text
+    # anywhere in the batch gets tokenize()'s one-line error, and good texts tokenize alike
+    from tests.tiny_models import wordpiece_tokenizer
+
+    tok = wordpiece_tokenizer()
+    texts = [to_word_text(t) for t in POOL_TEXTS]
+    many = hf.tokenize_many(tok, texts, 32)
+    for t, m in zip(texts, many):
+        one = hf.tokenize(tok, t, 32)
+        assert m.input_ids == one.input_ids and (m.token_to_word == one.token_to_word).all()
+    with pytest.raises(EngineError) as single:
+        hf.tokenize(tok, to_word_text(bad), 32)
+    assert str(single.value).startswith(message)
+    for where in (0, 2, len(texts)):
+        batch = texts[:where] + [to_word_text(bad)] + texts[where:]
+        with pytest.raises(EngineError) as err:
+            hf.tokenize_many(tok, batch, 32)
+        assert str(err.value) == str(single.value)
+
+
 @pytest.mark.slow
 def test_word_vectors_through_torch_compile_equal_the_eager_pass(transformer):
     # Engine(compile=True) runs batch embedding through a compiled forward (the GPU path of
