@@ -133,14 +133,15 @@ def _via_encodings(engine, model: str, texts, batch_size: int, pool: str,
 
 def engine_embed(path: Path, texts: list[str], dtype: str, batch_size: int,
                  layers=None, profile: bool = False, via: str = "engine",
-                 compiled: bool = False) -> dict:
+                 compiled: bool = False, workers: int | None = None) -> dict:
     import torch
 
     from engine.api import Engine
     from engine.cli import embed_pooled
     from engine.text import to_word_text
 
-    embed = _via_encodings if via == "encodings" else embed_pooled
+    embed = _via_encodings if via == "encodings" else (
+        lambda *a, **k: embed_pooled(*a, **k, workers=workers))
     engine = Engine(device=DEVICE, dtype=dtype, cache_size=0, traced=not compiled,
                     compile=compiled)
     words = [to_word_text(t) for t in texts]
@@ -411,6 +412,9 @@ def report(result: dict) -> str:
                             f"{a[f'cuda_{dt}_compiled_max_abs_diff']:.3f}, min cosine "
                             f"{a[f'cuda_{dt}_compiled_min_cosine']:.6f}"
                             if f"cuda_{dt}_compiled_min_cosine" in a else "") + ".")
+    if result.get("notes"):
+        # what a run's numbers mean, written beside them in its JSON when the run is recorded
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in result["notes"]]
     return "\n".join(lines) + "\n"
 
 

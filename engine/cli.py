@@ -162,7 +162,7 @@ def parse_layers(value: str) -> tuple[int, ...]:
 
 
 def embed_pooled(engine, model: str, texts, batch_size: int, pool: str,
-                 progress=lambda n: None, layers=None) -> list:
+                 progress=lambda n: None, layers=None, workers: int | None = None) -> list:
     """Word vectors (layers, W, D) per text, in input order: every layer, or `layers` only.
     Texts go to the engine shortest
     first, so every batch holds texts of near-equal length (sorting within small chunks left a
@@ -182,7 +182,8 @@ def embed_pooled(engine, model: str, texts, batch_size: int, pool: str,
     # On a GPU two chunks are in flight: while one waits for its kernels (the GIL released),
     # the other tokenises and pools on the host, which would otherwise leave the GPU idle.
     # On a CPU the model's own threads already use every core.
-    workers = 2 if resolve_device(engine.options.device) == "cuda" and len(chunks) > 1 else 1
+    if workers is None:
+        workers = 2 if resolve_device(engine.options.device) == "cuda" else 1
     with ThreadPoolExecutor(workers) as ex:
         for idx, vecs in zip(chunks, ex.map(run, chunks)):
             for i, v in zip(idx, vecs):

@@ -393,9 +393,13 @@ def encode_pooled(base_model, tokenizer, texts: Sequence[WordText], batch_size: 
     compiled = getattr(base_model, "_ctxlens_compiled", None)
 
     def states(batch):                   # pooled_words runs it under inference_mode
+        ids, mask = pad_batch(batch, pad_id, str(device))
+        with _batch_attention(device):
+            return _states(ids, mask)
+
+    def _states(ids, mask):
         import torch
 
-        ids, mask = pad_batch(batch, pad_id, str(device))
         if compiled is not None:
             # every block runs (a compiled graph cannot stop part-way as hidden_until does)
             hidden = compiled(input_ids=ids, attention_mask=mask, output_hidden_states=True,
@@ -408,6 +412,19 @@ def encode_pooled(base_model, tokenizer, texts: Sequence[WordText], batch_size: 
         return torch.stack([hidden[i] for i in keep], dim=2)      # [B, T, layers, D]
 
     return pooled_words(tokenized, batch_size, pool, states, device)
+
+
+def _batch_attention(device):
+    """SDPA's flash or memory-efficient kernels for batch work on a GPU, not cuDNN's: cuDNN
+    builds a plan for every new (batch, length) shape, and a file of sentences brings dozens
+    (measured on an H100, 32 batch shapes of BERT-base: 1.55 s on a first pass against 0.40 s
+    with the memory-efficient kernel, which is as fast once cuDNN has its plans)."""
+    if device.type != "cuda":
+        return nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
+                        SDPBackend.MATH])
 
 
 def pooled_words(tokenized: Sequence[TokenizedText], batch_size: int, pool: str, states,

@@ -1,0 +1,47 @@
+"""Probe run once on a lent H100 (2026-11-26, 10:21 UTC), as `python bench/gpu_probes/sdpa.py OUT`:
+the bare forward passes of bench.gpu's BERT-base shape (float16, 16,384 Brown sentences,
+length-sorted batches) under each of SDPA's kernel choices, each over every batch shape for the
+first time after three warm-up batches, as a file of sentences brings them; then the engine's
+embed path (two chunks in flight, batch 1024) under the memory-efficient kernel, eager and
+compiled. Results: results/gpu.md's notes.
+"""
+import json, os, sys, tempfile, time
+from pathlib import Path
+sys.path.insert(0, os.getcwd())
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+import bench.gpu as g
+g.DEVICE = "cuda"
+out = Path(sys.argv[1])
+tmp = Path(tempfile.mkdtemp()); os.environ["CTXLENS_MODEL_DIRS"] = str(tmp)
+path = g.bert_base_shape(tmp / "m")
+texts = g.texts_for(16384)
+from transformers import AutoModel, AutoTokenizer
+tok = AutoTokenizer.from_pretrained(path)
+tokens = sum(len(i) for i in tok(texts)["input_ids"])
+model = AutoModel.from_pretrained(path, dtype=torch.float16, attn_implementation="sdpa").cuda().eval()
+order = sorted(texts, key=len)
+res = {"tokens": tokens}
+B = {"default": None, "efficient": [SDPBackend.EFFICIENT_ATTENTION],
+     "math": [SDPBackend.MATH], "flash+efficient": [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]}
+for bs in (512, 1024):
+    encs = [tok(order[s:s + bs], padding=True, return_tensors="pt").to("cuda") for s in range(0, len(order), bs)]
+    for name, be in B.items():
+        import contextlib; ctx = sdpa_kernel(be) if be else contextlib.nullcontext()
+        with ctx, torch.inference_mode():
+            for e in encs[:3]: model(**e)
+            torch.cuda.synchronize(); t = time.perf_counter()
+            for e in encs: model(**e)
+            torch.cuda.synchronize(); s = time.perf_counter() - t
+        res[f"forward {name} batch={bs}"] = s
+        res[f"forward {name} batch={bs} mfu"] = 2 * 85524480 * tokens / s / 989e12
+        print(json.dumps(res), flush=True)
+del model
+for be_name in ("efficient",):
+    for comp in (False, True):
+        with sdpa_kernel(B[be_name]):
+            r = g.engine_embed(path, texts, "float16", 1024, [12], compiled=comp, workers=2)
+        res[f"engine {be_name} compiled={comp} workers=2 batch=1024"] = r["seconds"]
+        res[f"engine {be_name} compiled={comp} mfu"] = 2 * 85524480 * tokens / r["seconds"] / 989e12
+        print(json.dumps(res), flush=True)
+(out / "probe2.json").write_text(json.dumps(res, indent=1))
