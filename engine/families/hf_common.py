@@ -476,29 +476,27 @@ def pooled_words(tokenized: Sequence[TokenizedText], batch_size: int, pool: str,
 
 def _pool_index(batch: Sequence[TokenizedText], width: int, pool: str):
     """Rows of a batch's flattened (text x token) states and, for "mean", the word each row
-    adds to and its weight (1 / the word's token count), in Encoding.word_vectors' terms."""
-    rows, words, weights, base = [], [], [], 0
-    for i, t in enumerate(batch):
-        n = len(t.text.words)
-        real = np.nonzero(t.token_to_word >= 0)[0]
-        w = t.token_to_word[real]
-        if pool == "mean":
-            counts = np.bincount(w, minlength=n)
-            rows.append(i * width + real)
-            words.append(base + w)
-            weights.append(1.0 / counts[w])
-        else:
-            pick = np.empty(n, np.int64)
-            if pool == "first":
-                pick[w[::-1]] = real[::-1]     # repeated indices: the last write wins
-            else:
-                pick[w] = real
-            rows.append(i * width + pick)
-        base += n
-    if pool != "mean":
-        return np.concatenate(rows), None, None, base
-    return (np.concatenate(rows), np.concatenate(words),
-            np.concatenate(weights).astype(np.float32), base)
+    adds to and its weight (1 / the word's token count), in Encoding.word_vectors' terms;
+    whole-batch array operations (a loop over texts took a fifth of batch embedding's host
+    time on a GPU)."""
+    lengths = np.array([len(t.token_to_word) for t in batch], np.int64)
+    n_words = np.array([len(t.text.words) for t in batch], np.int64)
+    t2w = np.concatenate([t.token_to_word for t in batch]).astype(np.int64, copy=False)
+    text = np.repeat(np.arange(len(batch)), lengths)
+    pos = np.arange(len(t2w)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    real = t2w >= 0
+    rows = (text * width + pos)[real]
+    words = (t2w + np.repeat(np.cumsum(n_words) - n_words, lengths))[real]
+    total = int(n_words.sum())
+    if pool == "mean":
+        counts = np.bincount(words, minlength=total)
+        return rows, words, (1.0 / counts[words]).astype(np.float32), total
+    pick = np.empty(total, np.int64)
+    if pool == "first":
+        pick[words[::-1]] = rows[::-1]      # repeated indices: the last write wins
+    else:
+        pick[words] = rows
+    return pick, None, None, total
 
 
 def _pool(states, batch: Sequence[TokenizedText], pool: str):

@@ -141,6 +141,20 @@ def test_embed_layers_keeps_only_those_layers_with_the_same_numbers(tmp_path):
 
 
 @pytest.mark.slow
+def test_embed_compile_writes_the_same_vectors(tmp_path):
+    # --compile runs the model through torch.compile (inductor on this CPU): the file must be
+    # the eager one's, to float rounding
+    text = "I deposited cash at the bank .\nWe fished from the river bank .\nYes .\n"
+    (tmp_path / "eager").mkdir()
+    (tmp_path / "compiled").mkdir()
+    eager = embed(tmp_path / "eager", "minilm-l6", text, "--device", "cpu")
+    compiled = embed(tmp_path / "compiled", "minilm-l6", text, "--device", "cpu", "--compile")
+    assert compiled["vectors"].shape == eager["vectors"].shape == (16, 7, 384)
+    np.testing.assert_allclose(compiled["vectors"], eager["vectors"], rtol=1e-4, atol=1e-4)
+    assert compiled["words"].tolist() == eager["words"].tolist()
+
+
+@pytest.mark.slow
 def test_embed_bad_layers_are_one_line(tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("The cat sat .\n")
