@@ -166,7 +166,8 @@ def embed_pooled(engine, model: str, texts, batch_size: int, pool: str,
     """Word vectors (layers, W, D) per text, in input order: every layer, or `layers` only.
     Texts go to the engine shortest
     first, so every batch holds texts of near-equal length (sorting within small chunks left a
-    quarter of the time to padding); `progress(n)` after each chunk."""
+    quarter of the time to padding); `progress(n)` after each chunk. `workers`: chunks in
+    flight at once (default: two on a GPU, one on a CPU)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from engine.families.base import resolve_device
