@@ -99,11 +99,15 @@ def specials_of(tok) -> Specials:
 
 
 def mask_tokens(ids: torch.Tensor, seed: int, vocab_size: int, prob: float = MASK_PROB,
-                specials: Specials = BROWN_SPECIALS) -> tuple[torch.Tensor, torch.Tensor]:
-    """(inputs, labels) with BERT's 80/10/10 corruption; labels are IGNORE where not chosen."""
+                specials: Specials = BROWN_SPECIALS, eligible: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, labels) with BERT's 80/10/10 corruption; labels are IGNORE where not chosen.
+    `eligible` (a bool per vocabulary id) limits the choice to those tokens."""
     g = torch.Generator().manual_seed(seed)
     special = ids < specials.first_regular
     chosen = (torch.rand(ids.shape, generator=g) < prob) & ~special
+    if eligible is not None:
+        chosen &= eligible[ids]
     labels = torch.where(chosen, ids, torch.full_like(ids, IGNORE))
     r = torch.rand(ids.shape, generator=g)
     random_ids = torch.randint(specials.first_regular, vocab_size, ids.shape, generator=g)

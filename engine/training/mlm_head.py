@@ -138,6 +138,19 @@ def extra_documents(folder: Path, repeat: int) -> list[list[str]]:
     return docs * repeat
 
 
+def content_tokens(tok, blocks: torch.Tensor, skip_top: int, sp: Specials):
+    """The WordPieces a cloze blank asks for: whole alphabetic words outside the `skip_top`
+    most frequent ids of the training blocks (the function words); and their share of the
+    blocks' regular tokens."""
+    ids = blocks[blocks >= sp.first_regular]
+    counts = torch.bincount(ids, minlength=len(tok))
+    eligible = torch.tensor([t.isalpha() and t.isascii() and len(t) > 1
+                             for t in tok.convert_ids_to_tokens(list(range(len(tok))))])
+    eligible[counts.argsort(descending=True)[:skip_top]] = False
+    eligible[: sp.first_regular] = False
+    return eligible, float(counts[eligible].sum()) / max(1, len(ids))
+
+
 def lr_scale_for(encoder_scale: float):
     return lambda name: 1.0 if name.startswith("cls.") else encoder_scale
 
@@ -191,9 +204,19 @@ def run(args) -> dict:
     if args.init:
         init_from(model, args.init)
 
+    eligible, mask_prob = None, args.mask_prob
+    if args.mask_content:
+        # each content word masked at the plain rate (so as much of a sentence stays to read
+        # as with plain masking), the function words never
+        eligible, share = content_tokens(tok, stream.blocks, args.mask_content, sp)
+        print(f"masking content words only: {int(eligible.sum()):,} WordPieces, "
+              f"{share:.1%} of the training tokens, each masked with p={mask_prob:.3f}",
+              flush=True)
+
     def batch_at(step: int):
         b, words = stream.batch(step, args.batch_size)
-        inputs, labels = mask_tokens(b, args.seed * 100_003 + step, V, args.mask_prob, sp)
+        inputs, labels = mask_tokens(b, args.seed * 100_003 + step, V, mask_prob, sp,
+                                     eligible)
         r = rows.batch(step, args.batch_size)[0] if rows is not None else None
         return (inputs, labels, r), words
 
@@ -310,6 +333,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--single-sentence-prob", type=float, default=0.3)
     ap.add_argument("--mask-prob", type=float, default=MASK_PROB)
+    ap.add_argument("--mask-content", type=int, default=0, metavar="N",
+                    help="mask only whole alphabetic words outside the N most frequent "
+                         "WordPieces, each at --mask-prob (the function words never)")
     ap.add_argument("--eval-blocks", type=int, default=96)
     ap.add_argument("--pppl-sentences", type=int, default=150)
     ap.add_argument("--teacher", type=Path, default=None,
