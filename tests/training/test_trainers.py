@@ -165,6 +165,32 @@ def test_bert_masking_follows_80_10_10_and_skips_special_tokens(prob):
     assert torch.equal(bert.mask_tokens(ids, 0, 1000, prob=prob)[0], inputs)
 
 
+def test_content_masking_chooses_only_eligible_tokens_at_the_plain_rate():
+    # mlm_head --mask-content: only eligible ids are ever masked, each at the plain rate, and
+    # content_tokens leaves out the most frequent ids, non-words and the special tokens
+    import torch
+
+    from engine.training.mlm_head import content_tokens
+    from tests.tiny_models import wordpiece_tokenizer
+
+    ids = torch.randint(5, 1000, (400, 50))
+    eligible = torch.zeros(1000, dtype=torch.bool)
+    eligible[500:] = True
+    inputs, labels = bert.mask_tokens(ids, seed=0, vocab_size=1000, prob=0.15,
+                                      eligible=eligible)
+    chosen = labels != bert.IGNORE
+    assert chosen.any() and bool((ids[chosen] >= 500).all())
+    assert abs(chosen[ids >= 500].float().mean().item() - 0.15) < 0.01
+    tok = wordpiece_tokenizer()
+    sp = bert.specials_of(tok)
+    vocab = tok.get_vocab()
+    blocks = torch.tensor([[vocab["the"]] * 5 + [vocab["bank"], vocab["river"], vocab["."]]])
+    ok, share = content_tokens(tok, blocks, 1, sp)
+    assert not ok[vocab["the"]] and not ok[vocab["."]] and not ok[: sp.first_regular].any()
+    assert ok[vocab["bank"]] and ok[vocab["river"]]
+    assert abs(share - 2 / 8) < 1e-9
+
+
 def test_sentence_chunks_end_at_sentence_ends_and_keep_every_word():
     from engine.training.blocks import sentence_chunks
 
