@@ -153,12 +153,19 @@ def test_tokenize_many_checks_every_text_as_tokenize_does(bad, message):
         assert str(err.value) == str(single.value)
 
 
+@pytest.fixture(params=("gpt2", "llama"))
+def causal_lm(request, model_dir: Path) -> str:
+    return str(save_causal_lm(model_dir / request.param, request.param, GPT_CORPUS))
+
+
 @pytest.mark.slow
-def test_word_vectors_through_torch_compile_equal_the_eager_pass(transformer):
+def test_word_vectors_through_torch_compile_equal_the_eager_pass(causal_lm):
     # Engine(compile=True) runs batch embedding through a compiled forward (the GPU path of
     # `ctxlens embed --compile`); on the CPU the same code compiles with inductor, and the
     # vectors must be the eager ones, whatever the batch's shape (dynamic shapes: no
-    # recompile may change them), while other paths (encodings, maps) stay eager
+    # recompile may change them), while other paths (encodings, maps) stay eager. BERT:
+    # tests/engine/test_cli.py compiles minilm-l6 through the CLI (compiling costs ~20 s a model)
+    transformer = causal_lm
     texts = [to_word_text(t) for t in POOL_TEXTS]
     layers = (2, 0)
     eager = Engine(device="cpu", cache_size=0).word_vectors(transformer, texts, batch_size=2,
