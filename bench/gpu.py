@@ -44,6 +44,21 @@ def bert_base_shape(folder: Path) -> Path:
     return folder
 
 
+def bench_model(tmp: Path, log=print) -> tuple[Path, str]:
+    """The model the GPU bench runs and its label: bert-base-uncased where it is installed,
+    else a BERT-base-shaped one written under `tmp` (made a configured model folder)."""
+    from engine.registry import availability, load_registry, local_path
+
+    os.environ["CTXLENS_MODEL_DIRS"] = str(tmp)
+    entry = load_registry().get("bert-base-uncased")
+    if entry is not None and availability(entry) == "installed" and local_path(entry):
+        return local_path(entry), "bert-base-uncased"
+    log("gpu: writing a BERT-base-shaped model with random weights")
+    return bert_base_shape(tmp / "bert-base-shape"), (
+        "BERT-base shape, random weights (seed 0), bert-brown-mlm's tokenizer: no hub on this "
+        "machine")
+
+
 def matmul_params(model) -> int:
     """Parameters that take part in a matmul per token: all but the embeddings and the head."""
     return sum(p.numel() for n, p in model.named_parameters()
@@ -278,23 +293,12 @@ def run(n_sentences: int = 16384, batch_sizes=(512, 2048), dtypes=("bfloat16", "
 
     if DEVICE == "cuda" and not torch.cuda.is_available():
         return {"skipped": "no CUDA device here (torch.cuda.is_available() is False)"}
-    from engine.registry import availability, load_registry, local_path
-
     name = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (dry run)"
     peak = next((v for k, v in NOMINAL_PEAK.items() if k in name), None)
     out: dict = {"device": name, "peak_tflops": peak / 1e12 if peak else None,
                  "torch": torch.__version__}
     tmp = Path(tempfile.mkdtemp(prefix="ctxlens-gpu-"))
-    os.environ["CTXLENS_MODEL_DIRS"] = str(tmp)
-    entry = load_registry().get("bert-base-uncased")
-    if entry is not None and availability(entry) == "installed" and local_path(entry):
-        path, label = local_path(entry), "bert-base-uncased"
-    else:
-        log("gpu: writing a BERT-base-shaped model with random weights")
-        path = bert_base_shape(tmp / "bert-base-shape")
-        label = ("BERT-base shape, random weights (seed 0), bert-brown-mlm's tokenizer: "
-                 "no hub on this machine")
-    out["model"] = label
+    path, out["model"] = bench_model(tmp, log)
     texts = texts_for(n_sentences)
     from transformers import AutoTokenizer
 

@@ -3,19 +3,22 @@ the bare forward passes of bench.gpu's BERT-base shape (float16, 16,384 Brown se
 length-sorted batches) under each of SDPA's kernel choices, each over every batch shape for the
 first time after three warm-up batches, as a file of sentences brings them; then the engine's
 embed path (two chunks in flight, batch 1024) under the memory-efficient kernel, eager and
-compiled. Results: results/gpu.md's notes.
+compiled. Results: results/gpu.md's notes. (Its set-up
+is bench.gpu.bench_model's since; the measurement is unchanged.)
 """
-import json, os, sys, tempfile, time
-from pathlib import Path
+import contextlib
+import json
+import os
+import sys
+import time
+
 sys.path.insert(0, os.getcwd())
-import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
-import bench.gpu as g
-g.DEVICE = "cuda"
-out = Path(sys.argv[1])
-tmp = Path(tempfile.mkdtemp()); os.environ["CTXLENS_MODEL_DIRS"] = str(tmp)
-path = g.bert_base_shape(tmp / "m")
-texts = g.texts_for(16384)
+import torch  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+from bench.gpu_probes.common import setup  # noqa: E402
+
+g, out, path, texts = setup()
 from transformers import AutoModel, AutoTokenizer
 tok = AutoTokenizer.from_pretrained(path)
 tokens = sum(len(i) for i in tok(texts)["input_ids"])
@@ -27,7 +30,7 @@ B = {"default": None, "efficient": [SDPBackend.EFFICIENT_ATTENTION],
 for bs in (512, 1024):
     encs = [tok(order[s:s + bs], padding=True, return_tensors="pt").to("cuda") for s in range(0, len(order), bs)]
     for name, be in B.items():
-        import contextlib; ctx = sdpa_kernel(be) if be else contextlib.nullcontext()
+        ctx = sdpa_kernel(be) if be else contextlib.nullcontext()
         with ctx, torch.inference_mode():
             for e in encs[:3]: model(**e)
             torch.cuda.synchronize(); t = time.perf_counter()

@@ -3,18 +3,19 @@ the engine's top-layer embed path (bench.gpu.engine_embed, float16, BERT-base sh
 Brown sentences) with one or two chunks in flight, eager and compiled, batches of 512 and 1024;
 then torch.profiler's table of the CUDA kernels of eight warm forward passes of 512 sentences.
 The engine then still let SDPA pick cuDNN's attention (engine/families/hf_common.py's
-_batch_attention came after, from sdpa.py's numbers). Results: results/gpu.md's notes.
+_batch_attention came after, from sdpa.py's numbers). Results: results/gpu.md's notes. (Its set-up
+is bench.gpu.bench_model's since; the measurement is unchanged.)
 """
-import json, os, sys, tempfile, time
-from pathlib import Path
+import json
+import os
+import sys
+
 sys.path.insert(0, os.getcwd())
-import torch
-import bench.gpu as g
-g.DEVICE = "cuda"
-out = Path(sys.argv[1])
-tmp = Path(tempfile.mkdtemp()); os.environ["CTXLENS_MODEL_DIRS"] = str(tmp)
-path = g.bert_base_shape(tmp / "m")
-texts = g.texts_for(16384)
+import torch  # noqa: E402
+
+from bench.gpu_probes.common import setup  # noqa: E402
+
+g, out, path, texts = setup()
 res = {}
 for comp in (False, True):
     for w in (1, 2):

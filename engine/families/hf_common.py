@@ -393,22 +393,19 @@ def encode_pooled(base_model, tokenizer, texts: Sequence[WordText], batch_size: 
     compiled = getattr(base_model, "_ctxlens_compiled", None)
 
     def states(batch):                   # pooled_words runs it under inference_mode
-        ids, mask = pad_batch(batch, pad_id, str(device))
-        with _batch_attention(device):
-            return _states(ids, mask)
-
-    def _states(ids, mask):
         import torch
 
-        if compiled is not None:
-            # every block runs (a compiled graph cannot stop part-way as hidden_until does)
-            hidden = compiled(input_ids=ids, attention_mask=mask, output_hidden_states=True,
-                              return_dict=True).hidden_states
-        elif max(keep) < cfg.num_hidden_layers:
-            hidden = hidden_until(base_model, ids, mask, max(keep))
-        else:
-            hidden = base_model(input_ids=ids, attention_mask=mask,
-                                output_hidden_states=True, return_dict=True).hidden_states
+        ids, mask = pad_batch(batch, pad_id, str(device))
+        with _batch_attention(device):
+            if compiled is not None:
+                # every block runs (a compiled graph cannot stop part-way as hidden_until does)
+                hidden = compiled(input_ids=ids, attention_mask=mask, output_hidden_states=True,
+                                  return_dict=True).hidden_states
+            elif max(keep) < cfg.num_hidden_layers:
+                hidden = hidden_until(base_model, ids, mask, max(keep))
+            else:
+                hidden = base_model(input_ids=ids, attention_mask=mask,
+                                    output_hidden_states=True, return_dict=True).hidden_states
         return torch.stack([hidden[i] for i in keep], dim=2)      # [B, T, layers, D]
 
     return pooled_words(tokenized, batch_size, pool, states, device)
