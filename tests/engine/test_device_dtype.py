@@ -40,3 +40,42 @@ def test_an_engine_asked_for_bfloat16_on_the_cpu_runs_float32(tmp_path, monkeypa
     assert next(adapter.model.parameters()).dtype == torch.float32
     enc = engine.encode(str(path), ["the cat sat"])[0]
     assert enc.hidden_states.dtype.name == "float32"
+
+
+def test_batch_attention_choice_survives_two_chunks_in_flight():
+    # the GPU batch path narrows SDPA's kernels with process-wide flags, and ctxlens embed
+    # runs two chunks at once: the narrowing must hold while either runs and be undone when
+    # both are done, whatever order they finish in (enter A, enter B, leave A, leave B)
+    import threading
+
+    import torch
+
+    from engine.families.hf_common import _batch_attention
+
+    cuda = torch.device("cuda")        # only its type is read; no GPU is needed for the flags
+    assert torch.backends.cuda.cudnn_sdp_enabled()
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def a():
+        with _batch_attention(cuda):
+            a_in.set()
+            b_in.wait(5)
+        a_out.set()
+
+    def b():
+        a_in.wait(5)
+        with _batch_attention(cuda):
+            b_in.set()
+            a_out.wait(5)
+            seen["cudnn while B runs"] = torch.backends.cuda.cudnn_sdp_enabled()
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == {"cudnn while B runs": False}
+    assert torch.backends.cuda.cudnn_sdp_enabled() and torch.backends.cuda.flash_sdp_enabled()
+    with _batch_attention(torch.device("cpu")):
+        assert torch.backends.cuda.cudnn_sdp_enabled()
