@@ -46,11 +46,6 @@ ANN_MIN_ROWS = 50_000            # below this, exact search is fast enough and a
 # with the page cache dropped, 120 Brown queries took p95 166 ms at 10 and 84 ms at 4, with the
 # same recall@10 (0.991 by distance: the 8-bit codes already rank well)
 REFINE = 4
-# k-means samples per IVF partition (LanceDB's default is 256). Training is most of an index
-# build on 2 cores: one table of 262,987 minilm-l6 vectors (32 partitions) built in 7.0 s at
-# 256 and 4.5 s at 64, recall@10 by distance 0.984 [0.973, 0.993] and 0.978 [0.967, 0.988]
-# over the same 200 queries; 64 stays above the 39 points a centroid below which FAISS warns
-IVF_SAMPLE_RATE = 64
 
 
 def probes_for(partitions: int) -> int:
@@ -369,12 +364,9 @@ def finish(folder: Path, manifest: Manifest, tables: dict, progress: bool = True
                       f"{len(tables)}; IVF_SQ, {partitions} partitions, {rows:,} vectors) ...",
                       flush=True)
             table.create_index("vector", config=IvfSq(distance_type="cosine",
-                                                      num_partitions=partitions,
-                                                      sample_rate=IVF_SAMPLE_RATE),
-                               replace=True)
+                                                      num_partitions=partitions), replace=True)
             manifest.ann_index = {"type": "IVF_SQ", "distance": "cosine",
                                   "num_partitions": partitions,
-                                  "sample_rate": IVF_SAMPLE_RATE,
                                   "nprobes": probes_for(partitions),
                                   "refine_factor": REFINE, "tables": "one per layer"}
         table.create_index("key", config=BTree(), replace=True)
