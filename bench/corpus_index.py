@@ -244,6 +244,9 @@ def report(r: dict) -> str:
         ["the whole build, ANN and scalar indexes included, vs plain embed",
          f"{b['vs_embed']:.2f}×", f"≥ {TARGETS['vs_embed']}×",
          ok(b["vs_embed"] >= TARGETS["vs_embed"])],
+        *([[f"the same, a build tried on {e['when']} ({e['what']})",
+            f"{e['vs_embed']:.2f}× ({e['seconds'] / 60:.1f} min, indexes "
+            f"{e['finish_s'] / 60:.1f} min)", "(reported)", ""] for e in b.get("tried", [])]),
         [f"neighbour query p50 / p95 ({q['queries']} queries, ANN, the first pass "
          + ("with the page cache dropped)" if r.get("queries_measured", {}).get(
              "page_cache_dropped") else "after the build)"), _latency(q),
@@ -284,9 +287,17 @@ def report(r: dict) -> str:
                    "layer table and training and filling its IVF index on 2 cores, work a "
                    "plain embed never does, so the whole build cannot reach 0.9x of it here. "
                    "Format 1 (one table, one IVF index over every layer) spent 18.5 of its 23.6 "
-                   "minutes there; a table per layer cut that part to a third. Next: build the "
-                   "indexes on a GPU (LanceDB trains IVF on CUDA), or build a layer's index "
-                   "while the next is written.")
+                   "minutes there; a table per layer cut that part to a third. Timed apart on "
+                   "12,000 Brown sentences (263k vectors a layer, 6 fragments, 2026-11-26): "
+                   "compacting a layer table 0.6-2.1 s, its IVF_SQ index 8.6-8.9 s (7.6-8.2 s "
+                   "on the uncompacted table), the scalar index 0.1 s; of the IVF build, "
+                   "k-means on LanceDB's default 256 samples a partition took about 2.5 s of "
+                   "7.0 (4.5 s on 64). A Brown build with 64 (the row above it) saved 2.4 min "
+                   "of indexes at the same recall@10 (0.984), but its partitions came out less "
+                   "even and cold queries slower (one layer, 80 queries, page cache dropped: "
+                   "p95 65-109 ms against 46-67 ms with 256), so the index keeps 256. Next: "
+                   "build the indexes on a GPU (LanceDB trains IVF on CUDA), or build a "
+                   "layer's index while the next is written.")
     if "write" in r:
         w = r["write"]
         best = max(w["embed_write_per_s"]) / max(w["plain_per_s"])
@@ -314,7 +325,13 @@ def report(r: dict) -> str:
                    "itself reads two columns and its sentence by row offset). IVF-PQ codes "
                    "(48 bytes) would read an eighth of the bytes, but training them on one Brown "
                    "layer table ran past 10 minutes on these 2 cores (stopped; IVF_SQ: 50 s), so "
-                   "7 layers would break the 20-minute build. Next: train PQ on a GPU "
+                   "7 layers would break the 20-minute build. How even k-means leaves the "
+                   "partitions also sets the tail: rebuilding one Brown layer's index (80 "
+                   "queries of that layer, page cache dropped, 2026-11-26) gave p95 46-67 ms "
+                   "over three builds at LanceDB's 256 samples a partition, 65-109 ms at 64 "
+                   "(the tried build above: p50 42.5, p95 81.5 ms over the 200 queries) and "
+                   "47-48 ms at 1024, which takes 105 s a layer against 68 s (4.3 min more "
+                   "for Brown, about 20.6 min in all, past the 20-minute target). Next: train PQ on a GPU "
                    "(LanceDB's accelerator option), or prewarm the index in a long-lived app.")
     if "ray_2_actors" in r.get("ray", {}) and r["ray"]["per_core_ratio"] < TARGETS["ray_per_core"]:
         y = r["ray"]
