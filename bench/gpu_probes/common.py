@@ -13,3 +13,9 @@ def setup():
     g.DEVICE = os.environ.get("CTXLENS_PROBE_DEVICE", "cuda")
     n = int(os.environ.get("CTXLENS_PROBE_SENTENCES", "16384"))
     return g, Path(sys.argv[1]), g.bench_model(Path(tempfile.mkdtemp()))[0], g.texts_for(n)
+
+
+def mfu(params: int, tokens: int, seconds: float) -> float:
+    """Model FLOP utilisation as bench.gpu counts it (2 x matmul parameters x real tokens) against
+    the H100's and H200's dense peak."""
+    return 2 * params * tokens / seconds / g.NOMINAL_PEAK["H100"]

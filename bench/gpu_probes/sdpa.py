@@ -16,13 +16,14 @@ sys.path.insert(0, os.getcwd())
 import torch  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
-from bench.gpu_probes.common import setup  # noqa: E402
+from bench.gpu_probes.common import mfu, setup  # noqa: E402
 
 g, out, path, texts = setup()
 from transformers import AutoModel, AutoTokenizer
 tok = AutoTokenizer.from_pretrained(path)
 tokens = sum(len(i) for i in tok(texts)["input_ids"])
 model = AutoModel.from_pretrained(path, dtype=torch.float16, attn_implementation="sdpa").cuda().eval()
+params = g.matmul_params(model)
 order = sorted(texts, key=len)
 res = {"tokens": tokens}
 B = {"default": None, "efficient": [SDPBackend.EFFICIENT_ATTENTION],
@@ -37,7 +38,7 @@ for bs in (512, 1024):
             for e in encs: model(**e)
             torch.cuda.synchronize(); s = time.perf_counter() - t
         res[f"forward {name} batch={bs}"] = s
-        res[f"forward {name} batch={bs} mfu"] = 2 * 85524480 * tokens / s / 989e12
+        res[f"forward {name} batch={bs} mfu"] = mfu(params, tokens, s)
         print(json.dumps(res), flush=True)
 del model
 for be_name in ("efficient",):
@@ -45,6 +46,6 @@ for be_name in ("efficient",):
         with sdpa_kernel(B[be_name]):
             r = g.engine_embed(path, texts, "float16", 1024, [12], compiled=comp, workers=2)
         res[f"engine {be_name} compiled={comp} workers=2 batch=1024"] = r["seconds"]
-        res[f"engine {be_name} compiled={comp} mfu"] = 2 * 85524480 * tokens / r["seconds"] / 989e12
+        res[f"engine {be_name} compiled={comp} mfu"] = mfu(params, tokens, r["seconds"])
         print(json.dumps(res), flush=True)
 (out / "probe2.json").write_text(json.dumps(res, indent=1))

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 sys.path.insert(0, os.getcwd())
 import torch  # noqa: E402
 
-from bench.gpu_probes.common import setup  # noqa: E402
+from bench.gpu_probes.common import mfu, setup  # noqa: E402
 from engine.families import hf_common as hf  # noqa: E402
 
 g, out, path, texts = setup()
@@ -33,8 +33,6 @@ tok = AutoTokenizer.from_pretrained(path)
 ids = tok(texts)["input_ids"]
 tokens = sum(map(len, ids))
 res = {"tokens": tokens, "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu"}
-peak = 989e12
-params = 85524480
 
 
 def save():
@@ -43,17 +41,14 @@ def save():
 
 
 def inputs(groups, drop_uniform_mask):
+    """The engine's padded batches (hf_common.pad_batch), a one-length batch without its mask
+    when asked."""
     made = []
     for grp in groups:
-        rows = [ids[i] for i in grp]
-        width = max(map(len, rows))
-        x = torch.zeros((len(rows), width), dtype=torch.long)
-        m = torch.zeros((len(rows), width), dtype=torch.long)
-        for r, row in enumerate(rows):
-            x[r, :len(row)] = torch.tensor(row)
-            m[r, :len(row)] = 1
-        uniform = all(len(r) == width for r in rows)
-        made.append((x.to(dev), None if (uniform and drop_uniform_mask) else m.to(dev)))
+        batch = [items[i] for i in grp]
+        x, m = hf.pad_batch(batch, tok.pad_token_id, dev)
+        uniform = len({len(t.input_ids) for t in batch}) == 1
+        made.append((x, None if (uniform and drop_uniform_mask) else m))
     return made
 
 
@@ -67,6 +62,7 @@ plans = {"padded": (hf.batches(items, 512, 0), False),
          "uniform16": (hf.batches(items, 512, 0, uniform=16), True)}
 model = AutoModel.from_pretrained(path, dtype=torch.float16 if dev == "cuda" else torch.float32,
                                   attn_implementation="sdpa").to(dev).eval()
+params = g.matmul_params(model)
 for name, (groups, drop) in plans.items():
     batches = inputs(groups, drop)
     res[f"{name} batches"] = len(batches)
@@ -89,7 +85,7 @@ for name, (groups, drop) in plans.items():
                 s = time.perf_counter() - t
                 best = s if best is None else min(best, s)
         res[f"forward {name} compiled={comp} s"] = best
-        res[f"forward {name} compiled={comp} mfu"] = 2 * params * tokens / best / peak
+        res[f"forward {name} compiled={comp} mfu"] = mfu(params, tokens, best)
         save()
     if name == "uniform16" and dev == "cuda":
         from torch.profiler import ProfilerActivity, profile
@@ -109,5 +105,5 @@ for comp, bs in ((False, 512), (False, 1024), (True, 1024)):
                            compiled=comp, workers=2)
         res[f"engine compiled={comp} uniform={u} batch={bs} s"] = r["seconds"]
         res[f"engine compiled={comp} uniform={u} batch={bs} mfu"] = \
-            2 * params * tokens / r["seconds"] / peak
+            mfu(params, tokens, r["seconds"])
         save()
