@@ -122,6 +122,10 @@ OVERLAY_GLOB = "mlm_overlay*.safetensors"   # one or more shards (bundled files 
 # a tensor too big for one shard is stored as row slices "<name>@rows<first row>"
 ROW_MARK = "@rows"
 ROW_SLICE = "{}" + ROW_MARK + "{}"
+# one trained row of an otherwise frozen base tensor ([MASK]'s input embedding):
+# "<name>@row=<row>" replaces that row only
+ROW_PATCH_MARK = "@row="
+ROW_PATCH = "{}" + ROW_PATCH_MARK + "{}"
 
 
 def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,
@@ -152,11 +156,14 @@ def apply_overlay(model, files: list[Path], complete: bool = True) -> None:
 
     if not files:
         raise ModelUnavailable(f"the overlay has no {OVERLAY_GLOB} files")
-    tensors, slices = {}, {}
+    tensors, slices, patches = {}, {}, []
     for f in files:
         for k, t in load_file(str(f)).items():
             name, _, first = k.partition(ROW_MARK)
-            if first.isdigit():
+            pname, _, prow = k.partition(ROW_PATCH_MARK)
+            if prow.isdigit():
+                patches.append((pname, int(prow), t))
+            elif first.isdigit():
                 slices.setdefault(name, []).append((int(first), t))
             else:
                 tensors[k] = t
@@ -164,6 +171,9 @@ def apply_overlay(model, files: list[Path], complete: bool = True) -> None:
         tensors[name] = torch.cat([t for _, t in sorted(parts, key=lambda x: x[0])])
     params = dict(model.named_parameters())
     unknown = [k for k in tensors if k not in params or params[k].shape != tensors[k].shape]
+    unknown += [f"{k}{ROW_PATCH_MARK}{r}" for k, r, t in patches
+                if k not in params or not 0 <= r < params[k].shape[0]
+                or params[k].shape[1:] != t.shape]
     if unknown:
         raise ModelUnavailable(f"{files[0].parent} does not fit the base model: {unknown[0]!r} "
                                f"(and {len(unknown) - 1} more)")
@@ -175,3 +185,5 @@ def apply_overlay(model, files: list[Path], complete: bool = True) -> None:
     with torch.no_grad():
         for k, t in tensors.items():
             params[k].copy_(t.to(params[k].dtype))
+        for k, r, t in patches:
+            params[k][r].copy_(t.to(params[k].dtype))

@@ -93,15 +93,19 @@ def cosine(t: float) -> float:
 
 
 def make_optimizer(model: torch.nn.Module, cfg: RunConfig,
-                   lr_scale: Callable[[str], float] | None = None) -> torch.optim.Optimizer:
+                   lr_scale: Callable[[str], float] | None = None,
+                   no_decay: Callable[[str], bool] | None = None) -> torch.optim.Optimizer:
     """AdamW over the trainable parameters. `lr_scale(name)` multiplies cfg.lr per parameter
     (fine-tuning a pretrained encoder gently under a fresh head); frozen ones are left out.
-    No weight decay on biases, norms and embeddings' 1-d parameters (common practice, GPT-2/BERT)."""
+    No weight decay on biases, norms and embeddings' 1-d parameters (common practice, GPT-2/BERT),
+    nor on the parameters `no_decay(name)` names (a matrix of which only some rows train: AdamW's
+    decay would shrink the frozen rows too)."""
     groups: dict[tuple[float, bool], list] = {}
     for name, p in model.named_parameters():
         if p.requires_grad:
             scale = lr_scale(name) if lr_scale else 1.0
-            groups.setdefault((scale, p.dim() >= 2), []).append(p)
+            decay = p.dim() >= 2 and not (no_decay and no_decay(name))
+            groups.setdefault((scale, decay), []).append(p)
     return torch.optim.AdamW([{"params": ps, "lr": cfg.lr * scale,
                                "weight_decay": cfg.weight_decay if decay else 0.0}
                               for (scale, decay), ps in sorted(groups.items())], lr=cfg.lr,
@@ -127,11 +131,12 @@ def _load(path: Path, model, opt, sched) -> TrainState:
 def train(model: torch.nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor],
           batch_at: Callable[[int], tuple[Any, int]], evaluate: Callable[[Any], dict],
           cfg: RunConfig, resume: bool = True, progress: bool = True,
-          lr_scale: Callable[[str], float] | None = None) -> TrainState:
+          lr_scale: Callable[[str], float] | None = None,
+          no_decay: Callable[[str], bool] | None = None) -> TrainState:
     torch.set_num_threads(cfg.threads)
     cfg.run_dir.mkdir(parents=True, exist_ok=True)
     model.to(cfg.device)
-    opt = make_optimizer(model, cfg, lr_scale)
+    opt = make_optimizer(model, cfg, lr_scale, no_decay)
     start = time.monotonic()      # moved back by a resumed run's wall time below
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg, lambda: time.monotonic() - start))
     ckpt = cfg.run_dir / "checkpoint.pt"

@@ -20,6 +20,10 @@ soft label from engine/training/mlm_teacher.py (SmolLM2's next-word distribution
 WordPieces), the loss is (1 - w) x cross-entropy on the word + w x cross-entropy against the
 teacher's renormalised top-k, w = --distill-weight; other masked pieces keep the plain loss.
 --init continues from an exported overlay (e.g. the shipped head) instead of a fresh head.
+--train-mask-embedding also trains [MASK]'s input embedding (one row; every other embedding
+stays frozen). all-MiniLM-L6-v2 never saw [MASK] (MiniLM was distilled, then tuned on sentence
+pairs, both on unmasked text): its row is the shortest in the matrix (norm 0.25, median 1.11),
+so a masked position reads as almost nothing. The overlay stores that row alone.
 """
 from __future__ import annotations
 
@@ -50,10 +54,16 @@ TRAINABLE = {"head": 0, "top2": 2, "top4": 4, "all": 6}
 PPPL_MAX_PIECES = 126
 
 
-def build_model(path: Path, n_blocks: int, untied: bool = False) -> BertForMaskedLM:
+WORD_EMBEDDINGS = "bert.embeddings.word_embeddings.weight"
+
+
+def build_model(path: Path, n_blocks: int, untied: bool = False,
+                mask_row: int | None = None) -> BertForMaskedLM:
     """The base encoder's weights under a fresh MLM head; only the head and the top `n_blocks`
     blocks require grad. transformers ties the decoder to the (frozen) word embeddings; with
-    `untied` the decoder is its own matrix, started as a copy of them, and trains."""
+    `untied` the decoder is its own matrix, started as a copy of them, and trains. With
+    `mask_row` that one row of the word embeddings trains too (as in BERT's own pretraining,
+    where the tied [MASK] row gets both its input and its output gradient)."""
     config = AutoConfig.from_pretrained(str(path), local_files_only=True)
     config.architectures = ["BertForMaskedLM"]
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.1
@@ -67,13 +77,33 @@ def build_model(path: Path, n_blocks: int, untied: bool = False) -> BertForMaske
         block = re.match(r"bert\.encoder\.layer\.(\d+)\.", name)
         p.requires_grad = (name.startswith("cls.") and (untied or "decoder.weight" not in name)) \
             or (block is not None and int(block.group(1)) >= len(layers) - n_blocks)
+    model.trained_rows = {}
+    if mask_row is not None:
+        emb = model.bert.embeddings.word_embeddings.weight
+        emb.requires_grad = True
+        keep = torch.zeros(emb.shape[0], 1)
+        keep[mask_row] = 1.0
+        emb.register_hook(lambda g: g * keep.to(g.device, g.dtype))
+        model.trained_rows[WORD_EMBEDDINGS] = [mask_row]
     return model
 
 
 def trained_tensors(model: BertForMaskedLM) -> dict[str, torch.Tensor]:
-    """What the overlay holds: every tensor that trained (fp16), never the tied decoder."""
-    return {name: p.detach().half().contiguous() for name, p in model.named_parameters()
-            if p.requires_grad}
+    """What the overlay holds: every tensor that trained (fp16), never the tied decoder; of a
+    matrix that trained only in some rows, those rows (engine.families.bert.ROW_PATCH)."""
+    from engine.families.bert import ROW_PATCH
+
+    rows = getattr(model, "trained_rows", {})
+    out = {}
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        if name in rows:
+            out.update({ROW_PATCH.format(name, r): p.detach()[r].half().contiguous()
+                        for r in rows[name]})
+        else:
+            out[name] = p.detach().half().contiguous()
+    return out
 
 
 def init_from(model: BertForMaskedLM, init: Path) -> None:
@@ -152,7 +182,9 @@ def content_tokens(tok, blocks: torch.Tensor, skip_top: int, sp: Specials):
 
 
 def lr_scale_for(encoder_scale: float):
-    return lambda name: 1.0 if name.startswith("cls.") else encoder_scale
+    # [MASK]'s row starts near zero and has far to go: it learns at the head's rate
+    return lambda name: 1.0 if name.startswith("cls.") or name == WORD_EMBEDDINGS \
+        else encoder_scale
 
 
 def run(args) -> dict:
@@ -200,7 +232,8 @@ def run(args) -> dict:
     blocks = cut_blocks(held_ids, args.seq_len - 2)
     held_blocks = torch.cat([torch.full((len(blocks), 1), sp.cls), blocks,
                              torch.full((len(blocks), 1), sp.sep)], dim=1)
-    model = build_model(path, TRAINABLE[args.train], untied=args.untied_decoder)
+    model = build_model(path, TRAINABLE[args.train], untied=args.untied_decoder,
+                        mask_row=sp.mask if args.train_mask_embedding else None)
     if args.init:
         init_from(model, args.init)
 
@@ -231,7 +264,8 @@ def run(args) -> dict:
     cfg = RunConfig.from_args(args, stream.words_per_block * args.batch_size)
     quick = held_blocks[: args.eval_blocks]
     state = train(model, loss_fn, batch_at, lambda m: mlm_eval(m, quick, V, args.seed, specials=sp),
-                  cfg, lr_scale=lr_scale_for(args.encoder_lr_scale))
+                  cfg, lr_scale=lr_scale_for(args.encoder_lr_scale),
+                  no_decay=lambda name: name in model.trained_rows)
     model.eval()
     # the bigram baseline and the epoch count are Brown's, whatever else was read
     train_docs = train_docs[:brown_docs]
@@ -328,6 +362,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--untied-decoder", action="store_true",
                     help="the decoder as its own matrix (a copy of the word embeddings) that "
                          "trains, instead of tied to the frozen embeddings")
+    ap.add_argument("--train-mask-embedding", action="store_true",
+                    help="also train [MASK]'s input embedding (that row only)")
     ap.add_argument("--encoder-lr-scale", type=float, default=0.1,
                     help="learning rate of unfrozen blocks relative to the head's --lr")
     ap.add_argument("--seq-len", type=int, default=64)

@@ -135,3 +135,34 @@ def test_a_tensor_over_the_file_cap_is_stored_in_row_slices_and_joined_on_load(b
     fresh = mlm_head.build_model(base, 2, untied=True)
     bert.apply_overlay(fresh, sorted((tmp_path / "overlay").glob(bert.OVERLAY_GLOB)))
     assert torch.equal(fresh.cls.predictions.decoder.weight, dec.half().float())
+
+
+def test_the_mask_row_alone_trains_without_decay_and_is_served_as_one_row(base, tmp_path):
+    from transformers import AutoTokenizer
+
+    from engine.training.loop import RunConfig, make_optimizer
+
+    mask = AutoTokenizer.from_pretrained(str(base)).mask_token_id
+    model = mlm_head.build_model(base, 2, mask_row=mask)
+    emb = model.bert.embeddings.word_embeddings.weight
+    before = emb.detach().clone()
+    cfg = RunConfig(run_dir=tmp_path / "run", max_words=1, budget_minutes=1, lr=1e-2,
+                    weight_decay=0.5)
+    opt = make_optimizer(model, cfg, mlm_head.lr_scale_for(0.1),
+                         no_decay=lambda name: name in model.trained_rows)
+    ids = torch.tensor([[2, mask, 5, mask, 7]])
+    for _ in range(3):          # the tied decoder's gradient reaches every row; the hook keeps one
+        opt.zero_grad()
+        model(input_ids=ids).logits.logsumexp(-1).sum().backward()
+        opt.step()
+    changed = (emb.detach() != before).any(1).nonzero().flatten().tolist()
+    assert changed == [mask]
+    files = mlm_head.export(model.eval(), tmp_path / "overlay")
+    stored = {k: t for f in files for k, t in load_file(str(f)).items()}
+    assert [k for k in stored if "embeddings" in k] == \
+        [f"bert.embeddings.word_embeddings.weight{bert.ROW_PATCH_MARK}{mask}"]
+    served = bert.load("tiny-mask", base, CPU, progress=False, overlay=tmp_path / "overlay")
+    got = served.model.bert.embeddings.word_embeddings.weight
+    assert torch.equal(got[mask], emb[mask].detach().half().float())
+    keep = torch.arange(len(got)) != mask
+    assert torch.equal(got[keep], before[keep])
