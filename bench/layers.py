@@ -43,12 +43,12 @@ class Workload:
     seed: int = 0
 
 
-def sample_lemmas(examples: Sequence[SenseExample], n_lemmas: int,
+def sample_lemmas(examples: Sequence[SenseExample], n_lemmas: int | None,
                   seed: int = 0) -> tuple[SenseExample, ...]:
-    """All examples of n_lemmas lemmas drawn at random (subsampling examples would break up
-    the senses that need two examples each)."""
+    """All examples of n_lemmas lemmas drawn at random, or of every lemma when n_lemmas is None
+    (subsampling examples would break up the senses that need two examples each)."""
     lemmas = sorted({ex.lemma for ex in examples})
-    if len(lemmas) > n_lemmas:
+    if n_lemmas is not None and len(lemmas) > n_lemmas:
         keep = set(np.random.default_rng(seed).choice(lemmas, n_lemmas, replace=False).tolist())
         examples = [ex for ex in examples if ex.lemma in keep]
     return tuple(examples)
@@ -260,11 +260,28 @@ def sense_probes(data: SenseData, seed: int, mix_layer_norm: bool = False) -> di
     out["contrasts"]["centroid"]["top_minus_first_sense"] = difference(
         float(values["centroid"][-1] - values["first_sense"]),
         reps["centroid"][:, -1] - reps["first_sense"])
+    out["centroid_other_half"] = _centroid_other_half(train)
     return {**out, "mix_weights": mix.weights.tolist(), "mix_layer_norm": mix_layer_norm,
             "chance": chance_accuracy(test.senses, test.lemmas),
             "n_lemmas_train": len(train_lemmas), "n_lemmas_test": len(units),
             "n_examples_test": int((~is_train).sum()), "n_pairs_train": len(y_tr),
             "n_pairs_test": len(y_te)}
+
+
+def _centroid_other_half(train: SenseData) -> dict:
+    """Nearest-centroid accuracy per layer on the lemmas that fit the threshold and the mix.
+    The centroid needs no fitting, so these lemmas are as unseen by every model as the held-out
+    ones: a second sample on which a choice made by the held-out lemmas (say, which candidate
+    model ships) can be checked. Top − layer 0 with its 95% interval over these lemmas."""
+    n_layers = train.vectors.shape[0]
+    hits = np.stack([nearest_centroid_hits(train.vectors[k], train.senses, train.lemmas)[0]
+                     for k in range(n_layers)], axis=1)
+    total = nearest_centroid_hits(train.vectors[0], train.senses, train.lemmas)[1]
+    reps = ratio_replicates(hits, total, resample_counts(len(total)))
+    values = hits.sum(axis=0) / total.sum()
+    return {"centroid": values.tolist(), "ci": interval(reps).T.tolist(),
+            "top_minus_l0": difference(float(values[-1] - values[0]), reps[:, -1] - reps[:, 0]),
+            "n_lemmas": len(total)}
 
 
 def run_model(model_id: str, family: str, layer_names: tuple[str, ...], encode: Encoder,

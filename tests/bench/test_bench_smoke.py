@@ -186,6 +186,29 @@ def test_mix_layer_norm_changes_only_the_mixes_and_is_recorded():
         plain["uniform_centroid"] != normed["uniform_centroid"]
 
 
+def test_the_centroid_is_checked_again_on_the_lemmas_that_fit_the_threshold():
+    from bench.layers import sense_probes
+    from engine.analysis.probes import SenseData
+
+    rng = np.random.default_rng(2)
+    n_lemmas, per_sense = 40, 3
+    senses = np.repeat(np.arange(n_lemmas * 2), per_sense)
+    lemmas = senses // 2
+    centres = rng.normal(size=(n_lemmas * 2, 12))
+    noise = rng.normal(size=(len(senses), 12))
+    # layer 0 knows nothing of senses, the top layer separates them
+    vectors = np.stack([noise, centres[senses] + 0.5 * noise]).astype(np.float32)
+    out = sense_probes(SenseData(vectors, senses, lemmas, 1 + senses % 2), 0)
+    other = out["centroid_other_half"]
+    assert other["n_lemmas"] == out["n_lemmas_train"] == n_lemmas // 2
+    assert other["centroid"][1] > 0.9 and other["centroid"][0] < 0.7
+    lo, hi = other["top_minus_l0"]["ci"]
+    assert 0 < lo <= other["top_minus_l0"]["value"] <= hi
+    # the same lemmas scored as the held-out ones are: swapping the halves swaps the numbers
+    held = out["centroid"]
+    assert held != other["centroid"]
+
+
 def test_gpu_part_is_skipped_with_its_reason_without_cuda():
     import torch
 

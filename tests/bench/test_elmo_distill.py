@@ -27,6 +27,15 @@ def test_report_lists_each_candidate_with_its_target_and_verdict():
             teacher={"model": "minilm-l6", "target": "residual", "weight": 4.0})])
     lines = [line for line in text.splitlines() if line.startswith("| brown only")
              or line.startswith("| distilled")]
-    assert "none (Brown LM only)" in lines[0] and lines[0].endswith("| not met |")
-    assert "residual (4)" in lines[1] and lines[1].endswith("| met |")
+    assert "none (Brown LM only)" in lines[0] and lines[0].endswith("| not met | — |")
+    assert "residual (4)" in lines[1] and lines[1].endswith("| met | — |")
     assert "120.0 / 118.0" in lines[1]
+
+
+def test_report_shows_the_check_on_the_other_lemmas_where_measured():
+    checked = row("checked", (0.01, 0.1), (0.02, 0.08), 0.6)
+    checked["senses"]["centroid_other_half"] = {
+        "top_minus_l0": {"value": 0.021, "ci": [-0.004, 0.047]}, "n_lemmas": 159}
+    line = next(line for line in elmo_distill.report([checked]).splitlines()
+                if line.startswith("| checked"))
+    assert line.endswith("| met | 0.021 [-0.004, 0.047] (159 lemmas) |")

@@ -42,3 +42,29 @@ def test_the_extension_note_says_whether_the_further_words_helped():
     assert "raised" in worse and "over-fit" in worse and "4.00" in worse
     # A worse held-out number without a lower training loss is not called over-fitting.
     assert "over-fit" not in cards._change(before, _lm_report(210.0, 18_000_000, [5.2, 5.1]))
+
+
+def _distilled_row(centroid_lo: float, pairs_lo: float, pairs_top: float = 0.6) -> dict:
+    def diff(lo):
+        return {"value": lo + 0.03, "ci": [lo, lo + 0.06]}
+
+    return {"senses": {"centroid": [0.37, 0.42, 0.40], "pairs": [0.56, 0.58, pairs_top],
+                       "contrasts": {"centroid": {"top_minus_l0": diff(centroid_lo)},
+                                     "pairs": {"top_minus_l0": diff(pairs_lo)}}},
+            "pos": [0.85, 0.90, 0.89]}
+
+
+def test_the_elmo_card_reads_its_verdict_off_the_numbers():
+    from engine.training.cards import _sense_verdict
+
+    text = _sense_verdict(_distilled_row(-0.001, 0.004), 0.474)
+    assert "**not met**" in text and "the centroid interval reaches below zero" in text
+    assert "pairs interval" not in text
+    assert "the first biLSTM layer is the best of the three for word senses" in text
+    assert "0.474 on centroid" in text
+    assert "**met**" in _sense_verdict(_distilled_row(0.003, 0.004), 0.5)
+    # both intervals above zero but top-layer pairs at 55% or below: still not met
+    low = _sense_verdict(_distilled_row(0.003, 0.004, pairs_top=0.55), 0.5)
+    assert "**not met**" in low and "pair accuracy, 0.550, is not above 0.55" in low
+    both = _sense_verdict(_distilled_row(-0.01, -0.01), 0.5)
+    assert "the centroid and pairs intervals reach below zero" in both
