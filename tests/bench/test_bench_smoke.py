@@ -167,18 +167,28 @@ def test_brown_tags_lose_title_and_headline_suffixes():
         ["nn", "np$", "dod", "*", "--", "fw"]
 
 
-def test_mix_layer_norm_changes_only_the_mixes_and_is_recorded():
-    from bench.layers import sense_probes
+def _two_senses_a_lemma(seed: int, n_lemmas: int, per_sense: int = 3):
+    """(SenseData maker, sense centres per example, unit noise per example): every lemma has two
+    senses of `per_sense` examples, each sense a random centre in 12 dimensions."""
     from engine.analysis.probes import SenseData
 
-    rng = np.random.default_rng(1)
-    n_lemmas, per_sense = 8, 3
+    rng = np.random.default_rng(seed)
     senses = np.repeat(np.arange(n_lemmas * 2), per_sense)
-    lemmas = senses // 2
-    centres = rng.normal(size=(n_lemmas * 2, 12))
-    layer = centres[senses] + rng.normal(size=(len(senses), 12))
-    vectors = np.stack([layer + 5.0, 3.0 * layer, rng.normal(size=layer.shape)]).astype(np.float32)
-    data = SenseData(vectors, senses, lemmas, 1 + senses % 2)
+    centres = rng.normal(size=(n_lemmas * 2, 12))[senses]
+    noise = rng.normal(size=centres.shape)
+
+    def data(*layers):
+        return SenseData(np.stack(layers).astype(np.float32), senses, senses // 2,
+                         1 + senses % 2)
+    return data, centres, noise
+
+
+def test_mix_layer_norm_changes_only_the_mixes_and_is_recorded():
+    from bench.layers import sense_probes
+
+    make, centres, noise = _two_senses_a_lemma(1, 8)
+    layer = centres + noise
+    data = make(layer + 5.0, 3.0 * layer, np.random.default_rng(1).normal(size=layer.shape))
     plain, normed = sense_probes(data, 0), sense_probes(data, 0, mix_layer_norm=True)
     assert plain["mix_layer_norm"] is False and normed["mix_layer_norm"] is True
     assert plain["centroid"] == normed["centroid"] and plain["pairs"] == normed["pairs"]
@@ -188,25 +198,16 @@ def test_mix_layer_norm_changes_only_the_mixes_and_is_recorded():
 
 def test_the_centroid_is_checked_again_on_the_lemmas_that_fit_the_threshold():
     from bench.layers import sense_probes
-    from engine.analysis.probes import SenseData
 
-    rng = np.random.default_rng(2)
-    n_lemmas, per_sense = 40, 3
-    senses = np.repeat(np.arange(n_lemmas * 2), per_sense)
-    lemmas = senses // 2
-    centres = rng.normal(size=(n_lemmas * 2, 12))
-    noise = rng.normal(size=(len(senses), 12))
+    make, centres, noise = _two_senses_a_lemma(2, 40)
     # layer 0 knows nothing of senses, the top layer separates them
-    vectors = np.stack([noise, centres[senses] + 0.5 * noise]).astype(np.float32)
-    out = sense_probes(SenseData(vectors, senses, lemmas, 1 + senses % 2), 0)
+    out = sense_probes(make(noise, centres + 0.5 * noise), 0)
     other = out["centroid_other_half"]
-    assert other["n_lemmas"] == out["n_lemmas_train"] == n_lemmas // 2
+    assert other["n_lemmas"] == out["n_lemmas_train"] == 20
     assert other["centroid"][1] > 0.9 and other["centroid"][0] < 0.7
     lo, hi = other["top_minus_l0"]["ci"]
     assert 0 < lo <= other["top_minus_l0"]["value"] <= hi
-    # the same lemmas scored as the held-out ones are: swapping the halves swaps the numbers
-    held = out["centroid"]
-    assert held != other["centroid"]
+    assert other["centroid"] != out["centroid"]       # other lemmas than the held-out ones
 
 
 def test_gpu_part_is_skipped_with_its_reason_without_cuda():
