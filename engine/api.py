@@ -320,14 +320,22 @@ class Engine:
 
     # -- predictions --------------------------------------------------------------------
     def predict_masked(self, model_id: str, text: str, top_k: int = 10,
-                       sides: str = "both") -> Prediction:
+                       sides: str = "both", rescore: bool = False) -> Prediction:
         """Fill the one [MASK]: a BERT's MLM head, a GPT's re-ranked left-context words, or
-        ELMo's forward x backward LM; sides="left" reads only the words before the blank."""
+        ELMo's forward x backward LM; sides="left" reads only the words before the blank.
+        rescore (masked LMs): the head's likeliest words re-ranked by the pseudo-log-likelihood
+        of the sentence each makes."""
         wt = to_word_text(text)
         if len(wt.mask_indices) != 1:
             raise TextError(f"put exactly one {MASK} in the text (found {len(wt.mask_indices)})")
+        if rescore and self.fills_blank(model_id) != "masked-lm":
+            raise UnsupportedPrediction(
+                f"{model_id}: re-scoring by pseudo-log-likelihood needs a masked LM; models "
+                "that have one: " + ", ".join(m for m in self.blank_fillers()
+                                              if self.fills_blank(m) == "masked-lm"))
+        extra = {"rescore": True} if rescore else {}
         try:
-            return self.adapter(model_id).predict_masked(wt, top_k=top_k, sides=sides)
+            return self.adapter(model_id).predict_masked(wt, top_k=top_k, sides=sides, **extra)
         except UnsupportedPrediction as exc:
             # the adapter knows why (no MLM head, no LM softmax); the engine knows who can
             raise UnsupportedPrediction(f"{model_id}: {exc}; models that can: "

@@ -67,6 +67,10 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--sides", choices=["both", "left"], default="both",
                     help="for a [MASK] with a GPT or ELMo model: re-rank with the words after "
                          "the blank too (both, default) or use only the words before it")
+    pr.add_argument("--rescore", action="store_true",
+                    help="for a [MASK] with a masked LM (BERT): re-rank the head's 30 likeliest "
+                         "words by the pseudo-log-likelihood of the sentence each makes (slower: "
+                         "one forward pass per candidate and token)")
     pr.add_argument("--top-k", type=int, default=10)
     pr.add_argument("--output", help="with --input: write the JSON lines here, not to stdout")
 
@@ -247,9 +251,13 @@ def cmd_attention(args, engine_cls) -> int:
     return 0
 
 
-def _predict_one(engine, model: str, kind: str, text: str, top_k: int, sides: str):
+def _predict_one(engine, model: str, kind: str, text: str, top_k: int, sides: str,
+                 rescore: bool = False):
     if kind == "masked":
-        return engine.predict_masked(model, text, top_k=top_k, sides=sides)
+        return engine.predict_masked(model, text, top_k=top_k, sides=sides, rescore=rescore)
+    if rescore:
+        raise EngineError("--rescore re-ranks a masked LM's fillers of a [MASK]; it does not "
+                          "apply to next- or previous-word predictions")
     if kind == "next":
         return engine.predict_next(model, text, top_k=top_k)
     return engine.predict_previous(model, text, top_k=top_k)
@@ -265,7 +273,7 @@ def cmd_predict(args, engine_cls) -> int:
     engine = engine_cls(device=args.device, dtype=args.dtype)
     kind, text = next((k, t) for k, t in (("masked", args.text), ("next", args.next),
                                           ("previous", args.previous)) if t is not None)
-    pred = _predict_one(engine, args.model, kind, text, args.top_k, args.sides)
+    pred = _predict_one(engine, args.model, kind, text, args.top_k, args.sides, args.rescore)
     print(json.dumps(pred.as_json(), ensure_ascii=False))
     return 0
 
@@ -289,7 +297,8 @@ def _predict_batch(args, engine_cls) -> int:
                             disable=len(todo) < 50 or None, file=sys.stderr):
             row: dict = {"line": n, "text": text}
             try:
-                pred = _predict_one(engine, args.model, args.kind, text, args.top_k, args.sides)
+                pred = _predict_one(engine, args.model, args.kind, text, args.top_k, args.sides,
+                                    args.rescore)
                 row.update(kind=pred.kind, method=pred.method, candidates=pred.as_json())
             except (EngineError, TextError) as e:
                 errors += 1

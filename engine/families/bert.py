@@ -53,6 +53,7 @@ class BertAdapter:
                               dtype=str(param.dtype).removeprefix("torch."))
         self.max_tokens = hf.max_positions(cfg, tokenizer)
         self.pad_id = hf.pad_token_id(tokenizer)
+        self._word_rows = None      # built on the first re-scored blank
 
     @property
     def encoder(self):
@@ -79,8 +80,10 @@ class BertAdapter:
         q, k, scale = hf.query_key(self.encoder, t, layer)
         return QueryKey(self.model_id, t.tokens, layer, q, k, scale, causal=False)
 
-    def predict_masked(self, text: WordText, top_k: int = 10, sides: str = "both") -> Prediction:
-        """Top-k words for the [MASK] position: softmax over the MLM head's logits there."""
+    def predict_masked(self, text: WordText, top_k: int = 10, sides: str = "both",
+                       rescore: bool = False) -> Prediction:
+        """Top-k words for the [MASK] position: softmax over the MLM head's logits there; with
+        `rescore`, the head's likeliest whole words re-ranked by the sentence each makes."""
         import torch
 
         if sides != "both":
@@ -102,8 +105,67 @@ class BertAdapter:
         ids, mask = hf.pad_batch([t], self.pad_id, str(next(self.model.parameters()).device))
         with torch.inference_mode():
             logits = self.model(input_ids=ids, attention_mask=mask).logits[0, pos[0]]
+            if rescore:
+                return self._rescored(text, ids[0], pos[0], logits, top_k)
         return Prediction(self.model_id, "masked", text.text,
                           hf.top_k_candidates(logits, self.tokenizer, top_k), method="MLM head")
+
+    def _whole_words(self):
+        """Vocabulary rows that are a whole alphabetic word (not "##ing", "[SEP]" or ",")."""
+        if self._word_rows is None:
+            import torch
+
+            pieces = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+            self._word_rows = torch.tensor([p.isalpha() for p in pieces])
+        return self._word_rows
+
+    def _rescored(self, text: WordText, ids, pos: int, logits, top_k: int) -> Prediction:
+        """Salazar et al. (2020): the head's RESCORE_CANDIDATES likeliest whole words, each
+        put in the blank and scored by the pseudo-log-likelihood of the sentence it makes
+        (every other token masked in turn, its log-probability summed; the candidate's own
+        term is the head's score at the blank). The head alone reads the context to guess the
+        blank; this also asks whether the context still reads well around each guess, which
+        is what turns "He locked the door with a door" down."""
+        import torch
+
+        from engine.result import Candidate
+
+        if not hasattr(self.model, "cls"):
+            raise UnsupportedPrediction("re-scoring reads BERT's own MLM head (BertForMaskedLM); "
+                                        "this model's head is laid out differently")
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        rows = self._whole_words().to(logp.device)
+        head = logp.masked_fill(~rows, float("-inf")).topk(
+            min(max(top_k, RESCORE_CANDIDATES), int(rows.sum())))
+        cands = head.indices
+        specials = set(self.tokenizer.all_special_ids)
+        others = [i for i, t in enumerate(ids.tolist()) if i != pos and t not in specials]
+        context = torch.zeros(len(cands), dtype=torch.float32, device=logp.device)
+        if others:
+            filled = ids.repeat(len(cands), 1)
+            filled[:, pos] = cands
+            batch = filled.repeat_interleave(len(others), 0)
+            cols = torch.tensor(others, device=batch.device).repeat(len(cands))
+            at = torch.arange(len(batch), device=batch.device)
+            target = batch[at, cols].clone()
+            batch[at, cols] = self.tokenizer.mask_token_id
+            scored = []
+            # the head over the scored positions only: [sequences, vocabulary] for a whole
+            # batch's every position would be hundreds of MB
+            for lo in range(0, len(batch), RESCORE_CHUNK):
+                sl = slice(lo, lo + RESCORE_CHUNK)
+                hidden = self.model.base_model(input_ids=batch[sl]).last_hidden_state
+                lp = torch.log_softmax(self.model.cls(hidden[at[sl] - lo, cols[sl]]).float(), -1)
+                scored.append(lp.gather(1, target[sl, None])[:, 0])
+            context = torch.cat(scored).view(len(cands), len(others)).sum(1)
+        score = head.values + context
+        share = torch.softmax(score.double(), dim=0)
+        best = torch.argsort(share, descending=True)[:top_k]
+        words = hf.readable_tokens(self.tokenizer, cands[best].tolist())
+        return Prediction(self.model_id, "masked", text.text,
+                          tuple(Candidate(w, float(share[k])) for w, k in zip(words, best.tolist())),
+                          method=f"MLM head's top {len(cands)} words, re-ranked by the "
+                                 "pseudo-log-likelihood of the sentence each makes")
 
     def predict_next(self, text: WordText, top_k: int = 10) -> Prediction:
         raise UnsupportedPrediction("BERT models are bidirectional and cannot predict the next "
@@ -117,6 +179,12 @@ class BertAdapter:
         raise UnsupportedPrediction("the logit lens reads next-token predictions off each "
                                     "layer; it needs a GPT (causal LM) model")
 
+
+# Whole words the head proposes for re-scoring: on the 149 everyday cloze items the head's top 30
+# held an accepted answer on 78% (top 60: 79%), and re-ranking 60 instead of 30 moved top-5 by
+# one item; each candidate costs one forward pass per token of the sentence
+RESCORE_CANDIDATES = 30
+RESCORE_CHUNK = 128          # sequences a forward pass
 
 OVERLAY_GLOB = "mlm_overlay*.safetensors"   # one or more shards (bundled files stay small)
 # a tensor too big for one shard is stored as row slices "<name>@rows<first row>"

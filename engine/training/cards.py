@@ -574,11 +574,13 @@ def _cloze_rows(model_ids: tuple[str, ...]) -> str:
     path = ROOT / "results" / "cloze.json"
     if not path.exists():
         return "(not measured yet: `python -m bench.cloze`)"
-    rows = ["| model | top-1 | top-5 |", "|---|---|---|"]
+    rows = ["| model | how it fills | top-1 | top-5 |", "|---|---|---|---|"]
+    how = {"both": "MLM head", "both-rescored": "re-scored (`--rescore`)"}
     for r in json.loads(path.read_text()):
-        if r["model"] in model_ids and r["sides"] == "both":
+        if r["model"] in model_ids and r["sides"] in how:
             t1, t5 = r["top1"], r["top5"]
-            rows.append(f"| {r['model']} | {t1['rate']:.1%} [{t1['ci'][0]:.1%}, {t1['ci'][1]:.1%}] | "
+            rows.append(f"| {r['model']} | {how[r['sides']]} | "
+                        f"{t1['rate']:.1%} [{t1['ci'][0]:.1%}, {t1['ci'][1]:.1%}] | "
                         f"{t5['rate']:.1%} [{t5['ci'][0]:.1%}, {t5['ci'][1]:.1%}] |")
     return "\n".join(rows)
 
@@ -645,7 +647,8 @@ decay towards 10% at {c['max_words']:,} words (the wall-clock budget of
 
 ## Everyday blanks
 The cloze benchmark of results/cloze.md (everyday sentences written for ctxlens, one blank
-each; 95% Wilson intervals):
+each; 95% Wilson intervals). Re-scored: the head's 30 likeliest whole words re-ranked by the
+pseudo-log-likelihood of the sentence each makes (Salazar et al. 2020), the same weights:
 
 {_cloze_rows(('minilm-l6-mlm', 'bert-brown-mlm'))}
 

@@ -107,3 +107,22 @@ def test_a_pilot_overlay_is_scored_as_the_shipped_model_would_be(tmp_path):
     # results/ is left alone
     assert not [r for r in json.loads((cloze.ROOT / "results" / "cloze.json").read_text())
                 if r["model"] in ("control", "same")]
+
+
+def test_a_masked_lm_is_scored_plain_and_rescored_and_the_report_pairs_them(model_dir):
+    from tests.tiny_models import save_bert
+
+    mlm = str(save_bert(model_dir / "mlm"))
+    items = [cloze.ClozeItem("t1", "the river [MASK] and the water .", ("bank",), "x"),
+             cloze.ClozeItem("t2", "she sat on the [MASK] .", ("bank", "river"), "x")]
+    engine = Engine(device="cpu")
+    quiet = dict(log=lambda *a: None)
+    plain, rescored = (cloze.score(engine, mlm, items, s, **quiet)
+                       for s in ("both", cloze.RESCORED))
+    assert plain["method"] == "MLM head" and "pseudo-log-likelihood" in rescored["method"]
+    for item, row in zip(items, rescored["items"]):
+        top = engine.predict_masked(mlm, item.sentence, top_k=5, rescore=True).candidates
+        assert row["top5"] == [c.token for c in top]
+    text = cloze.report([plain, rescored], 2)
+    section = text.split("## What re-scoring adds (masked LMs)")[1]
+    assert f"| {mlm} | {plain['top5']['rate']:.1%}" in section

@@ -168,3 +168,51 @@ def test_mask_word_is_respelled_with_the_tokenizers_mask_token():
     assert out.words == wt.words
     assert [out.text[s:e] for s, e in out.spans] == ["A", "<mask>", "sat", "on", "the",
                                                       "<mask>", "."]
+
+
+def test_rescoring_ranks_whole_words_by_the_filled_sentences_pseudo_likelihood(model_dir):
+    """Checked against a plain reading of Salazar et al.: the full MLM forward pass over every
+    filled sentence with each other token masked in turn (no head-only shortcut, no batching)."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from engine.families import bert
+
+    path = save_bert(model_dir / "bert-mlm")
+    text = "She sat on the river [MASK] and watched the water."
+    pred = Engine(device="cpu").predict_masked(str(path), text, top_k=4, rescore=True)
+    assert pred.kind == "masked" and len(pred.candidates) == 4
+    assert "pseudo-log-likelihood" in pred.method
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForMaskedLM.from_pretrained(path).eval()
+    ids = tok(text, return_tensors="pt").input_ids[0]
+    pos = ids.tolist().index(tok.mask_token_id)
+    words = [i for i, p in enumerate(tok.convert_ids_to_tokens(list(range(len(tok)))))
+             if p.isalpha()]
+    with torch.no_grad():
+        head = model(input_ids=ids[None]).logits[0, pos].log_softmax(-1)
+        cands = sorted(words, key=lambda i: -float(head[i]))[:bert.RESCORE_CANDIDATES]
+        pll = {}
+        for c in cands:
+            filled = ids.clone()
+            filled[pos] = c
+            total = 0.0
+            for i in range(1, len(ids) - 1):            # [CLS] and [SEP] are not scored
+                x = filled.clone()
+                x[i] = tok.mask_token_id
+                total += float(model(input_ids=x[None]).logits[0, i].log_softmax(-1)[filled[i]])
+            pll[c] = total
+    best = sorted(pll, key=lambda c: -pll[c])[:4]
+    assert [c.token for c in pred.candidates] == tok.convert_ids_to_tokens(best)
+    scores = torch.tensor([pll[c] for c in cands], dtype=torch.float64)
+    share = torch.softmax(scores, 0)[[cands.index(c) for c in best]]
+    assert [c.prob for c in pred.candidates] == pytest.approx(share.tolist(), abs=1e-4)
+    assert all(c.token.isalpha() for c in pred.candidates)
+
+
+def test_rescoring_is_for_masked_lms_only(model_dir):
+    from tests.tiny_models import save_causal_lm
+
+    gpt = str(save_causal_lm(model_dir / "gpt", "gpt2"))
+    with pytest.raises(UnsupportedPrediction, match="needs a masked LM.*bert-base-uncased"):
+        Engine(device="cpu").predict_masked(gpt, "the [MASK] of the river", rescore=True)

@@ -309,3 +309,17 @@ def test_reachability_probe_is_bounded_even_when_dns_stalls(monkeypatch):
     start = time.monotonic()
     assert fetch._reachable("huggingface.co") is False
     assert time.monotonic() - start < 2
+
+
+def test_predict_rescore_fills_a_blank_and_refuses_a_next_word(model_dir):
+    from tests.tiny_models import save_bert
+
+    mlm = save_bert(model_dir / "mlm-bert")
+    env = {"CTXLENS_MODEL_DIRS": str(model_dir)}
+    proc = run_cli("predict", "--model", str(mlm), "--text", "the [MASK] of the river",
+                   "--rescore", "--top-k", "3", env=env)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert len(got) == 3 and all(c["token"].isalpha() for c in got)
+    proc = run_cli("predict", "--model", str(mlm), "--next", "the bank of", "--rescore", env=env)
+    assert_one_line_error(proc, "--rescore", "masked LM")
