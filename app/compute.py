@@ -238,11 +238,13 @@ def query_key(model_id: str, text: str, layer: int):
     return get_engine().query_key(model_id, text, layer)
 
 
-def predict(kind: str, model_id: str, text: str, top_k: int = 10, sides: str = "both"):
+def predict(kind: str, model_id: str, text: str, top_k: int = 10, sides: str = "both",
+            rescore: bool = False):
     eng = get_engine()
-    with st.spinner(f"Asking {model_id} …"):
+    with st.spinner(f"Asking {model_id} …" if not rescore else
+                    f"Asking {model_id}, then scoring each candidate's sentence …"):
         if kind == "masked":
-            return eng.predict_masked(model_id, text, top_k=top_k, sides=sides)
+            return eng.predict_masked(model_id, text, top_k=top_k, sides=sides, rescore=rescore)
         fn = {"next": eng.predict_next, "previous": eng.predict_previous}[kind]
         return fn(model_id, text, top_k=top_k)
 

@@ -1,5 +1,6 @@
 """Predictions for one blank, each family as it honestly can, asked of the family table: a BERT
-fills it with its masked-LM head; a GPT takes its likeliest words from the left and those a
+fills it with its masked-LM head (or, toggled, the head's likeliest words re-ranked by the whole
+sentence each makes); a GPT takes its likeliest words from the left and those a
 fill-in-the-blank prompt proposes, and ranks them by the whole sentence (beside its plain
 next-word guess, and the logit lens at every layer);
 ELMo multiplies its forward LM (from the left) and backward LM (from the right), shown together
@@ -41,14 +42,14 @@ def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
 
 
 def prediction(kind: str, model_id: str, text: str, title: str, inputs, name: str,
-               sides: str = "both") -> bool:
+               sides: str = "both", rescore: bool = False) -> bool:
     """Show one prediction as a bar chart; False (with a note) when the model cannot do it."""
     if not text:
         st.info(f"{title}: there are no words on that side of the blank.")
         return True
     try:
         pred = compute.predict(kind, model_id, text, top_k=st.session_state["top_k"],
-                               sides=sides)
+                               sides=sides, rescore=rescore)
     except UnsupportedPrediction as exc:
         st.info(ui.one_line(exc))
         return False
@@ -62,7 +63,8 @@ def prediction(kind: str, model_id: str, text: str, title: str, inputs, name: st
         st.caption(pred.method)
     export.figure_downloads(fig, f"pred-{name}", table,
                             inputs.settings(model=model_id, kind=kind, context=text, sides=sides,
-                                            method=pred.method))
+                                            method=pred.method,
+                                            **({"rescore": True} if rescore else {})))
     return True
 
 
@@ -92,7 +94,15 @@ def model_column(inputs, family_name: str, model_id: str | None, masked: str, pr
         model_id = masked_lm(model_id, fam.label)
         if model_id is not None:
             st.markdown(f"**{fam.label} · {model_id}** — fills the blank")
-            prediction("masked", model_id, masked, "Masked LM", inputs, fam.name)
+            rescore = st.toggle(
+                "Re-rank by the whole sentence", key=state.url_key("pred_rescore", kind=bool,
+                                                                   default=False),
+                help="The head's 30 likeliest words, each put in the blank and ranked by how "
+                     "likely the model finds the whole sentence then (pseudo-log-likelihood, "
+                     "Salazar et al. 2020). Slower: a few seconds a blank.")
+            prediction("masked", model_id, masked,
+                       "Masked LM, re-ranked" if rescore else "Masked LM", inputs, fam.name,
+                       rescore=rescore)
         return
     if model_id is None:
         st.info(f"Choose {'an' if fam.label[0] in 'AEIOU' else 'a'} {fam.label} model in the "

@@ -94,3 +94,17 @@ def test_a_text_value_in_an_int_widget_key_is_read_as_its_type():
     at.run()
     no_failures(at)
     assert at.session_state["pred_sentence"] == 1 and at.session_state["top_k"] == 8
+
+
+def test_the_rescore_toggle_redraws_the_masked_lm_with_the_re_ranked_fill(tiny_engine):
+    m = tiny_engine
+    at = page("predictions").run()
+    at.selectbox(key="pred_bert").set_value(m.bert_mlm).run()
+    assert at.toggle(key="pred_rescore").value is False
+    at.toggle(key="pred_rescore").set_value(True).run()
+    no_failures(at)
+    masked = figure(at, "Masked LM, re-ranked")
+    _same(masked, Engine().predict_masked(m.bert_mlm, BLANK, top_k=8, rescore=True))
+    assert any("pseudo-log-likelihood" in c.value for c in at.caption)
+    # the GPT's and ELMo's fills are not touched by it
+    _same(figure(at, "Fill from both sides"), Engine().predict_masked(m.gpt, BLANK, top_k=8))
