@@ -194,52 +194,44 @@ def report(results: list[dict], n_items: int) -> str:
     pairs = {}
     for r in results:
         pairs.setdefault(r["model"], {})[r["sides"]] = r
-    gains = [(m, p["left"], p["both"]) for m, p in pairs.items() if {"left", "both"} <= set(p)]
-    if gains:
-        lines += ["", "## What the right side adds (GPT and ELMo)", "",
-                  "Top-5 from the left context alone against both sides, same items; the gain "
-                  "is paired per item, 95% bootstrap interval over items "
-                  f"({BOOTSTRAP:,} resamples).", "",
-                  "| model | left only (95% CI) | both sides (95% CI) | gain (95% CI) |", "|---|---|---|---|"]
-        for m, left, both in gains:
-            g = paired_gain(_hits(left), _hits(both))
-            lines.append(f"| {m} | {pct(left['top5'])} | {pct(both['top5'])} | "
-                         f"{g['gain']:+.1%} [{g['ci'][0]:+.1%}, {g['ci'][1]:+.1%}] |")
-    prompted = [(m, p[LEFT_POOL], p["both"]) for m, p in pairs.items()
-                if {LEFT_POOL, "both"} <= set(p)]
-    if prompted:
-        lines += ["", "## What the fill-in-the-blank prompt adds (GPT)", "",
-                  "Both sides, candidates from the left context only (as the issue first "
-                  "asked) against candidates from the left context and the prompt; same "
-                  "items, paired gain with a 95% bootstrap interval. A blank near the start "
-                  "of a sentence leaves the left context nothing to propose from (\"The "
-                  "[MASK] pumps blood around the body .\"); the prompt reads the whole "
-                  "sentence first. The prompt's wording and examples were chosen by looking "
-                  "at 15 of these items, so the gain may be a little optimistic.", "",
-                  "| model | left-context candidates (95% CI) | + prompt candidates (95% CI) | "
-                  "gain (95% CI) |", "|---|---|---|---|"]
-        for m, pool, both in prompted:
-            g = paired_gain(_hits(pool), _hits(both))
-            lines.append(f"| {m} | {pct(pool['top5'])} | {pct(both['top5'])} | "
-                         f"{g['gain']:+.1%} [{g['ci'][0]:+.1%}, {g['ci'][1]:+.1%}] |")
-    rescored = [(m, p["both"], p[RESCORED]) for m, p in pairs.items()
-                if {RESCORED, "both"} <= set(p)]
-    if rescored:
-        lines += ["", "## What re-scoring adds (masked LMs)", "",
-                  "The head's top 5 against its 30 likeliest whole words re-ranked by the "
-                  "pseudo-log-likelihood of the sentence each makes (Salazar et al. 2020; "
-                  "`ctxlens predict --rescore`): the same model and the same items, paired gain "
-                  "with a 95% bootstrap interval. Tried on these items before it shipped: 30 "
-                  "or 60 candidates (top-5 within one item of each other) and a weight of "
-                  "0.25, 0.5 or 1 on the other tokens' term (46.3%, 53.0%, 53.0% for "
-                  "minilm-l6-mlm at 30); it ships the untuned score, the plain "
-                  "pseudo-log-likelihood (weight 1), which tied the best weight tried.",
-                  "", "| model | MLM head (95% CI) | re-scored (95% CI) | gain (95% CI) |",
-                  "|---|---|---|---|"]
-        for m, head, both in rescored:
-            g = paired_gain(_hits(head), _hits(both))
-            lines.append(f"| {m} | {pct(head['top5'])} | {pct(both['top5'])} | "
-                         f"{g['gain']:+.1%} [{g['ci'][0]:+.1%}, {g['ci'][1]:+.1%}] |")
+    def paired(title: str, text: str, columns: tuple[str, str], first: str, second: str):
+        """A section comparing two ways of filling, same models and items, paired gain."""
+        rows = [(m, p[first], p[second]) for m, p in pairs.items() if {first, second} <= set(p)]
+        if not rows:
+            return []
+        out = ["", f"## {title}", "", text, "",
+               f"| model | {columns[0]} (95% CI) | {columns[1]} (95% CI) | gain (95% CI) |",
+               "|---|---|---|---|"]
+        for m, a, b in rows:
+            g = paired_gain(_hits(a), _hits(b))
+            out.append(f"| {m} | {pct(a['top5'])} | {pct(b['top5'])} | "
+                       f"{g['gain']:+.1%} [{g['ci'][0]:+.1%}, {g['ci'][1]:+.1%}] |")
+        return out
+
+    lines += paired(
+        "What the right side adds (GPT and ELMo)",
+        "Top-5 from the left context alone against both sides, same items; the gain is paired "
+        f"per item, 95% bootstrap interval over items ({BOOTSTRAP:,} resamples).",
+        ("left only", "both sides"), "left", "both")
+    lines += paired(
+        "What the fill-in-the-blank prompt adds (GPT)",
+        "Both sides, candidates from the left context only (as the issue first asked) against "
+        "candidates from the left context and the prompt; same items, paired gain with a 95% "
+        "bootstrap interval. A blank near the start of a sentence leaves the left context "
+        "nothing to propose from (\"The [MASK] pumps blood around the body .\"); the prompt "
+        "reads the whole sentence first. The prompt's wording and examples were chosen by "
+        "looking at 15 of these items, so the gain may be a little optimistic.",
+        ("left-context candidates", "+ prompt candidates"), LEFT_POOL, "both")
+    lines += paired(
+        "What re-scoring adds (masked LMs)",
+        "The head's top 5 against its 30 likeliest whole words re-ranked by the "
+        "pseudo-log-likelihood of the sentence each makes (Salazar et al. 2020; `ctxlens "
+        "predict --rescore`): the same model and the same items, paired gain with a 95% "
+        "bootstrap interval. Tried on these items before it shipped: 30 or 60 candidates "
+        "(top-5 within one item of each other) and a weight of 0.25, 0.5 or 1 on the other "
+        "tokens' term (46.3%, 53.0%, 53.0% for minilm-l6-mlm at 30); it ships the untuned "
+        "score, the plain pseudo-log-likelihood (weight 1), which tied the best weight tried.",
+        ("MLM head", "re-scored"), "both", RESCORED)
     lines += ["", "Per-item answers and each model's top 5: `cloze.json`.", ""]
     return "\n".join(lines)
 

@@ -99,7 +99,8 @@ def model_column(inputs, family_name: str, model_id: str | None, masked: str, pr
                                                                    default=False),
                 help="The head's 30 likeliest words, each put in the blank and ranked by how "
                      "likely the model finds the whole sentence then (pseudo-log-likelihood, "
-                     "Salazar et al. 2020). Slower: a few seconds a blank.")
+                     "Salazar et al. 2020). Slower: one pass of the model per candidate and word, "
+                     "a few seconds for a short sentence on a laptop CPU.")
             prediction("masked", model_id, masked,
                        "Masked LM, re-ranked" if rescore else "Masked LM", inputs, fam.name,
                        rescore=rescore)
