@@ -126,3 +126,37 @@ def test_a_masked_lm_is_scored_plain_and_rescored_and_the_report_pairs_them(mode
     text = cloze.report([plain, rescored], 2)
     section = text.split("## What re-scoring adds (masked LMs)")[1]
     assert f"| {mlm} | {plain['top5']['rate']:.1%}" in section
+
+
+def test_the_second_set_blanks_each_examples_own_lemma_as_written():
+    from transformers import AutoTokenizer
+
+    from engine.analysis.wordnet import benchmark_examples
+    from engine.training.bert import installed_dir
+
+    tok = AutoTokenizer.from_pretrained(installed_dir("minilm-l6"))
+    items = cloze.wordnet_items(tok, 200)
+    assert len(items) == 200 and items == cloze.wordnet_items(tok, 200)     # seeded
+    texts = {ex.text.lower() for ex in benchmark_examples()}     # answers are lower-cased
+    for it in items:
+        (answer,) = it.answers
+        assert it.sentence.count("[MASK]") == 1 and tok.tokenize(answer) == [answer]
+        assert it.sentence.replace("[MASK]", answer, 1).lower() in texts
+    assert len({it.sentence for it in items}) == len(items)
+
+
+def test_the_second_sets_gain_gets_its_own_section():
+    def result(sides, hits):
+        ranks = [1] * hits + [None] * (20 - hits)
+        return {"model": "m", "sides": sides, "method": sides, "top1": cloze.rate(ranks, 1),
+                "top5": cloze.rate(ranks, 5),
+                "items": [{"id": str(i), "rank": r, "top5": []} for i, r in enumerate(ranks)]}
+
+    plain, rescored = result("both", 4), result(cloze.RESCORED, 9)
+    without = cloze.report([plain, rescored], 20)
+    assert "second set" not in without
+    text = cloze.report([plain, rescored], 20, check=[result("both", 2),
+                                                        result(cloze.RESCORED, 7)])
+    section = text.split("## Re-scoring on a second set")[1]
+    assert "checked on 20 sentences" in section
+    assert "| m | 10.0% [" in section and "+25.0% [" in section
