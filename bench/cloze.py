@@ -277,7 +277,7 @@ def wordnet_items(tokenizer, n: int, seed: int = SEED) -> list[ClozeItem]:
 
     seen, items = set(), []
     for ex in benchmark_examples():
-        lemma, pos = ex.lemma.split(".")[0], ex.lemma.split(".")[-1]
+        lemma, _, pos = ex.lemma.rpartition(".")
         wt = split_words(ex.text)
         if ex.text in seen or wt.words[ex.word_index].lower() != lemma or \
                 tokenizer.tokenize(lemma) != [lemma]:

@@ -22,6 +22,7 @@ import json
 import os
 from pathlib import Path
 
+from bench.report import with_ci
 from bench.store import merge
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,13 +66,11 @@ def _other_half(senses: dict) -> str:
     if not o:
         return "—"
     d = o["top_minus_l0"]
-    return f"{d['value']:.3f} [{d['ci'][0]:.3f}, {d['ci'][1]:.3f}] ({o['n_lemmas']} lemmas)"
+    return f"{with_ci(d['value'], d['ci'])} ({o['n_lemmas']} lemmas)"
 
 
 def report(rows: list[dict]) -> str:
-    def ci(v, lo_hi):
-        return f"{v:.3f} [{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]"
-
+    ci = with_ci
     lines = ["# A stronger ELMo offline: distillation candidates", "",
              "Each candidate against the word-sense benchmark of results/senses.md (WordNet usage "
              "examples, held-out lemmas, 95% bootstrap intervals over lemmas) and its held-out "

@@ -273,10 +273,10 @@ def _centroid_other_half(train: SenseData) -> dict:
     The centroid needs no fitting, so these lemmas are as unseen by every model as the held-out
     ones: a second sample on which a choice made by the held-out lemmas (say, which candidate
     model ships) can be checked. Top − layer 0 with its 95% interval over these lemmas."""
-    n_layers = train.vectors.shape[0]
-    hits = np.stack([nearest_centroid_hits(train.vectors[k], train.senses, train.lemmas)[0]
-                     for k in range(n_layers)], axis=1)
-    total = nearest_centroid_hits(train.vectors[0], train.senses, train.lemmas)[1]
+    per_layer = [nearest_centroid_hits(layer, train.senses, train.lemmas)
+                 for layer in train.vectors]
+    hits = np.stack([h for h, _ in per_layer], axis=1)
+    total = per_layer[0][1]          # examples scored per lemma: the same at every layer
     reps = ratio_replicates(hits, total, resample_counts(len(total)))
     values = hits.sum(axis=0) / total.sum()
     return {"centroid": values.tolist(), "ci": interval(reps).T.tolist(),
