@@ -420,6 +420,38 @@ def test_next_word_pieces_read_as_words_or_marked_continuations(server, browser)
     page.close()
 
 
+def test_the_rescore_toggle_redraws_the_masked_lm_and_travels_in_the_link(server, browser):
+    """The Predictions page's "Re-rank by the whole sentence" toggle: the masked LM's chart is
+    redrawn from the re-scored fill (its caption names the method), the address carries the
+    choice, and a page opened from that address starts with it on."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    _goto(page, server, "predictions", sentences="He locked the door with a key .", target="key")
+    titled = page.locator(".js-plotly-plot").filter(
+        has=page.locator(".gtitle", has_text=re.compile(r"^Masked LM$")))
+    titled.first.wait_for(timeout=MODEL_WAIT_MS)
+    _settle(page)
+    plain = titled.first.locator(".ytick text").all_text_contents()
+    page.get_by_text("Re-rank by the whole sentence", exact=True).click()
+    reranked = page.locator(".js-plotly-plot").filter(
+        has=page.locator(".gtitle", has_text="Masked LM, re-ranked")).first
+    reranked.wait_for(timeout=MODEL_WAIT_MS)
+    _settle(page)
+    words = reranked.locator(".ytick text").all_text_contents()
+    assert len(words) >= 3 and all(w.isalpha() for w in words), words
+    assert words != plain and "door" in plain and "door" not in words[:3]
+    assert page.get_by_text(re.compile("re-ranked by the pseudo-log-likelihood")).count() >= 1
+    assert "pred_rescore=True" in page.url
+    link = page.url
+    fresh = browser.new_page(viewport={"width": 1400, "height": 1000})
+    fresh.goto(link)
+    fresh.locator(".js-plotly-plot").filter(
+        has=fresh.locator(".gtitle", has_text="Masked LM, re-ranked")).first.wait_for(
+        timeout=MODEL_WAIT_MS)
+    for p in (page, fresh):
+        assert not p.locator('[data-testid="stException"]').count()
+        p.close()
+
+
 def _differs_when_swapped(page, locator, old: str, new: str) -> bool:
     """Screenshot a chart's text element, swap one character for another in place, screenshot
     again: with a font for both they draw differently; with none, both are the same box."""
