@@ -44,6 +44,7 @@ def measure(label: str, folder: Path, log=print) -> dict:
     report = json.loads((folder / "training_report.json").read_text())
     s = r["senses"]
     return {"label": label, "teacher": report.get("teacher"), "words": report.get("words_seen"),
+            "soup": len(report["soup"]["ingredients"]) if "soup" in report else None,
             "wall_min": round(report.get("wall_s", 0) / 60, 1),
             "ppl": [report["heldout_ppl_forward"], report["heldout_ppl_backward"]],
             "ppl_before": [report["init"]["heldout_ppl_forward"],
@@ -96,7 +97,8 @@ def report(rows: list[dict]) -> str:
     for r in rows:
         s, t = r["senses"], r["teacher"]
         c = s["contrasts"]
-        target = f"{t['target']} ({t['weight']:g})" if t else "none (Brown LM only)"
+        target = (f"{t['target']} ({t['weight']:g})" if t else
+                  f"weight average of {r['soup']} runs" if r.get("soup") else "none (Brown LM only)")
         lines.append(
             f"| {r['label']} | {target} | {r['words'] or 0:,} | {r['ppl'][0]:.1f} / "
             f"{r['ppl'][1]:.1f} | {s.get('n_lemmas_test', 60)} | "
