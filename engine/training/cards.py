@@ -51,7 +51,7 @@ def typed(config: dict) -> dict:
 
 
 def with_typed_config(r: dict) -> dict:
-    return {**r, "config": typed(r["config"])}
+    return {**r, "config": typed(r["config"])} if "config" in r else r
 
 
 def budget_words(r: dict) -> int:
@@ -335,9 +335,10 @@ backward LM a determiner before a noun (tests/training/test_bundled_models.py ch
 # The stage a distilled model starts from keeps its report under this name; the candidates'
 # rows in results/elmo_distill.json (bench.elmo_distill) that the card sets side by side
 LM_REPORT = "training_report_brown.json"
+DISTILL_REPORT = "training_report_distill.json"      # stage 2, once a soup (stage 3) ships
 DISTILL_ROWS = {"elmo-brown": ("Brown LM only (18M words; elmo-brown until 2026-11-26)",
-                               "relational target w2 (minilm-l6-mlm L6), 2.2M words "
-                               "(elmo-brown since 2026-11-26)")}
+                               "soup: the six continuations averaged (elmo-brown since "
+                               "2026-11-26 20:00 UTC)")}
 
 
 def _sense_rows(model_id: str) -> tuple[str, dict, dict]:
@@ -389,20 +390,31 @@ def _sense_verdict(now: dict, teacher: float) -> str:
                f"reach{'' if len(short) > 1 else 'es'} below zero" if short else
                f"the top layer's pair accuracy, {s['pairs'][-1]:.3f}, is not above 0.55")
         verdict = f"the issue's goal is **not met**: {lead}; {why}"
+    edge = [t for t in clear if parts[t]["ci"][0] < 0.005]
+    if edge:
+        lows = ", ".join(f"{parts[t]['ci'][0]:+.4f}" for t in edge)
+        verdict += f" (the {' and '.join(edge)} lower bound only just: {lows})"
+    other = s.get("centroid_other_half")
+    if other:
+        d = other["top_minus_l0"]
+        verdict += (f". On the benchmark's other {other['n_lemmas']} lemmas, which no choice of "
+                    f"model looked at, the centroid lead is {_ci(d['value'], d['ci'])}: "
+                    + ("confirmed" if d["ci"][0] > 0 else "not confirmed there, so the lead is "
+                       "about +0.03 and the held-out interval's side of zero is partly luck"))
     return (f"On centroid, {LAYER_NAMES[best_sense]} is the best of the three for word senses; "
             f"{LAYER_NAMES[best_pos]} is best for POS. {verdict[0].upper()}{verdict[1:]}. Brown is "
             f"0.14% of the text the published ELMo read; the teacher itself (minilm-l6-mlm's "
             f"layer 6, {teacher:.3f} on centroid) sets the ceiling of this route.")
 
 
-def elmo_distilled_card(r: dict, lm: dict) -> str:
+def elmo_distilled_card(r: dict, lm: dict, soup: dict | None = None) -> str:
     """elmo-brown after the relational distillation: the Brown LM's card (its first stage, from
-    LM_REPORT) with the second stage, the held-out numbers and the senses of the shipped weights."""
-    from bench.report import with_ci as _ci
-
+    LM_REPORT) with the second stage (`r`), the weight average of its continuations when one
+    ships (`soup`, stage 3), the held-out numbers and the senses of the shipped weights."""
     c, t = r["config"], r["teacher"]
+    shipped = soup or r
+    last = "3" if soup else "2"
     table, before, now = _sense_rows("elmo-brown")
-    con = now["senses"]["contrasts"]
     body = elmo_card(lm)
     _, _, rest = body.partition("\n\n")
     head = ("# elmo-brown: an ELMo biLM trained on the Brown corpus, its top layer taught word "
@@ -411,9 +423,11 @@ def elmo_distilled_card(r: dict, lm: dict) -> str:
                         "baseline:", 1).replace(
         "## Training\n", "## Stage 1: the Brown LM (report: training_report_brown.json)\n", 1).replace(
         f"| elmo-brown | {_fmt(lm['heldout_ppl_forward'])} | {_fmt(lm['heldout_ppl_backward'])} |",
-        f"| elmo-brown (shipped: after stage 2) | {_fmt(r['heldout_ppl_forward'])} | "
-        f"{_fmt(r['heldout_ppl_backward'])} |\n"
-        f"| elmo-brown after stage 1 (Brown LM only) | {_fmt(lm['heldout_ppl_forward'])} | "
+        f"| elmo-brown (shipped: after stage {last}) | {_fmt(shipped['heldout_ppl_forward'])} | "
+        f"{_fmt(shipped['heldout_ppl_backward'])} |\n"
+        + (f"| elmo-brown after stage 2 | {_fmt(r['heldout_ppl_forward'])} | "
+           f"{_fmt(r['heldout_ppl_backward'])} |\n" if soup else "")
+        + f"| elmo-brown after stage 1 (Brown LM only) | {_fmt(lm['heldout_ppl_forward'])} | "
         f"{_fmt(lm['heldout_ppl_backward'])} |").replace(
         "![learning curve](learning_curve.png)",
         "Stage 1's curve: ![learning curve, stage 1](learning_curve_brown.png)")
@@ -427,7 +441,7 @@ def elmo_distilled_card(r: dict, lm: dict) -> str:
                f"text the sense benchmark samples left out): the benchmark's kind of sentence, other "
                f"words." if wn else "")
     stage2 = f"""
-## Stage 2: relational distillation (the shipped weights; report: training_report.json)
+## Stage 2: relational distillation ({"report: " + DISTILL_REPORT if soup else "the shipped weights; report: training_report.json"})
 The Brown LM above separated word senses no better in its top layer than in its context-free
 char CNN. Stage 2 (`python -m engine.training.elmo_distill --target relational`,
 engine/training/README.md) kept training both LMs on the same training split and added a second
@@ -442,12 +456,12 @@ warm-up steps then cosine decay to 10%, dropout {c['dropout']}, gradient clippin
 threads, CPU, float32. {n_legs}: {legs}.{wordnet} In all {r['words_seen']:,} words ({r['epochs']:.2f} epochs of the
 training split) in {r['wall_s'] / 60:.1f} min, {r['steps']:,} steps; with stage 1, this model has read
 {budget_words(lm) + r['words_seen']:,} words of Brown, {r['words_seen'] / budget_words(lm):.0%} more than the
-other two bundled models. The same recipe continued on a lent GPU did worse (engine/training/README.md).
+other two bundled models.{"" if soup else " The same recipe continued on a lent GPU did worse (engine/training/README.md)."}
 
 Held-out perplexity went from {r['init']['heldout_ppl_forward']:.1f} / {r['init']['heldout_ppl_backward']:.1f} to {r['heldout_ppl_forward']:.1f} / {r['heldout_ppl_backward']:.1f} (forward / backward).
 
 ![learning curve, stage 2](learning_curve.png)
-
+{_soup_stage(soup, r) if soup else ""}
 ## Word senses and POS by layer (results/elmo_distill.md, results/senses.md)
 Nearest-centroid sense accuracy and same/different-sense pair accuracy on WordNet 3.0 usage
 examples of held-out lemmas, and the POS linear probe's held-out accuracy (brackets: 95%
@@ -458,6 +472,56 @@ bootstrap intervals over lemmas):
 {_sense_verdict(now, teacher_centroid())}
 """
     return head + "\n\n" + rest.rstrip("\n") + "\n" + stage2
+
+
+def _continuation(g: dict, stage2: dict, runs: list[dict]) -> str:
+    """How one ingredient of the soup was trained, from its own report's settings; where it
+    started is recognised by the held-out perplexity its trainer measured there."""
+    c, t = g.get("config") or {}, g.get("teacher") or {}
+    start = (g.get("init") or {}).get("heldout_ppl_forward")
+    origin = "stage 2"
+    if start is not None and abs(start - stage2["heldout_ppl_forward"]) > 1e-3:
+        origin = next((Path(o["from"]).name for o in runs if o is not g and o.get(
+            "heldout_ppl_forward") is not None and abs(o["heldout_ppl_forward"] - start) < 1e-3),
+            "another run")
+    device = ("a lent GPU, bfloat16 autocast" if c.get("device") == "cuda" else
+              f"CPU, {c.get('threads')} thread{'' if c.get('threads') == 1 else 's'}, float32")
+    wn = " + WordNet groups" if t.get("wordnet_groups") else ""
+    return (f"| {Path(g['from']).name} | {origin} | {t.get('target', '?')} x {t.get('weight', 0):g}{wn} | "
+            f"{c.get('batch_size')} | {c.get('lr')} | {device} | {g['words_seen']:,} | "
+            f"{_fmt(g['heldout_ppl_forward'])} / {_fmt(g['heldout_ppl_backward'])} |")
+
+
+def _soup_stage(soup: dict, stage2: dict) -> str:
+    runs = soup["soup"]["ingredients"]
+    weights = {round(g["weight"], 6) for g in runs}
+    how = (f"each weighted 1/{len(runs)}" if len(weights) == 1 else
+           "weighted " + ", ".join(f"{g['weight']:.2f}" for g in runs))
+    best = min(runs, key=lambda g: g["heldout_ppl_forward"] + g["heldout_ppl_backward"])
+    rows = "\n".join(_continuation(g, stage2, runs) for g in runs)
+    return f"""
+## Stage 3: the average of {len(runs)} continuations (the shipped weights; report: training_report.json)
+Stage 2's model was continued {len(runs)} times with the same loss (engine/training/README.md,
+"The relational target" and "Continued on a lent GPU"); none of the runs shipped on its own
+(each is a row of results/elmo_distill.md: most were worse on held-out perplexity, none clearly
+better on senses). The shipped weights are the mean of theirs,
+{how} (`python -m engine.training.soup`, a uniform "model soup", Wortsman et al. 2022): no
+further training. Runs continued from one model stay in that model's basin of the loss, where
+the mean keeps what they learned in common and averages out what each took from its own noise.
+
+| run | started from | relational target x weight | batch | lr | where | words | held-out perplexity fwd / bwd |
+|---|---|---|---|---|---|---|---|
+{rows}
+| **the average (shipped)** | | | | | | | **{_fmt(soup['heldout_ppl_forward'])} / {_fmt(soup['heldout_ppl_backward'])}** |
+
+Held-out perplexity went from {stage2['heldout_ppl_forward']:.1f} / {stage2['heldout_ppl_backward']:.1f} (stage 2) to {soup['heldout_ppl_forward']:.1f} / {soup['heldout_ppl_backward']:.1f}, below every
+run's (the best, {Path(best['from']).name}: {best['heldout_ppl_forward']:.1f} / {best['heldout_ppl_backward']:.1f}). How it was chosen: five
+averages were scored on held-out perplexity (the same held-out split as every number here;
+Brown has no third split) and three on the senses benchmark; this one, the candidate named
+before any was scored, ships: its perplexity is within 0.1 of the lowest of the five (a
+four-run average) and its senses were measured first (the others: engine/training/README.md
+and results/elmo_distill.md).
+"""
 
 
 RECIPE_DEFAULTS = {"dropout": 0.0, "pos_init": "learned", "local_bias": 0.0, "local_bias_steps": 0,
@@ -684,6 +748,12 @@ CARDS = {"gpt-brown": gpt_card, "bert-brown-mlm": bert_card, "elmo-brown": elmo_
 def render(model_id: str) -> str:
     folder = MODELS / model_id
     report = with_typed_config(json.loads((folder / "training_report.json").read_text()))
+    if "soup" in report and (folder / DISTILL_REPORT).exists():
+        # the average of runs that continued the distilled model (stage 3)
+        stage2 = with_typed_config(json.loads((folder / DISTILL_REPORT).read_text()))
+        lm = with_typed_config(json.loads((folder / LM_REPORT).read_text()))
+        note = previous_run_note(folder, lm).replace("; it ships at", "; stage 1 stops at")
+        return elmo_distilled_card(stage2, lm, report) + note + STOPPED_RUNS.get(model_id, "")
     if "teacher" in report and (folder / LM_REPORT).exists():
         # distilled on top of an LM run: that run's report is the one its history extends
         lm = with_typed_config(json.loads((folder / LM_REPORT).read_text()))

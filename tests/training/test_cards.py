@@ -68,3 +68,43 @@ def test_the_elmo_card_reads_its_verdict_off_the_numbers():
     assert "**not met**" in low and "pair accuracy, 0.550, is not above 0.55" in low
     both = _sense_verdict(_distilled_row(-0.01, -0.01), 0.5)
     assert "the centroid and pairs intervals reach below zero" in both
+
+
+def test_the_verdict_flags_a_bound_that_only_just_clears_and_the_unconfirmed_other_half():
+    from engine.training.cards import _sense_verdict
+
+    row = _distilled_row(0.0002, 0.008)
+    row["senses"]["centroid_other_half"] = {"n_lemmas": 159,
+                                            "top_minus_l0": {"value": 0.03, "ci": [-0.011, 0.07]}}
+    text = _sense_verdict(row, 0.474)
+    assert "**met**" in text and "centroid lower bound only just: +0.0002" in text
+    assert "other 159 lemmas" in text and "not confirmed" in text
+    row["senses"]["centroid_other_half"]["top_minus_l0"]["ci"] = [0.001, 0.07]
+    assert "not confirmed" not in _sense_verdict(row, 0.474)
+    # a clear bound is not called marginal
+    assert "only just" not in _sense_verdict(_distilled_row(0.01, 0.01), 0.474)
+
+
+def test_the_soup_stage_names_where_each_run_started_and_how_it_ran():
+    from engine.training.cards import _soup_stage
+
+    stage2 = {"heldout_ppl_forward": 116.27, "heldout_ppl_backward": 112.63}
+
+    def run(name, start, ppl, device="cpu", weight=2.0):
+        return {"from": f"training_runs/{name}", "weight": 1 / 3, "words_seen": 1_000_000,
+                "heldout_ppl_forward": ppl, "heldout_ppl_backward": ppl - 4,
+                "teacher": {"target": "relational", "weight": weight},
+                "config": {"device": device, "threads": 1, "batch_size": 36, "lr": 5e-4},
+                "init": {"heldout_ppl_forward": start}}
+
+    runs = [run("a-out", 116.27, 115.7), run("g-out", 116.27, 118.1, "cuda", 4.0),
+            run("c-out", 118.1, 117.5)]
+    soup = {"heldout_ppl_forward": 113.8, "heldout_ppl_backward": 110.5,
+            "soup": {"ingredients": runs}}
+    text = _soup_stage(soup, stage2)
+    lines = {ln.split(" | ")[0].strip("| "): ln for ln in text.splitlines() if ln.startswith("| ")}
+    assert "| stage 2 |" in lines["a-out"] and "CPU, 1 thread, float32" in lines["a-out"]
+    assert "| stage 2 |" in lines["g-out"] and "GPU" in lines["g-out"] and "x 4" in lines["g-out"]
+    assert "| g-out |" in lines["c-out"]          # started from the GPU run's export
+    assert "each weighted 1/3" in text and "113.8 / 110.5" in text
+    assert "the best, a-out: 115.7 / 111.7" in text
