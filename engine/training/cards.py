@@ -399,8 +399,9 @@ def _sense_verdict(now: dict, teacher: float) -> str:
         d = other["top_minus_l0"]
         verdict += (f". On the benchmark's other {other['n_lemmas']} lemmas, which no choice of "
                     f"model looked at, the centroid lead is {_ci(d['value'], d['ci'])}: "
-                    + ("confirmed" if d["ci"][0] > 0 else "not confirmed there, so the lead is "
-                       "about +0.03 and the held-out interval's side of zero is partly luck"))
+                    + ("confirmed" if d["ci"][0] > 0 else
+                       f"not confirmed there, so read the lead as about {d['value']:+.2f}, with "
+                       "the held-out interval's side of zero partly luck"))
     return (f"On centroid, {LAYER_NAMES[best_sense]} is the best of the three for word senses; "
             f"{LAYER_NAMES[best_pos]} is best for POS. {verdict[0].upper()}{verdict[1:]}. Brown is "
             f"0.14% of the text the published ELMo read; the teacher itself (minilm-l6-mlm's "
@@ -505,7 +506,7 @@ Stage 2's model was continued {len(runs)} times with the same loss (engine/train
 "The relational target" and "Continued on a lent GPU"); none of the runs shipped on its own
 (each is a row of results/elmo_distill.md: most were worse on held-out perplexity, none clearly
 better on senses). The shipped weights are the mean of theirs,
-{how} (`python -m engine.training.soup`, a uniform "model soup", Wortsman et al. 2022): no
+{how} (`python -m engine.training.soup`, a "model soup", Wortsman et al. 2022): no
 further training. Runs continued from one model stay in that model's basin of the loss, where
 the mean keeps what they learned in common and averages out what each took from its own noise.
 
