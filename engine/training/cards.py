@@ -338,7 +338,7 @@ LM_REPORT = "training_report_brown.json"
 DISTILL_REPORT = "training_report_distill.json"      # stage 2, once a soup (stage 3) ships
 DISTILL_ROWS = {"elmo-brown": ("Brown LM only (18M words; elmo-brown until 2026-11-26)",
                                "soup: the six continuations averaged (elmo-brown since "
-                               "2026-11-26 20:00 UTC)")}
+                               "2026-11-26 19:25 UTC)")}
 
 
 def _sense_rows(model_id: str) -> tuple[str, dict, dict]:
