@@ -22,8 +22,8 @@ NEAR_ONE = 0.9   # "near 1": the lower end of the top layer's anisotropy interva
 # Why a bundled model may not show what the published models showed.
 CAVEATS = {
     "elmo-brown": ("read 1.1M words of Brown (18M with repetition, then 2.2M with its top layer "
-                   "taught by MiniLM-L6's word senses, then the average of six runs that went on "
-                   "so for 1.0-3.7M words each); published ELMo read 800M"),
+                   "taught by MiniLM-L6's word senses, then the average of six runs that continued "
+                   "that training for 1.0-3.7M words each); published ELMo read 800M"),
     "gpt-brown": "read 1.1M words of Brown (18M with repetition); GPT-2 read 40 GB of WebText",
     "bert-brown-mlm": "read 1.1M words of Brown (18M with repetition); BERT-base read 3.3B "
                       "words",
