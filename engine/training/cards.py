@@ -749,17 +749,15 @@ CARDS = {"gpt-brown": gpt_card, "bert-brown-mlm": bert_card, "elmo-brown": elmo_
 def render(model_id: str) -> str:
     folder = MODELS / model_id
     report = with_typed_config(json.loads((folder / "training_report.json").read_text()))
-    if "soup" in report and (folder / DISTILL_REPORT).exists():
-        # the average of runs that continued the distilled model (stage 3)
-        stage2 = with_typed_config(json.loads((folder / DISTILL_REPORT).read_text()))
-        lm = with_typed_config(json.loads((folder / LM_REPORT).read_text()))
-        note = previous_run_note(folder, lm).replace("; it ships at", "; stage 1 stops at")
-        return elmo_distilled_card(stage2, lm, report) + note + STOPPED_RUNS.get(model_id, "")
-    if "teacher" in report and (folder / LM_REPORT).exists():
+    # the average of runs that continued the distilled model (stage 3) keeps stage 2's report
+    soup = report if "soup" in report and (folder / DISTILL_REPORT).exists() else None
+    distilled = (with_typed_config(json.loads((folder / DISTILL_REPORT).read_text())) if soup
+                 else report)
+    if "teacher" in distilled and (folder / LM_REPORT).exists():
         # distilled on top of an LM run: that run's report is the one its history extends
         lm = with_typed_config(json.loads((folder / LM_REPORT).read_text()))
         note = previous_run_note(folder, lm).replace("; it ships at", "; stage 1 stops at")
-        return elmo_distilled_card(report, lm) + note + STOPPED_RUNS.get(model_id, "")
+        return elmo_distilled_card(distilled, lm, soup) + note + STOPPED_RUNS.get(model_id, "")
     return (CARDS[model_id](report) + previous_run_note(folder, report)
             + STOPPED_RUNS.get(model_id, ""))
 

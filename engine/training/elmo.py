@@ -24,7 +24,7 @@ import torch
 
 from engine.families.elmo.chars import BOS_TOKEN, EOS_TOKEN, batch_char_ids
 from engine.families.elmo.modules import CharCNN, ElmoBiLm
-from engine.families.elmo.weights import Softmax, save_allennlp
+from engine.families.elmo.weights import Softmax, load_allennlp, load_softmax, save_allennlp
 from engine.text import WORD_RE
 from engine.training import corpus
 from engine.training.bigram import KneserNeyBigram
@@ -194,6 +194,22 @@ def bigram_baseline(data: Batches, train_s, held_s) -> dict:
     f, nf = fwd.nll(ids(s) for s in held_s)
     b, nb = bwd.nll(ids(s)[::-1] for s in held_s)
     return {"fwd_ppl": math.exp(f / nf), "bwd_ppl": math.exp(b / nb), "n": nf}
+
+
+def load_export(folder: Path, build: Callable[..., BiLmWithSoftmax] = BiLmWithSoftmax,
+                why: str = "its LM softmax is needed") -> tuple[BiLmWithSoftmax, list[str]]:
+    """An exported ELMo (export() below, or any AllenNLP folder with the LM softmax companion) as
+    a model to train or average: `build(bilm, vocab_size)` makes it, then the softmax rows are
+    copied in; the vocabulary is the softmax's, so every row keeps its word."""
+    bilm = with_unique_word_cnn(load_allennlp(folder, progress=False))
+    softmax = load_softmax(folder)
+    if softmax is None:
+        raise SystemExit(f"{folder} has no LM softmax: {why}")
+    model = build(bilm, len(softmax.vocab))
+    with torch.no_grad():
+        model.softmax.weight.copy_(softmax.weight)
+        model.softmax.bias.copy_(softmax.bias)
+    return model, list(softmax.vocab)
 
 
 def export(model: BiLmWithSoftmax, vocab: list[str], out: Path) -> None:

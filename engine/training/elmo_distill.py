@@ -33,10 +33,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from engine.families.elmo.weights import load_allennlp, load_softmax
 from engine.training import corpus
 from engine.training.elmo import (IGNORE, BiLmWithSoftmax, Batches, bigram_baseline, export,
-                                  lm_nll_of, sentence_words, with_unique_word_cnn)
+                                  lm_nll_of, load_export, sentence_words)
 from engine.training.loop import (RunConfig, count_parameters, model_device, plot_curves,
                                    seed_everything, to_device, train, trainer_parser, run_settings)
 
@@ -403,17 +402,12 @@ def distill_eval(model: DistilledBiLm, data: TeacherBatches, idx: list[int], bs:
 def init_model(init: Path, teacher_dim: int, weight: float, dropout: float,
                per_group: int = 0) -> tuple[BiLmWithSoftmax, list[str]]:
     """per_group > 0: a RelationalBiLm (--target relational), else a DistilledBiLm."""
-    bilm = with_unique_word_cnn(load_allennlp(init, progress=False))
-    bilm.dropout = dropout
-    softmax = load_softmax(init)
-    if softmax is None:
-        raise SystemExit(f"{init} has no LM softmax: distillation keeps training both LMs")
-    model = (RelationalBiLm(bilm, len(softmax.vocab), weight, per_group) if per_group else
-             DistilledBiLm(bilm, len(softmax.vocab), teacher_dim, weight))
-    with torch.no_grad():
-        model.softmax.weight.copy_(softmax.weight)
-        model.softmax.bias.copy_(softmax.bias)
-    return model, list(softmax.vocab)
+    def build(bilm, vocab_size):
+        bilm.dropout = dropout
+        return (RelationalBiLm(bilm, vocab_size, weight, per_group) if per_group else
+                DistilledBiLm(bilm, vocab_size, teacher_dim, weight))
+
+    return load_export(init, build, why="distillation keeps training both LMs")
 
 
 def run(args) -> dict:

@@ -29,54 +29,49 @@ from typing import Sequence
 import torch
 from tqdm import tqdm
 
-from engine.families.elmo.weights import find_files, load_allennlp, load_softmax
 from engine.training import corpus
-from engine.training.elmo import (BiLmWithSoftmax, Batches, evaluate, export, sentence_words,
-                                  with_unique_word_cnn)
+from engine.training.elmo import (BiLmWithSoftmax, Batches, evaluate, export, load_export,
+                                  sentence_words)
 
 
-def load(folder: Path) -> tuple[BiLmWithSoftmax, list[str], dict]:
-    """An exported ELMo with its LM softmax, its vocabulary and its options."""
-    folder = Path(folder)
-    softmax = load_softmax(folder)
-    if softmax is None:
-        raise SystemExit(f"{folder} has no LM softmax: a soup averages whole language models")
-    bilm = with_unique_word_cnn(load_allennlp(folder, progress=False))
-    model = BiLmWithSoftmax(bilm, len(softmax.vocab))
-    with torch.no_grad():
-        model.softmax.weight.copy_(softmax.weight)
-        model.softmax.bias.copy_(softmax.bias)
-    options = json.loads(find_files(folder)[0].read_text())
-    return model.eval(), list(softmax.vocab), options
+def load(folder: Path) -> tuple[BiLmWithSoftmax, list[str]]:
+    """An exported ELMo with its LM softmax and its vocabulary."""
+    model, vocab = load_export(Path(folder), why="a soup averages whole language models")
+    return model.eval(), vocab
+
+
+def shares(weights: Sequence[float] | None, n: int) -> list[float]:
+    """Each run's share of the average: the weights (default: equal) normalised to sum to 1."""
+    weights = [1.0] * n if weights is None else [float(w) for w in weights]
+    if len(weights) != n or not n:
+        raise SystemExit("give one weight for each of one or more runs")
+    if min(weights) < 0 or sum(weights) <= 0:
+        raise SystemExit("soup weights must be non-negative and not all zero")
+    return [w / sum(weights) for w in weights]
 
 
 def average(folders: Sequence[Path], weights: Sequence[float] | None = None,
             progress: bool = True) -> tuple[BiLmWithSoftmax, list[str]]:
     """The weighted mean (weights normalised to sum to 1) of every floating-point parameter and
     buffer of the models in `folders`."""
-    weights = [1.0] * len(folders) if weights is None else [float(w) for w in weights]
-    if len(weights) != len(folders) or not folders:
-        raise SystemExit("give one weight for each of one or more runs")
-    if min(weights) < 0 or sum(weights) <= 0:
-        raise SystemExit("soup weights must be non-negative and not all zero")
-    total = sum(weights)
+    share = shares(weights, len(folders))
     soup, vocab, options, acc = None, None, None, None
-    for folder, w in tqdm(list(zip(folders, weights)), desc="soup: reading runs",
+    for folder, w in tqdm(list(zip(folders, share)), desc="soup: reading runs",
                           disable=not progress):
-        model, v, o = load(folder)
+        model, v = load(folder)
         if soup is None:
-            soup, vocab, options = model, v, o
-            acc = {k: t.double() * (w / total) for k, t in model.state_dict().items()
+            soup, vocab, options = model, v, model.bilm.options.to_dict()
+            acc = {k: t.double() * w for k, t in model.state_dict().items()
                    if t.is_floating_point()}
             continue
         if v != vocab:
             raise SystemExit(f"{folder} has another vocabulary than {folders[0]}: "
                              "a soup needs runs from one start")
-        if o != options:
+        if model.bilm.options.to_dict() != options:
             raise SystemExit(f"{folder} has other options than {folders[0]}")
         for k, t in model.state_dict().items():
             if k in acc:
-                acc[k] += t.double() * (w / total)
+                acc[k] += t.double() * w
     state = soup.state_dict()
     soup.load_state_dict({k: acc[k].to(state[k].dtype) if k in acc else state[k] for k in state})
     return soup.eval(), vocab
@@ -100,14 +95,13 @@ def run(args) -> dict:
     torch.set_num_threads(args.threads)
     folders = [Path(f) for f in args.runs]
     weights = [float(w) for w in args.weights.split(",")] if args.weights else None
+    share = shares(weights, len(folders))
     model, vocab = average(folders, weights)
     fwd, bwd = heldout_ppl(model, vocab, args.corpus)
-    total = sum(weights) if weights else len(folders)
     ingredients = []
-    for i, folder in enumerate(folders):
+    for folder, w in zip(folders, share):
         r = _report(folder)
-        ingredients.append({"from": str(folder),
-                            "weight": (weights[i] if weights else 1.0) / total,
+        ingredients.append({"from": str(folder), "weight": w,
                             "words_seen": r.get("words_seen"),
                             "heldout_ppl_forward": r.get("heldout_ppl_forward"),
                             "heldout_ppl_backward": r.get("heldout_ppl_backward"),
@@ -117,11 +111,11 @@ def run(args) -> dict:
                             "init": r.get("init")})
     report = {"words_seen": 0, "wall_s": 0.0, "vocab_size": len(vocab),
               "heldout_ppl_forward": fwd, "heldout_ppl_backward": bwd,
-              "soup": {"method": "uniform" if weights is None or len(set(weights)) == 1 else
-                       "weighted", "ingredients": ingredients},
+              "soup": {"method": "uniform" if len(set(share)) == 1 else "weighted",
+                       "ingredients": ingredients},
               "teacher": None}
     if args.start:
-        start, start_vocab, _ = load(args.start)
+        start, start_vocab = load(args.start)
         if start_vocab != vocab:
             raise SystemExit(f"{args.start} has another vocabulary than the runs")
         s_fwd, s_bwd = heldout_ppl(start, start_vocab, args.corpus)

@@ -72,7 +72,7 @@ def test_cli_reports_the_soups_and_the_starts_heldout_perplexity(tmp_path, tiny_
     fwd, bwd = soup.heldout_ppl(model, vocab, tiny_corpus)
     assert math.isclose(report["heldout_ppl_forward"], fwd, rel_tol=1e-9)
     assert math.isclose(report["heldout_ppl_backward"], bwd, rel_tol=1e-9)
-    start, start_vocab, _ = soup.load(tmp_path / "start")
+    start, start_vocab = soup.load(tmp_path / "start")
     assert math.isclose(report["init"]["heldout_ppl_forward"],
                         soup.heldout_ppl(start, start_vocab, tiny_corpus)[0], rel_tol=1e-9)
     first, second = report["soup"]["ingredients"]
