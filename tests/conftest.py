@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+# CTXLENS_SHARED: a copy elsewhere (a lent GPU machine receives only the checkout)
+SHARED = Path(os.environ.get("CTXLENS_SHARED", ROOT.parent / "shared")).resolve()
 
 # Nothing in the suite may reach a network: hub lookups fail fast instead of hanging.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

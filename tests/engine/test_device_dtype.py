@@ -79,3 +79,18 @@ def test_batch_attention_choice_survives_two_chunks_in_flight():
     assert torch.backends.cuda.cudnn_sdp_enabled() and torch.backends.cuda.flash_sdp_enabled()
     with _batch_attention(torch.device("cpu")):
         assert torch.backends.cuda.cudnn_sdp_enabled()
+
+
+def test_float32_on_cuda_turns_off_tf32_convolutions():
+    # ELMo's char CNN on a lent H200 came out up to 6e-4 off the CPU with cuDNN's default TF32
+    import torch
+
+    before = torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32 = True
+        resolve_dtype("float16", "cuda")
+        assert torch.backends.cudnn.allow_tf32          # half precision: not ours to change
+        assert resolve_dtype("float32", "cuda") is torch.float32
+        assert not torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cudnn.allow_tf32 = before

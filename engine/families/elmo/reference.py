@@ -37,19 +37,20 @@ def _expected(directory: Path, n_lists: int) -> list[list[np.ndarray]]:
     return out
 
 
-def compare_with_fixture(directory: Path, impl: str = "fast") -> FixtureComparison:
+def compare_with_fixture(directory: Path, impl: str = "fast",
+                         device: str = "cpu") -> FixtureComparison:
     directory = Path(directory)
     sentences = json.loads((directory / "sentences.json").read_text())
     expected = _expected(directory, len(sentences))
-    bilm = load_allennlp(directory, progress=False, impl=impl)
+    bilm = load_allennlp(directory, progress=False, impl=impl).to(device)
     state, diffs, over = None, [], []
     with torch.inference_mode():
         for i in range(len(sentences[0])):
             words = [s[i].split() for s in sentences]
-            out = bilm(torch.from_numpy(batch_char_ids(words)), state=state)
+            out = bilm(torch.from_numpy(batch_char_ids(words)).to(device), state=state)
             state = out.state
             for b, (w, e) in enumerate(zip(words, (x[i] for x in expected))):
-                actual = out.layers[-1, b, 1:1 + len(w)].float().numpy()
+                actual = out.layers[-1, b, 1:1 + len(w)].float().cpu().numpy()
                 if actual.shape != e.shape:
                     raise ValueError(f"batch {i} row {b}: shape {actual.shape} != {e.shape}")
                 diff = np.abs(actual - e)
