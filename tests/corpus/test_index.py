@@ -252,7 +252,7 @@ def test_the_ann_index_finds_what_exact_search_finds(tiny, tmp_path, monkeypatch
     src = tmp_path / "c.txt"
     src.write_text("\n".join(sentences))
     m = corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,2", progress=False)
-    assert m.rows >= 500 and m.ann_index["type"] == "IVF_SQ"
+    assert m.rows >= 500 and m.ann_index["type"] == "IVF_RQ"
     idx = CorpusIndex(tmp_path / "ix")
     engine = Engine(cache_size=0)
     recall = []
