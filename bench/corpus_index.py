@@ -295,9 +295,12 @@ def report(r: dict) -> str:
                    "7.0 (4.5 s on 64). A Brown build with 64 (the row above it) saved 2.4 min "
                    "of indexes at the same recall@10 (0.984), but its partitions came out less "
                    "even and cold queries slower (one layer, 80 queries, page cache dropped: "
-                   "p95 65-109 ms against 46-67 ms with 256), so the index keeps 256. Next: "
-                   "build the indexes on a GPU (LanceDB trains IVF on CUDA), or build a "
-                   "layer's index while the next is written.")
+                   "p95 65-109 ms against 46-67 ms with 256), so the index keeps 256. The IVF "
+                   "index holds RaBitQ codes (IVF_RQ, 1 bit a dimension) since the build above "
+                   "(2026-11-26 23:17 UTC): on one Brown layer table it built in 31 and 29 s "
+                   "against 36 and 31 s for IVF_SQ (two builds each, this machine). Next: build "
+                   "the indexes on a GPU (LanceDB trains IVF on CUDA through pylance, not "
+                   "installed here), or build a layer's index while the next is written.")
     if "write" in r:
         w = r["write"]
         best = max(w["embed_write_per_s"]) / max(w["plain_per_s"])
@@ -320,9 +323,10 @@ def report(r: dict) -> str:
                    "2,048 sentences: measured the same way on the code before it, 0.78x "
                    "(each: 0.78, 0.78, 0.77; 2026-11-26). What is left is LanceDB encoding "
                    "and writing each block in the writer thread on the same 2 cores as the "
-                   "model. The Brown build above (2026-11-26 19:29 UTC) is the first on the "
-                   "code after it: embedding and writing ran at "
-                   f"{b['embed_write_vs_embed']:.2f}x of plain embed, against 0.82x before.")
+                   "model. The Brown builds on the code after it ran embedding and writing at "
+                   "1.05x (2026-11-26 19:29 UTC) and "
+                   f"{b['embed_write_vs_embed']:.2f}x (the build above, 23:17 UTC) of plain "
+                   "embed, against 0.82x before.")
     if q["p95_ms"] > TARGETS["p95_ms"]:
         why.append(f"- Query tail: the median query takes {q['p50_ms']:.0f} ms, the slowest 5% "
                    f"over {q['p95_ms']:.0f} ms: a 9 GB index on a 24 GB machine, so a query "
@@ -386,6 +390,9 @@ def report(r: dict) -> str:
            "is different sentences from the build, so the first ratio is approximate).", ""]
     if why:
         out += ["## Misses, and why", ""] + why + [""]
+    if r.get("changes"):
+        # measurements behind a change of method, kept with the results they moved
+        out += ["## What moved the numbers", ""] + [f"- {c}" for c in r["changes"]] + [""]
     if f:
         out += ["## LanceDB or FAISS + Parquet?", "",
                 table(["store (one layer, same rows)", "bytes", "build s", "query p50 / p95 ms"],
