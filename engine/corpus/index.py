@@ -360,9 +360,10 @@ def finish(folder: Path, manifest: Manifest, tables: dict, progress: bool = True
             # IVF with RaBitQ codes (1 bit a dimension: 48 bytes for 384 dims, against 384 for
             # 8-bit scalar quantisation), re-ranked exactly (REFINE). A cold query reads its
             # probed partitions from disk, so smaller codes cut the tail: one Brown layer table
-            # (2026-11-26, 200 seed-1 queries, page cache dropped) IVF_SQ p95 26 ms, recall@10
-            # 0.991, built in 36 s; IVF_RQ p95 11 ms, 0.987, 31 s. IVF-PQ trains its codebooks
-            # for minutes a layer on 2 cores. k-means keeps LanceDB's 256 samples a partition:
+            # (2026-11-26, 200 seed-1 queries, page cache dropped, two builds each) IVF_SQ p95
+            # 19-26 ms, recall@10 0.991-0.994, built in 31-36 s; IVF_RQ 10-11 ms, 0.982-0.987,
+            # 29-31 s (whole Brown index: p95 31.8 against 16.1 ms; results/corpus.md).
+            # IVF-PQ trains its codebooks for minutes a layer on 2 cores. k-means keeps LanceDB's 256 samples a partition:
             # 64 left the partitions less even and cold queries slower; ~8k vectors a partition.
             partitions = int(max(16, min(1024, rows // 8000)))
             if progress:

@@ -83,8 +83,6 @@ def test_batch_attention_choice_survives_two_chunks_in_flight():
 
 def test_float32_on_cuda_turns_off_tf32_convolutions():
     # ELMo's char CNN on a lent H200 came out up to 6e-4 off the CPU with cuDNN's default TF32
-    import torch
-
     before = torch.backends.cudnn.allow_tf32
     try:
         torch.backends.cudnn.allow_tf32 = True
