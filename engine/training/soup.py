@@ -96,7 +96,7 @@ def run(args) -> dict:
     folders = [Path(f) for f in args.runs]
     weights = [float(w) for w in args.weights.split(",")] if args.weights else None
     share = shares(weights, len(folders))
-    model, vocab = average(folders, weights)
+    model, vocab = average(folders, share)
     fwd, bwd = heldout_ppl(model, vocab, args.corpus)
     ingredients = []
     for folder, w in zip(folders, share):

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from engine.families.base import resolve_dtype
 from engine.families.elmo.chars import batch_char_ids
 from engine.families.elmo.weights import load_allennlp
 
@@ -42,7 +43,9 @@ def compare_with_fixture(directory: Path, impl: str = "fast",
     directory = Path(directory)
     sentences = json.loads((directory / "sentences.json").read_text())
     expected = _expected(directory, len(sentences))
-    bilm = load_allennlp(directory, progress=False, impl=impl).to(device)
+    # float32 as an engine on that device runs it (on CUDA: no TF32 convolutions)
+    bilm = load_allennlp(directory, progress=False, impl=impl).to(
+        device=device, dtype=resolve_dtype("float32", device))
     state, diffs, over = None, [], []
     with torch.inference_mode():
         for i in range(len(sentences[0])):
