@@ -50,7 +50,7 @@ REFINE = 4
 
 def probes_for(partitions: int) -> int:
     """Partitions an ANN query reads: one in 36, at least 4. The first touch of a partition
-    reads it from disk, so probes set the cold tail. Brown's layer tables (144 partitions),
+    reads it from disk, so probes set the cold tail. Brown's layer tables (144 partitions then),
     200 queries, the page cache dropped first: 16 probes p50/p95 40.6/144.3 ms, recall@10 by
     distance 0.993; 9: 37.0/89.8 ms, 0.988; 6: 34.4/69.7 ms, 0.983 [0.971, 0.992] (target
     0.95). Chosen on 200 other queries (seed 1, not the bench's; 2026-11-26): 6 probes p95
@@ -363,9 +363,17 @@ def finish(folder: Path, manifest: Manifest, tables: dict, progress: bool = True
             # (2026-11-26, 200 seed-1 queries, page cache dropped, two builds each) IVF_SQ p95
             # 19-26 ms, recall@10 0.991-0.994, built in 31-36 s; IVF_RQ 10-11 ms, 0.982-0.987,
             # 29-31 s (whole Brown index: p95 31.8 against 16.1 ms; results/corpus.md).
-            # IVF-PQ trains its codebooks for minutes a layer on 2 cores. k-means keeps LanceDB's 256 samples a partition:
-            # 64 left the partitions less even and cold queries slower; ~8k vectors a partition.
-            partitions = int(max(16, min(1024, rows // 8000)))
+            # IVF-PQ trains its codebooks for minutes a layer on 2 cores. Partitions: ~18k
+            # vectors each (64 for a Brown layer). Filling an IVF index assigns every vector
+            # to its partition, and LanceDB's assignment costs about 0.1 s a partition per
+            # million vectors here, most of the index build. Chosen on the whole Brown index
+            # with 200 seed-1 queries (not the bench's), page cache dropped, one build each
+            # (2026-11-27): 144 partitions about 235 s for 7 layers (33.5 s one layer), p95 19.0 ms,
+            # recall@10 0.980; 64: 103 s, 15.9 ms, 0.985; 32: 71 s (with k-means cut to 64 samples and 10
+            # iterations), 21.0 ms, 0.983. The 4 probes then read 1/16 of a table; RaBitQ codes
+            # keep that cheap cold. k-means keeps LanceDB's defaults (256 samples a partition,
+            # 50 iterations): 64 samples and 10 iterations saved 12 s (14.8 ms, 0.979).
+            partitions = int(max(16, min(1024, rows // 18000)))
             if progress:
                 print(f"ctxlens: building the ANN index of layer {layer} ({n + 1} of "
                       f"{len(tables)}; IVF_RQ, {partitions} partitions, {rows:,} vectors) ...",
