@@ -369,6 +369,14 @@ def report(r: dict) -> str:
                    f"against {lo['first_block_s']:.0f} s (starting the cluster and loading a "
                    "model per actor). The driver, which gathers the rows and writes the "
                    "database, and Ray's own processes share the same 2 cores with the actors. "
+                   "The actors do not wait for work: timed inside them (2026-11-27, one run, "
+                   "0.80x), each was busy 97% of its span, but embedded at 121 and 139 "
+                   "sentences/s while busy, against 153 for the local engine with its writes "
+                   "on one core; a py-spy profile of the driver (the actors' samples were lost) "
+                   "puts most of its own time in copying the rows back into sentence order "
+                   "and in Ray's tensor-column conversion. So the loss is the actors sharing "
+                   "their cores, not scheduling; a larger object store (1 GiB against 256 MiB) "
+                   "gave 0.81x against 0.78x in the same session, within the spread of runs. "
                    "The figure says little about a real cluster, where actors have cores (or "
                    "GPUs) of their own.")
     out = ["# Corpus mode: indexing Brown and searching it", "",
