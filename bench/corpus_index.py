@@ -292,19 +292,20 @@ def report(r: dict) -> str:
                    "compacting a layer table 0.6-2.1 s, its IVF_SQ index 8.6-8.9 s (7.6-8.2 s "
                    "on the uncompacted table), the scalar index 0.1 s; of the IVF build, "
                    "k-means on LanceDB's default 256 samples a partition took about 2.5 s of "
-                   "7.0 (4.5 s on 64). A Brown build with 64 (the build of 2026-11-26 13:29 UTC above) saved 2.4 min "
-                   "of indexes at the same recall@10 (0.984), but its partitions came out less "
-                   "even and cold queries slower (one layer, 80 queries, page cache dropped: "
-                   "p95 65-109 ms against 46-67 ms with 256), so the index keeps 256. The IVF "
+                   "7.0 (4.5 s on 64). A Brown build with 64 (the build of 2026-11-26 13:29 "
+                   "UTC above) saved 2.4 min of indexes at the same recall@10 (0.984), but "
+                   "its partitions came out less even and cold queries slower (one layer, 80 "
+                   "queries, page cache dropped: p95 65-109 ms against 46-67 ms with 256), so "
+                   "the index keeps 256. The IVF "
                    "index holds RaBitQ codes (IVF_RQ, 1 bit a dimension) since the build of "
                    "2026-11-26 23:17 UTC: on one Brown layer table it built in 31 and 29 s "
                    "against 36 and 31 s for IVF_SQ (two builds each, this machine). Since the "
                    "build above (2026-11-27 01:14 UTC) a layer has 64 partitions instead of 144 "
                    "(\"What moved the numbers\"): the indexes took 2.2 min against 4.3. What is "
                    "left is compacting, assigning 1.16M vectors a layer to their partitions and "
-                   "encoding them, about 18 s a layer. Next: build the indexes on a GPU (LanceDB trains IVF on CUDA "
-                   "through pylance, not "
-"installed here), or build a layer's index while the next is written.")
+                   "encoding them, about 18 s a layer. Next: build the indexes on a GPU "
+                   "(LanceDB trains IVF on CUDA through pylance, not installed here), or build "
+                   "a layer's index while the next is written.")
     if "write" in r:
         w = r["write"]
         best = max(w["embed_write_per_s"]) / max(w["plain_per_s"])

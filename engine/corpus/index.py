@@ -368,11 +368,12 @@ def finish(folder: Path, manifest: Manifest, tables: dict, progress: bool = True
             # to its partition, and LanceDB's assignment costs about 0.1 s a partition per
             # million vectors here, most of the index build. Chosen on the whole Brown index
             # with 200 seed-1 queries (not the bench's), page cache dropped, one build each
-            # (2026-11-27): 144 partitions about 235 s for 7 layers (33.5 s one layer), p95 19.0 ms,
-            # recall@10 0.980; 64: 103 s, 15.9 ms, 0.985; 32: 71 s (with k-means cut to 64 samples and 10
-            # iterations), 21.0 ms, 0.983. The 4 probes then read 1/16 of a table; RaBitQ codes
-            # keep that cheap cold. k-means keeps LanceDB's defaults (256 samples a partition,
-            # 50 iterations): 64 samples and 10 iterations saved 12 s (14.8 ms, 0.979).
+            # (2026-11-27): 144 partitions about 235 s for 7 layers (33.5 s one layer), p95
+            # 19.0 ms, recall@10 0.980; 64: 103 s, 15.9 ms, 0.985; 32: 71 s (k-means cut to 64
+            # samples and 10 iterations), 21.0 ms, 0.983. The 4 probes then read 1/16 of a
+            # table; RaBitQ codes keep that cheap cold. k-means keeps LanceDB's defaults (256
+            # samples a partition, 50 iterations): 64 samples and 10 iterations saved 12 s
+            # (14.8 ms, 0.979).
             partitions = int(max(16, min(1024, rows // 18000)))
             if progress:
                 print(f"ctxlens: building the ANN index of layer {layer} ({n + 1} of "

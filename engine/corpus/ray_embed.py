@@ -73,7 +73,10 @@ def work_order(todo: Sequence[int], sentences: Sequence[str],
                commit_sentences: int) -> list[list[int]]:
     """`todo` cut into commit blocks of consecutive sentence ids, each block ordered shortest
     text first: an actor's batch then holds sentences of about one length, as the local
-    engine's sorted block does (a batch of 64 sentences in corpus order is mostly padding)."""
+    engine's sorted block does (a batch of 64 sentences in corpus order is mostly padding).
+    Measured (2026-11-27, 6,000 Brown sentences, 2 actors): blocks left in corpus order, each
+    actor call then sorted only within itself, ran at 0.49x of the local engine per core (two
+    runs) against 0.78x sorted, although it would spare the driver its re-ordering copies."""
     todo = list(todo)
     return [sorted(todo[lo:lo + commit_sentences], key=lambda i: len(sentences[i]))
             for lo in range(0, len(todo), commit_sentences)]
