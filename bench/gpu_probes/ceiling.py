@@ -40,21 +40,16 @@ def save():
     (out / "ceiling.json").write_text(json.dumps(res, indent=1))
 
 
-def sync():
-    if dev == "cuda":
-        torch.cuda.synchronize()
-
-
 def timed(fn, repeats=20):
     """Median seconds of `repeats` calls after three warm-ups."""
     for _ in range(3):
         fn()
-    sync()
+    g._sync()
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         fn()
-        sync()
+        g._sync()
         times.append(time.perf_counter() - t)
     return sorted(times)[len(times) // 2]
 
@@ -102,7 +97,7 @@ with torch.inference_mode():
             fwd = model if mode is None else torch.compile(model, mode=mode, dynamic=False)
             t = time.perf_counter()
             fwd(input_ids=xb, attention_mask=mask)
-            sync()
+            g._sync()
             res[f"fixed shape {name}: first call s"] = time.perf_counter() - t
             with hf._batch_attention(torch.device(dev)):
                 s = timed(lambda: fwd(input_ids=xb, attention_mask=mask))

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from engine.analysis.vectors import unit_rows
 from engine.api import Engine
 from engine.registry import availability, load_registry
 
@@ -45,7 +46,7 @@ def parameters(adapter):
 
 
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+    return (unit_rows(a) * unit_rows(b)).sum(-1)
 
 
 @pytest.mark.parametrize("model_id", ["bert-brown-mlm", "gpt-brown", "elmo-brown"])
