@@ -14,8 +14,9 @@ from engine.text import to_word_text
 from tests.engine.elmo_tiny import write_tiny_elmo
 
 
-def test_items_have_one_blank_and_at_least_one_answer():
-    items = cloze.load_items()
+@pytest.mark.parametrize("path", [cloze.ITEMS, cloze.REPLICATION], ids=["first", "replication"])
+def test_items_have_one_blank_and_at_least_one_answer(path):
+    items = cloze.load_items(path)
     assert len(items) >= 100
     assert len({i.id for i in items}) == len(items)
     for item in items:
@@ -26,14 +27,22 @@ def test_items_have_one_blank_and_at_least_one_answer():
     assert right / len(items) >= 0.4
 
 
-def test_every_answer_is_one_bert_base_wordpiece():
+def test_the_replication_shares_no_sentence_or_id_with_the_first_set():
+    first, again = cloze.load_items(), cloze.load_items(cloze.REPLICATION)
+    assert not {i.sentence for i in first} & {i.sentence for i in again}
+    assert not {i.id for i in first} & {i.id for i in again}
+
+
+@pytest.mark.parametrize("items", [cloze.ITEMS, cloze.REPLICATION], ids=["first", "replication"])
+def test_every_answer_is_one_bert_base_wordpiece(items):
     from transformers import AutoTokenizer
 
     path = local_path(load_registry()["minilm-l6"])
     if path is None or not path.exists():
         pytest.skip("minilm-l6 (bert-base-uncased vocabulary) is not installed")
     tok = AutoTokenizer.from_pretrained(str(path))
-    bad = [(i.id, a) for i in cloze.load_items() for a in i.answers if tok.tokenize(a) != [a]]
+    bad = [(i.id, a) for i in cloze.load_items(items) for a in i.answers
+           if tok.tokenize(a) != [a]]
     assert not bad, bad
 
 
@@ -49,6 +58,19 @@ def test_rates_and_paired_gain():
     g = cloze.paired_gain(np.array([0, 0, 1, 1] * 10), np.array([1, 1, 1, 1] * 10))
     assert g["gain"] == pytest.approx(0.5) and 0.3 < g["ci"][0] < 0.5 < g["ci"][1] < 0.7
     assert cloze.paired_gain(np.ones(8), np.ones(8))["ci"] == [0.0, 0.0]
+
+
+def test_unpaired_difference_resamples_each_set_on_its_own():
+    a, b = np.array([1, 0] * 20), np.array([1, 1, 1, 0] * 15)
+    d = cloze.difference(a, b)
+    assert d["difference"] == pytest.approx(0.25)
+    assert d["ci"][0] < 0.25 < d["ci"][1]
+    # unpaired: sets of different sizes are fine, and equal constant sets give a zero interval
+    assert cloze.difference(np.ones(7), np.ones(12))["ci"] == [0.0, 0.0]
+    # wider than the paired interval of the same hits (a pairing removes item difficulty)
+    x = np.array([0, 1] * 30)
+    assert cloze.paired_gain(x, x)["ci"] == [0.0, 0.0]
+    assert cloze.difference(x, x)["ci"][1] > 0.1
 
 
 def test_score_ranks_are_the_models_own_answers(model_dir, monkeypatch):
@@ -160,3 +182,23 @@ def test_the_second_sets_gain_gets_its_own_section():
     section = text.split("## Re-scoring on a second set")[1]
     assert "checked on 20 sentences" in section
     assert "| m | 10.0% [" in section and "+25.0% [" in section
+
+
+def test_the_replication_sits_beside_the_first_set_per_model_and_way_of_filling():
+    def result(model, sides, hits, n=20):
+        ranks = [1] * hits + [None] * (n - hits)
+        return {"model": model, "sides": sides, "method": f"{model}/{sides}",
+                "top1": cloze.rate(ranks, 1), "top5": cloze.rate(ranks, 5),
+                "items": [{"id": str(i), "rank": r, "top5": []} for i, r in enumerate(ranks)]}
+
+    first = [result("m", "both", 10), result("m", cloze.RESCORED, 12), result("g", "both", 2)]
+    assert "## A replication" not in cloze.report(first, 20)
+    # a model the later set has but the first does not is left out, not compared with nothing
+    again = [result("m", "both", 4, n=10), result("m", cloze.RESCORED, 9, n=10),
+             result("new", "both", 1, n=10)]
+    section = cloze.report(first, 20, replication=again).split("## A replication")[1]
+    assert "10 more everyday sentences" in section
+    rows = [r for r in section.splitlines() if r.startswith("| m |") or r.startswith("| new")]
+    assert [r.split(" | ")[1] for r in rows] == [f"m/{cloze.RESCORED}", "m/both"]  # by top-5
+    assert "| 60.0% [" in rows[0] and "| 90.0% [" in rows[0] and "+30.0% [" in rows[0]
+    assert "| 50.0% [" in rows[1] and "| 40.0% [" in rows[1] and "-10.0% [" in rows[1]
