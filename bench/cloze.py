@@ -172,8 +172,8 @@ def _left_note(results: list[dict]) -> str:
             "decide the answer (the issue's set need not have been).")
 
 
-def _share_with_right() -> float:
-    items = load_items()
+def _share_with_right(path: Path = ITEMS) -> float:
+    items = load_items(path)
     return sum(1 for i in items if i.sentence.split("[MASK]")[1].strip(" .?!")) / len(items)
 
 
@@ -297,6 +297,27 @@ def _replication_section(results: list[dict], replication: list[dict], pct) -> l
         d = difference(_hits(a), _hits(r))
         out.append(f"| {r['model']} | {r['method']} | {pct(a['top5'])} | {pct(r['top5'])} | "
                    f"{d['difference']:+.1%} [{d['ci'][0]:+.1%}, {d['ci'][1]:+.1%}] |")
+    share = _share_with_right(REPLICATION), _share_with_right()
+    out += ["", f"{share[0]:.0%} of the later blanks have words after them in the sentence "
+            f"({share[1]:.0%} of the first set's), so there the left context alone has more "
+            "to go on.", "",
+            "The gains of the sections above, each paired within its own set (95% bootstrap "
+            "over items):", "",
+            "| model | comparison | gain, first set (95% CI) | gain, later set (95% CI) |",
+            "|---|---|---|---|"]
+    again = {(r["model"], r["sides"]): r for r in replication}
+    for name, a, b in (("left only → both sides", "left", "both"),
+                       ("left-context candidates → + prompt candidates", LEFT_POOL, "both"),
+                       ("MLM head → re-scored", "both", RESCORED)):
+        for model in dict.fromkeys(r["model"] for r in replication):
+            keys = (model, a), (model, b)
+            if not all(k in first and k in again for k in keys):
+                continue
+            g1 = paired_gain(_hits(first[keys[0]]), _hits(first[keys[1]]))
+            g2 = paired_gain(_hits(again[keys[0]]), _hits(again[keys[1]]))
+            out.append(f"| {model} | {name} | " + " | ".join(
+                f"{g['gain']:+.1%} [{g['ci'][0]:+.1%}, {g['ci'][1]:+.1%}]" for g in (g1, g2))
+                + " |")
     return out
 
 

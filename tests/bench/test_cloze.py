@@ -198,7 +198,12 @@ def test_the_replication_sits_beside_the_first_set_per_model_and_way_of_filling(
              result("new", "both", 1, n=10)]
     section = cloze.report(first, 20, replication=again).split("## A replication")[1]
     assert "10 more everyday sentences" in section
-    rows = [r for r in section.splitlines() if r.startswith("| m |") or r.startswith("| new")]
+    table = section.split("| comparison |")[0]
+    rows = [r for r in table.splitlines() if r.startswith("| m |") or r.startswith("| new")]
     assert [r.split(" | ")[1] for r in rows] == [f"m/{cloze.RESCORED}", "m/both"]  # by top-5
     assert "| 60.0% [" in rows[0] and "| 90.0% [" in rows[0] and "+30.0% [" in rows[0]
     assert "| 50.0% [" in rows[1] and "| 40.0% [" in rows[1] and "-10.0% [" in rows[1]
+    # and each set's own paired gain of re-scoring, side by side
+    gains = next(r for r in section.splitlines() if r.startswith("| m | MLM head → re-scored"))
+    assert "| +10.0% [" in gains and "| +50.0% [" in gains
+    assert "left only" not in section.split("| comparison |")[1]     # no model had "left"
