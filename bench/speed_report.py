@@ -271,7 +271,14 @@ def speed_report(s: dict) -> str:
                 "sense-label editor (a data grid) did not move it (4.3 and 4.6 s), nor, in an "
                 "earlier trace, drawing only the first tab's charts or a browser profile kept "
                 "between visits. So on 2 cores the app's first chart can come at best about "
-                "0.7 s after the floor's, which is itself within 0.3 s of the target."
+                "0.7 s after the floor's, which is itself within 0.3 s of the target. "
+                "Tried and not kept (2026-11-27): a hidden, empty plotly chart sent before the "
+                "page's own, so that the browser would load Streamlit's plotly chunk while the "
+                "script works. On a test page that draws its chart 1.3 s into the script it "
+                "moved that chart from 4.1 to 3.3 s (medians of 3 starts), but on the app's "
+                "first start, in 5 alternating starts each, first chart 4.84 -> 4.76 s and "
+                "page settled 7.75 -> 8.21 s (medians): nothing gained on the chart, and the "
+                "page settled later."
                 + "".join(f" Earlier: {r['first_chart_s']:.1f} s ({r['why']})."
                           for r in a.get("earlier_runs", [])), ""]
     gr = s.get("grid", {})
