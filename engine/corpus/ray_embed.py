@@ -26,7 +26,11 @@ PASSED_ENV = ("CTXLENS_MODEL_DIRS", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "H
 
 
 class Embedder:
-    """One per Ray actor: loads the model once, then embeds batches of sentences."""
+    """One per Ray actor: loads the model once, then embeds batches of sentences. Its rows go
+    back as numpy columns. Tried (2026-11-27, 6,000 Brown sentences, alternating runs): each
+    call returning the database's Arrow table instead (made in the actor; the driver gathering
+    and splitting it with Arrow's take, which is as fast as numpy's here) ran at 0.59 and 0.59x
+    of the local engine per core against 0.77 and 0.75x, so the numpy columns stay."""
 
     def __init__(self, model_id: str, layers: Sequence[int], pool: str, batch_size: int,
                  device: str, dtype: str, vector_dtype: str):
