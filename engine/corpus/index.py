@@ -342,50 +342,29 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
     return manifest
 
 
+# layer tables indexed at once: one IVF build keeps about 1.5 of 2 cores busy (LanceDB's
+# k-means, assignment and RaBitQ coding are not all parallel), two at once about 1.85; on two
+# Brown layer tables (2026-11-27) 31 s one after the other, 26 s side by side. Each build holds
+# about 2 GB for a Brown layer, so not one per layer
+INDEX_BUILDS_AT_ONCE = 2
+
+
 def finish(folder: Path, manifest: Manifest, tables: dict, progress: bool = True) -> None:
     """Per layer table: compact the fragments, build the ANN and scalar indexes; count; mark
     the index complete."""
-    from lancedb.index import BTree, IvfRq
-
     t0 = time.perf_counter()
     manifest.rows_per_layer, manifest.ann_index = {}, {}
-    for n, (layer, table) in enumerate(sorted(tables.items())):
-        with warnings.catch_warnings():
-            # old versions go: the index is written by this one process, no reader is open yet
-            warnings.simplefilter("ignore")
-            table.optimize(cleanup_older_than=timedelta(0))
-        rows = table.count_rows()
-        manifest.rows_per_layer[str(layer)] = rows
-        if rows >= ANN_MIN_ROWS:
-            # IVF with RaBitQ codes (1 bit a dimension: 48 bytes for 384 dims, against 384 for
-            # 8-bit scalar quantisation), re-ranked exactly (REFINE). A cold query reads its
-            # probed partitions from disk, so smaller codes cut the tail: one Brown layer table
-            # (2026-11-26, 200 seed-1 queries, page cache dropped, two builds each) IVF_SQ p95
-            # 19-26 ms, recall@10 0.991-0.994, built in 31-36 s; IVF_RQ 10-11 ms, 0.982-0.987,
-            # 29-31 s (whole Brown index: p95 31.8 against 16.1 ms; results/corpus.md).
-            # IVF-PQ trains its codebooks for minutes a layer on 2 cores. Partitions: ~18k
-            # vectors each (64 for a Brown layer). Filling an IVF index assigns every vector
-            # to its partition, and LanceDB's assignment costs about 0.1 s a partition per
-            # million vectors here, most of the index build. Chosen on the whole Brown index
-            # with 200 seed-1 queries (not the bench's), page cache dropped, one build each
-            # (2026-11-27): 144 partitions about 235 s for 7 layers (33.5 s one layer), p95
-            # 19.0 ms, recall@10 0.980; 64: 103 s, 15.9 ms, 0.985; 32: 71 s (k-means cut to 64
-            # samples and 10 iterations), 21.0 ms, 0.983. The 4 probes then read 1/16 of a
-            # table; RaBitQ codes keep that cheap cold. k-means keeps LanceDB's defaults (256
-            # samples a partition, 50 iterations): 64 samples and 10 iterations saved 12 s
-            # (14.8 ms, 0.979).
-            partitions = int(max(16, min(1024, rows // 18000)))
-            if progress:
-                print(f"ctxlens: building the ANN index of layer {layer} ({n + 1} of "
-                      f"{len(tables)}; IVF_RQ, {partitions} partitions, {rows:,} vectors) ...",
-                      flush=True)
-            table.create_index("vector", config=IvfRq(distance_type="cosine",
-                                                      num_partitions=partitions), replace=True)
-            manifest.ann_index = {"type": "IVF_RQ", "distance": "cosine",
-                                  "num_partitions": partitions,
-                                  "nprobes": probes_for(partitions),
-                                  "refine_factor": REFINE, "tables": "one per layer"}
-        table.create_index("key", config=BTree(), replace=True)
+    jobs = [(layer, table, n, len(tables), progress)
+            for n, (layer, table) in enumerate(sorted(tables.items()))]
+    with warnings.catch_warnings():
+        # old versions go: the index is written by this one process, no reader is open yet
+        # (the filter is process-wide, so it covers the worker threads too)
+        warnings.simplefilter("ignore")
+        with ThreadPoolExecutor(max_workers=min(INDEX_BUILDS_AT_ONCE, len(jobs) or 1),
+                                thread_name_prefix="index-build") as pool:
+            for layer, rows, ann in pool.map(lambda job: _index_layer(*job), jobs):
+                manifest.rows_per_layer[str(layer)] = rows
+                manifest.ann_index = ann or manifest.ann_index
     if not manifest.ann_index:
         manifest.ann_index = {"type": "none (exact search)", "distance": "cosine"}
     manifest.rows = sum(manifest.rows_per_layer.values())
@@ -393,6 +372,48 @@ def finish(folder: Path, manifest: Manifest, tables: dict, progress: bool = True
     manifest.bytes_on_disk = folder_bytes(folder / "db")
     manifest.complete = True
     manifest.write(folder)
+
+
+def _index_layer(layer: int, table, n: int, total: int, progress: bool
+                 ) -> tuple[int, int, dict | None]:
+    """One layer table: compacted, counted, its ANN index (when it is large enough) and its
+    scalar index built. Returns (layer, rows, the ANN index's manifest entry or None)."""
+    from lancedb.index import BTree, IvfRq
+
+    table.optimize(cleanup_older_than=timedelta(0))
+    rows = table.count_rows()
+    ann = None
+    if rows >= ANN_MIN_ROWS:
+        # IVF with RaBitQ codes (1 bit a dimension: 48 bytes for 384 dims, against 384 for
+        # 8-bit scalar quantisation), re-ranked exactly (REFINE). A cold query reads its
+        # probed partitions from disk, so smaller codes cut the tail: one Brown layer table
+        # (2026-11-26, 200 seed-1 queries, page cache dropped, two builds each) IVF_SQ p95
+        # 19-26 ms, recall@10 0.991-0.994, built in 31-36 s; IVF_RQ 10-11 ms, 0.982-0.987,
+        # 29-31 s (whole Brown index: p95 31.8 against 16.1 ms; results/corpus.md).
+        # IVF-PQ trains its codebooks for minutes a layer on 2 cores. Partitions: ~18k
+        # vectors each (64 for a Brown layer). Filling an IVF index assigns every vector
+        # to its partition, and LanceDB's assignment costs about 0.1 s a partition per
+        # million vectors here (one Brown layer, 2026-11-27: 15 s at 64 partitions, 8.5 s at
+        # 16 with k-means cut to 2 iterations; k-means was 2 s). Chosen on the whole Brown index
+        # with 200 seed-1 queries (not the bench's), page cache dropped, one build each
+        # (2026-11-27): 144 partitions about 235 s for 7 layers (33.5 s one layer), p95
+        # 19.0 ms, recall@10 0.980; 64: 103 s, 15.9 ms, 0.985; 32: 71 s (k-means cut to 64
+        # samples and 10 iterations), 21.0 ms, 0.983. The 4 probes then read 1/16 of a
+        # table; RaBitQ codes keep that cheap cold. k-means keeps LanceDB's defaults (256
+        # samples a partition, 50 iterations): 64 samples and 10 iterations saved 12 s
+        # (14.8 ms, 0.979).
+        partitions = int(max(16, min(1024, rows // 18000)))
+        if progress:
+            print(f"ctxlens: building the ANN index of layer {layer} ({n + 1} of "
+                  f"{total}; IVF_RQ, {partitions} partitions, {rows:,} vectors) ...",
+                  flush=True)
+        table.create_index("vector", config=IvfRq(distance_type="cosine",
+                                                  num_partitions=partitions), replace=True)
+        ann = {"type": "IVF_RQ", "distance": "cosine", "num_partitions": partitions,
+               "nprobes": probes_for(partitions), "refine_factor": REFINE,
+               "tables": "one per layer"}
+    table.create_index("key", config=BTree(), replace=True)
+    return layer, rows, ann
 
 
 def remove(folder: Path) -> None:

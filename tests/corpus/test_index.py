@@ -251,8 +251,17 @@ def test_the_ann_index_finds_what_exact_search_finds(tiny, tmp_path, monkeypatch
     sentences = _corpus(300, seed=9)
     src = tmp_path / "c.txt"
     src.write_text("\n".join(sentences))
-    m = corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,2", progress=False)
+    m = corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1,2", progress=False)
     assert m.rows >= 500 and m.ann_index["type"] == "IVF_RQ"
+    # the layer tables are indexed INDEX_BUILDS_AT_ONCE at a time: each still gets both of
+    # its indexes, over all its rows, and the manifest counts every one
+    tables = _open_tables(tmp_path / "ix", [0, 1, 2])
+    assert m.rows_per_layer == {str(k): t.count_rows() for k, t in tables.items()}
+    for layer, table in tables.items():
+        indexed = {tuple(i.columns): i for i in table.list_indices()}
+        assert set(indexed) == {("vector",), ("key",)}, layer
+        stats = table.index_stats(indexed[("vector",)].name)
+        assert stats.num_indexed_rows == table.count_rows() and stats.num_unindexed_rows == 0
     idx = CorpusIndex(tmp_path / "ix")
     engine = Engine(cache_size=0)
     recall = []
