@@ -265,10 +265,10 @@ def report(results: list[dict], n_items: int, check: list[dict] | None = None,
             ("MLM head", "re-scored"), "both", RESCORED)
     if replication:
         lines += _replication_section(results, replication, pct)
+    others = ([f"the WordNet set: `{WORDNET_JSON}`"] if check else []) + \
+        ([f"the replication: `{REPLICATION_JSON}`"] if replication else [])
     lines += ["", "Per-item answers and each model's top 5: `cloze.json`"
-              + (f" (the WordNet set: `{WORDNET_JSON}`" if check else "")
-              + (f"{'; ' if check else ' ('}the replication: `{REPLICATION_JSON}`"
-                 if replication else "") + (")." if check or replication else "."), ""]
+              + (f" ({'; '.join(others)})." if others else "."), ""]
     return "\n".join(lines)
 
 
