@@ -381,7 +381,10 @@ def report(r: dict) -> str:
                    "puts most of its own time in copying the rows back into sentence order "
                    "and in Ray's tensor-column conversion. So the loss is the actors sharing "
                    "their cores, not scheduling; a larger object store (1 GiB against 256 MiB) "
-                   "gave 0.81x against 0.78x in the same session, within the spread of runs. "
+                   "gave 0.81x against 0.78x in the same session, within the spread of runs; "
+                   "actors returning the database's Arrow tables instead of numpy columns "
+                   "(2026-11-27, alternating runs) 0.59x and 0.59x against 0.77x and 0.75x, "
+                   "so the numpy columns stay. "
                    "The figure says little about a real cluster, where actors have cores (or "
                    "GPUs) of their own.")
     out = ["# Corpus mode: indexing Brown and searching it", "",
