@@ -321,14 +321,21 @@ def _replication_section(results: list[dict], replication: list[dict], pct) -> l
     return out
 
 
-def write(results: list[dict], out: Path, partial: bool = False) -> None:
-    """partial: only some models were asked for; the others keep their stored results."""
-    n = len(load_items())
+def _store(path: Path, results: list[dict], partial: bool) -> list[dict]:
+    """Write results to `path`; partial: only some models were asked for, and the others
+    keep their stored results. Returns what was written."""
     if partial:
         from bench.store import merge
 
-        results = merge(out / "cloze.json", results, lambda r: (r["model"], r["sides"]))
-    (out / "cloze.json").write_text(json.dumps(results, indent=1))
+        results = merge(path, results, lambda r: (r["model"], r["sides"]))
+    path.write_text(json.dumps(results, indent=1))
+    return results
+
+
+def write(results: list[dict], out: Path, partial: bool = False) -> None:
+    """cloze.json and cloze.md (with the WordNet and replication sets stored beside it)."""
+    n = len(load_items())
+    results = _store(out / "cloze.json", results, partial)
     check = out / WORDNET_JSON
     again = out / REPLICATION_JSON
     (out / "cloze.md").write_text(report(
@@ -410,13 +417,9 @@ def main(argv: list[str] | None = None) -> int:
                          f"instead; writes results/{REPLICATION_JSON} and cloze.md")
     args = ap.parse_args(argv)
     if args.replicate:
-        again = run(args.models.split(",") if args.models else None, path=REPLICATION)
-        if args.models:
-            from bench.store import merge
-
-            again = merge(ROOT / "results" / REPLICATION_JSON, again,
-                          lambda r: (r["model"], r["sides"]))
-        (ROOT / "results" / REPLICATION_JSON).write_text(json.dumps(again, indent=1))
+        _store(ROOT / "results" / REPLICATION_JSON,
+               run(args.models.split(",") if args.models else None, path=REPLICATION),
+               partial=bool(args.models))
         write(json.loads((ROOT / "results" / "cloze.json").read_text()), ROOT / "results")
         print(f"wrote {ROOT / 'results' / REPLICATION_JSON} and cloze.md")
         return 0
