@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.families.gpt import FILL_START_WORDS
+
 ROOT = Path(__file__).resolve().parent.parent
 ITEMS = ROOT / "assets" / "cloze" / "everyday.tsv"
 # a second set of everyday items, written later (2026-11-27) before any model saw them: every
@@ -193,7 +195,10 @@ def report(results: list[dict], n_items: int, check: list[dict] | None = None,
         "a GPT takes its likeliest words from the left context and the words it proposes "
         "after reading the whole sentence in a fill-in-the-blank prompt (two worked examples, "
         "neither in this set), and ranks every candidate by the log-probability of the "
-        "sentence itself (how many: the table's method column); an ELMo multiplies its "
+        "sentence itself (how many: the table's method column), read after its "
+        f"document-start token when at most {FILL_START_WORDS} words precede the blank "
+        "(engine/families/gpt.py, chosen on WordNet usage examples, not on these items); an "
+        "ELMo multiplies its "
         "forward and backward LMs. A hit is an accepted "
         "answer in the top k (case ignored). Brackets: 95% Wilson intervals over items.",
         "",

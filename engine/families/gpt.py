@@ -31,7 +31,8 @@ FILL_EXTEND_STEPS = 2
 # ... so a second pool comes from the model reading the whole sentence through a fill-in-the-
 # blank prompt (two worked examples, none of them in the cloze set). The prompt only proposes
 # words; every candidate is still ranked by the log-probability of the sentence itself. 100 +
-# 100: 84.6% [77.9, 89.5] top-5 (+17.4 points [11.4, 24.2] over the left pool alone).
+# 100: 84.6% [77.9, 89.5] top-5 (+17.4 points [11.4, 24.2] over the left pool alone); 87.9%
+# [81.7, 92.2] since the start token comes first after one or two words (FILL_START_WORDS).
 FILL_PROMPT = ("Fill in the blank with one word.\n"
                "Sentence: I read a good ___ before I went to sleep.\nAnswer: book\n"
                "Sentence: He plays the ___ in a rock band.\nAnswer: guitar\n"
@@ -39,6 +40,16 @@ FILL_PROMPT = ("Fill in the blank with one word.\n"
 FILL_BLANK = "___"
 FILL_PROMPT_CANDIDATES = 100
 FILL_SIDES = ("both", "left")
+# The document-start token goes before the sentence when at most this many words precede the
+# blank. With one or two words and nothing before them SmolLM2 reads the blank as a fragment
+# ("The [MASK] slept all day ." -> have, that, was; after <|endoftext|>: cat, dog, baby); with
+# a longer left context the start token hurts as often as it helps ("He locked the door with a
+# [MASK] ." -> key 22% of the candidates' share without it, 7% with it). Chosen on 120 WordNet
+# usage examples (bench.cloze.wordnet_items, not the everyday sets): top 5 17.5% never (besides
+# a blank that opens the sentence), 22.5% always; the gain came from the blanks after one or
+# two words (+5 of +6 items net), those after three or more were level (18 against 17 of 67),
+# so the start token goes in only where it helped: 21.7% (26 of 120) on those examples.
+FILL_START_WORDS = 2
 _WORDLIKE = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)
 _CONTINUES = re.compile(r"[^\W_]+", re.UNICODE)
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+(?=[.,;:!?%)\]}]|'s\b|n't\b)")
@@ -191,12 +202,10 @@ class GPTAdapter:
                 return int(tid)
         return None
 
-    def _ids(self, text: str, at_start: bool) -> list[int]:
-        """Token ids of running text. The start token goes first only when the blank opens the
-        sentence: otherwise the first word's own probability is the same for every candidate,
-        and SmolLM2-Instruct predicts worse after <|endoftext|> (its "key" after "He locked
-        the door with a" drops from 7.9% to 1.9%)."""
-        start = self._start_id() if at_start else None
+    def _ids(self, text: str, with_start: bool) -> list[int]:
+        """Token ids of running text, after the document-start token when `with_start`
+        (predict_masked: when at most FILL_START_WORDS words precede the blank)."""
+        start = self._start_id() if with_start else None
         return ([start] if start is not None else []) + \
             self.tokenizer(_running_text(text))["input_ids"]
 
@@ -316,7 +325,8 @@ class GPTAdapter:
         s, e = text.spans[text.mask_indices[0]]
         left, right = text.text[:s].rstrip(), text.text[e:].rstrip()
         at_start = not left
-        left_ids = self._ids(left, at_start)
+        with_start = len(left.split()) <= FILL_START_WORDS
+        left_ids = self._ids(left, with_start)
         if not left_ids:
             raise EngineError("this model has no start token, so a blank at the very start "
                               "needs at least one word before it")
@@ -328,8 +338,8 @@ class GPTAdapter:
         if sides == "both" and self.prompt_candidates:
             words = list(dict.fromkeys(words + self._prompt_words(text, at_start)))
         joined = [(left + " " + w if left else w) for w in words]
-        seqs = [self._ids(j + right, at_start) for j in joined]
-        ends = [len(self._ids(j, at_start)) for j in joined]
+        seqs = [self._ids(j + right, with_start) for j in joined]
+        ends = [len(self._ids(j, with_start)) for j in joined]
         n_left = len(left_ids)
         # the left context tokenises the same in every sentence (its last word ends before a
         # space); a tokeniser that merges across it would be scored whole instead

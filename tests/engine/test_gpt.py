@@ -175,6 +175,38 @@ def test_gpt_fills_a_blank_by_reranking_with_the_whole_sentence(causal_lm):
     assert np.log(ratio) == pytest.approx(scores[0] - scores[1], abs=1e-3)
 
 
+def _logprob_after_start(path: str, text: str) -> float:
+    """log P(text | start) straight through transformers: every token of the text after a
+    document-start token (the tokenizer's own BOS where it adds one, else <|endoftext|>)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval()
+    ids = tok(text)["input_ids"]
+    if ids[0] not in tok.all_special_ids:
+        ids = [tok.convert_tokens_to_ids("<|endoftext|>"), *ids]
+    ids = torch.tensor([ids])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].double(), -1)
+    return float(logp.gather(-1, ids[0, 1:, None]).sum())
+
+
+@pytest.mark.parametrize("text", ["The [MASK] raised rates today.",
+                                  "The bank [MASK] rates today."])
+def test_a_blank_after_one_or_two_words_is_scored_after_the_start_token(causal_lm, text):
+    """With gpt.FILL_START_WORDS or fewer words before the blank the sentence is scored as the
+    start of a document (<|endoftext|> first); "The bank raised [MASK] ..." above is not."""
+    assert len(text.split("[MASK]")[0].split()) <= gpt.FILL_START_WORDS
+    pred = Engine(device="cpu").predict_masked(causal_lm, text, top_k=4)
+    words = [c.token for c in pred.candidates]
+    scores = np.array([_logprob_after_start(causal_lm, text.replace("[MASK]", w))
+                       for w in words])
+    assert list(np.argsort(-scores, kind="stable")) == list(range(len(words)))
+    for k in (1, 2, 3):
+        ratio = pred.candidates[0].prob / pred.candidates[k].prob
+        assert np.log(ratio) == pytest.approx(scores[0] - scores[k], abs=1e-3)
+
+
 def test_the_fill_in_the_blank_prompt_proposes_words_the_left_context_does_not(causal_lm,
                                                                               monkeypatch):
     """Candidates come from the left context and from the prompt that reads the whole
@@ -190,7 +222,7 @@ def test_the_fill_in_the_blank_prompt_proposes_words_the_left_context_does_not(c
     wt = split_words(text)
     assert adapter._prompt_words(wt, at_start=False) == []          # too long for 64 positions
     monkeypatch.setattr(gpt_family, "FILL_PROMPT", "{sentence}\n")
-    left_pool = adapter._candidate_words(adapter._ids("The", False),
+    left_pool = adapter._candidate_words(adapter._ids("The", True),   # one word: after the start
                                          gpt_family.FILL_CANDIDATES)
     prompt_pool = adapter._prompt_words(wt, at_start=False)
     assert prompt_pool and set(prompt_pool) - set(left_pool)
@@ -201,7 +233,7 @@ def test_the_fill_in_the_blank_prompt_proposes_words_the_left_context_does_not(c
     words = [c.token for c in pred.candidates]
     assert set(words) <= set(left_pool) | set(prompt_pool)
     top = words[:3]
-    scores = [_sentence_logprob(causal_lm, text.replace("[MASK]", w)) for w in top]
+    scores = [_logprob_after_start(causal_lm, text.replace("[MASK]", w)) for w in top]
     assert scores == sorted(scores, reverse=True)
     adapter.prompt_candidates = 0               # the left pool alone, as before the prompt
     try:
