@@ -28,12 +28,17 @@ def causal_lm(request, model_dir: Path) -> str:
     return str(save_causal_lm(model_dir / request.param, request.param))
 
 
-def reference(path: str, text: str):
-    """The checkpoint run directly through transformers: tokenizer, model, ids, outputs."""
+def checkpoint(path: str):
+    """The checkpoint loaded directly through transformers: tokenizer, model (eager)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval()
+    return (AutoTokenizer.from_pretrained(path),
+            AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval())
+
+
+def reference(path: str, text: str):
+    """The checkpoint run directly through transformers: tokenizer, model, ids, outputs."""
+    tok, model = checkpoint(path)
     ids = tok(text, return_tensors="pt")
     with torch.no_grad():
         out = model(**ids, output_hidden_states=True)
@@ -175,20 +180,20 @@ def test_gpt_fills_a_blank_by_reranking_with_the_whole_sentence(causal_lm):
     assert np.log(ratio) == pytest.approx(scores[0] - scores[1], abs=1e-3)
 
 
-def _logprob_after_start(path: str, text: str) -> float:
-    """log P(text | start) straight through transformers: every token of the text after a
+def _logprobs_after_start(path: str, texts: list[str]) -> np.ndarray:
+    """log P(text | start) for each text, straight through transformers: every token after a
     document-start token (the tokenizer's own BOS where it adds one, else <|endoftext|>)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval()
-    ids = tok(text)["input_ids"]
-    if ids[0] not in tok.all_special_ids:
-        ids = [tok.convert_tokens_to_ids("<|endoftext|>"), *ids]
-    ids = torch.tensor([ids])
-    with torch.no_grad():
-        logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].double(), -1)
-    return float(logp.gather(-1, ids[0, 1:, None]).sum())
+    tok, model = checkpoint(path)
+    out = []
+    for text in texts:
+        ids = tok(text)["input_ids"]
+        if ids[0] not in tok.all_special_ids:
+            ids = [tok.convert_tokens_to_ids("<|endoftext|>"), *ids]
+        ids = torch.tensor([ids])
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=ids).logits[0, :-1].double(), -1)
+        out.append(float(logp.gather(-1, ids[0, 1:, None]).sum()))
+    return np.array(out)
 
 
 @pytest.mark.parametrize("text", ["The [MASK] raised rates today.",
@@ -199,8 +204,7 @@ def test_a_blank_after_one_or_two_words_is_scored_after_the_start_token(causal_l
     assert len(text.split("[MASK]")[0].split()) <= gpt.FILL_START_WORDS
     pred = Engine(device="cpu").predict_masked(causal_lm, text, top_k=4)
     words = [c.token for c in pred.candidates]
-    scores = np.array([_logprob_after_start(causal_lm, text.replace("[MASK]", w))
-                       for w in words])
+    scores = _logprobs_after_start(causal_lm, [text.replace("[MASK]", w) for w in words])
     assert list(np.argsort(-scores, kind="stable")) == list(range(len(words)))
     for k in (1, 2, 3):
         ratio = pred.candidates[0].prob / pred.candidates[k].prob
@@ -233,7 +237,7 @@ def test_the_fill_in_the_blank_prompt_proposes_words_the_left_context_does_not(c
     words = [c.token for c in pred.candidates]
     assert set(words) <= set(left_pool) | set(prompt_pool)
     top = words[:3]
-    scores = [_logprob_after_start(causal_lm, text.replace("[MASK]", w)) for w in top]
+    scores = list(_logprobs_after_start(causal_lm, [text.replace("[MASK]", w) for w in top]))
     assert scores == sorted(scores, reverse=True)
     adapter.prompt_candidates = 0               # the left pool alone, as before the prompt
     try:
