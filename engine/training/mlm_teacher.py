@@ -278,7 +278,7 @@ def run(args) -> dict:
                                                 local_files_only=True)
     adapter = Engine().adapter(TEACHER_ID)
     model, teacher_tok = adapter.model.eval(), adapter.tokenizer
-    start_id = adapter._start_id()
+    start_id = adapter._start_id
     vm = vocab_map(student_tok, teacher_tok, specials_of(student_tok).first_regular)
     sentences = (text_sentences(args.text) if args.text else
                  training_sentences(args.corpus))[: args.max_sentences or None]
