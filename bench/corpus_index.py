@@ -11,7 +11,7 @@
 3. FAISS (IVF-PQ, same partitions) + Parquet on one layer of the same rows: size, build time,
    query time, beside LanceDB on that layer;
 4. Ray Data with 2 single-threaded actors on 2 cores against the local engine confined to one
-   core, the same 6,000 sentences: throughput per core once running (target >= 0.9x), and with
+   core, the same 12,000 sentences: throughput per core once running (target >= 0.9x), and with
    the start-up; `--ray-only` measures this part again and merges it into corpus.json.
 Writes results/corpus.md and corpus.json.
 """
@@ -176,7 +176,7 @@ def faiss_compare(index, layer: int, partitions: int, tmp: Path) -> dict:
             "faiss_p95_ms": float(np.percentile(lat, 95))}
 
 
-RAY_SENTENCES = 6000      # a few commit blocks after the first, for a steady rate
+RAY_SENTENCES = 12000     # five commit blocks after the first, for a steady rate
 
 
 def _index_run(model: str, src: Path, out: Path, kind: str, cpus: set[int]) -> dict:
@@ -195,10 +195,16 @@ def _index_run(model: str, src: Path, out: Path, kind: str, cpus: set[int]) -> d
 
 
 def _rates(run: dict) -> dict:
+    """Whole-run and steady rates. Steady: the least-squares slope of sentences written
+    against time over the commits from the first block's worth on. The rate between two
+    points (the first block, the end) leans towards larger commits: work already under way
+    at the first point counts as done in the time after it (Ray's 1,000-sentence calls then
+    read 1.00x of the local engine per core, 500-sentence calls 0.84x, in one session)."""
     first = run["first_block"]
+    pts = np.asarray([p for p in run["progress"] if p[1] >= first["sentences"]], float)
     return {"whole_per_s": run["sentences"] / run["seconds"],
-            "steady_per_s": (run["sentences"] - first["sentences"])
-            / (run["seconds"] - first["seconds"]),
+            "steady_per_s": float(np.polyfit(pts[:, 0], pts[:, 1], 1)[0]),
+            "steady_points": len(pts),
             "first_block_s": first["seconds"], "first_block_sentences": first["sentences"]}
 
 
@@ -268,14 +274,18 @@ def report(r: dict) -> str:
     if "ray_2_actors" in r.get("ray", {}):
         y = r["ray"]
         rows.append([f"Ray Data, 2 single-threaded actors on 2 cores, per core vs the local "
-                     f"engine on one core ({y['sentences']:,} sentences, steady rate: from the "
-                     "first embedded block on)", f"{y['per_core_ratio']:.2f}×",
+                     f"engine on one core ({y['sentences']:,} sentences, steady rate: the "
+                     "slope of sentences written over time, from the first block's worth on)",
+                     f"{y['per_core_ratio']:.2f}×",
                      f"≥ {TARGETS['ray_per_core']}×",
                      ok(y["per_core_ratio"] >= TARGETS["ray_per_core"])])
         rows.append(["the same, start-up included (Ray: the cluster and a model per actor)",
                      f"{y['per_core_ratio_whole']:.2f}×", "(reported)", ""])
         for e in y.get("earlier", []):
             when = e.get("when", "in the full bench")
+            if e.get("method") != "slope":
+                when += ("; rows streamed back to one writing process, 6,000 sentences, the "
+                         "rate between the first block and the end")
             rows.append([f"the same two measurements, an earlier run ({when})",
                          f"{e['per_core_ratio']:.2f}× / "
                          f"{e['per_core_ratio_whole']:.2f}×", "(reported)", ""])
@@ -372,21 +382,12 @@ def report(r: dict) -> str:
                    f"{lo['steady_per_s']:.0f} for the local engine on one core (embedding and "
                    f"writing); the first block was in after {ra['first_block_s']:.0f} s "
                    f"against {lo['first_block_s']:.0f} s (starting the cluster and loading a "
-                   "model per actor). The driver, which gathers the rows and writes the "
-                   "database, and Ray's own processes share the same 2 cores with the actors. "
-                   "The actors do not wait for work: timed inside them (2026-11-27, one run, "
-                   "0.80x), each was busy 97% of its span, but embedded at 121 and 139 "
-                   "sentences/s while busy, against 153 for the local engine with its writes "
-                   "on one core; a py-spy profile of the driver (the actors' samples were lost) "
-                   "puts most of its own time in copying the rows back into sentence order "
-                   "and in Ray's tensor-column conversion. So the loss is the actors sharing "
-                   "their cores, not scheduling; a larger object store (1 GiB against 256 MiB) "
-                   "gave 0.81x against 0.78x in the same session, within the spread of runs; "
-                   "actors returning the database's Arrow tables instead of numpy columns "
-                   "(2026-11-27, alternating runs) 0.59x and 0.59x against 0.77x and 0.75x, "
-                   "so the numpy columns stay. "
-                   "The figure says little about a real cluster, where actors have cores (or "
-                   "GPUs) of their own.")
+                   "model per actor). Each actor writes its own rows, so what the local engine "
+                   "does not pay is Ray's own processes and its per-call work on the same 2 "
+                   "cores: two local engines side by side, one a core, each ran at 0.99x of one "
+                   "alone (12,000 sentences, 2026-11-27), so the machine itself scales. The "
+                   "figure says little about a real cluster, where actors have cores (or GPUs) "
+                   "of their own.")
     out = ["# Corpus mode: indexing Brown and searching it", "",
            f"`python -m bench.corpus_index` on {r['machine']}; model {b['model']}, mean "
            f"pooling, float16 vectors, {r['build']['ann_index']}.", "",
@@ -460,11 +461,13 @@ def _ray_again(args) -> int:
     try:
         result["ray"] = ray_compare(args.model, _spread(list(sources.brown().sentences),
                                                         RAY_SENTENCES), tmp)
+        result["ray"]["method"] = "slope"
         # a single run swings by a tenth on 2 shared cores: keep the earlier runs' ratios
         # of the same measurement beside the new one
         if "ray_2_actors" in earlier:
             result["ray"]["earlier"] = earlier.get("earlier", []) + [
-                {k: earlier[k] for k in ("per_core_ratio", "per_core_ratio_whole", "when")
+                {k: earlier[k] for k in ("per_core_ratio", "per_core_ratio_whole", "when",
+                                         "method")
                  if k in earlier}]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -606,6 +609,7 @@ def main(argv=None) -> int:
         print(json.dumps(result["faiss"]), flush=True)
         if not args.no_ray:
             result["ray"] = ray_compare(args.model, _spread(sentences, RAY_SENTENCES), tmp)
+            result["ray"]["method"] = "slope"
             print(json.dumps(result["ray"]), flush=True)
     finally:
         if args.keep and (tmp / "index").exists():

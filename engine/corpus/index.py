@@ -8,10 +8,11 @@ Layout of an index folder:
                          own ANN index
 
 Why LanceDB: an embedded, on-disk, Arrow-based store with filters pushed into its ANN search
-and atomic appends. Each commit (`table.add`) is all of one block of sentences, and blocks go in
-sentence order, so the largest sentence_id in a table says where it stops: a killed run loses
-at most the block it was writing, never duplicates one; a kill between the layer tables' commits
-is undone by trimming the tables that got further to the one that got least far. (FAISS +
+and atomic appends. Each commit (`table.add`) is all of one batch of sentences (the local
+engine's blocks, in sentence order; Ray's actors write their own batches as they finish, in any
+order), so the sentence ids in a table are the record of what is done: a killed run loses at
+most the batches being written, never duplicates one; a kill between the layer tables' commits
+of a batch is undone by removing the sentences that not every layer table holds. (FAISS +
 Parquet would need our own bookkeeping for both; results/corpus.md compares them.)
 
 Why a table per layer (format 2): a query always asks for one layer, and an ANN index over one
@@ -120,37 +121,44 @@ def _versions() -> dict:
     return out
 
 
-def _schema(dim: int):
+def _schema(dim: int, vector_dtype: str = "float16"):
     import pyarrow as pa
 
     return pa.schema([("sentence_id", pa.int64()), ("position", pa.int32()),
                       ("layer", pa.int16()), ("word", pa.string()), ("key", pa.string()),
-                      ("vector", pa.list_(pa.float16(), dim))])
+                      ("vector", pa.list_(pa.from_numpy_dtype(np.dtype(vector_dtype)), dim))])
 
 
-def to_arrow(rows: dict, dim: int):
+def to_arrow(rows: dict, dim: int, vector_dtype: str = "float16"):
+    """embed_rows' columns as a table of the index's schema (vectors float16 unless asked;
+    a test stores float32 to compare engines before that rounding)."""
     import pyarrow as pa
 
-    vec = np.ascontiguousarray(rows["vector"], dtype=np.float16).reshape(-1)
+    vec = np.ascontiguousarray(rows["vector"], dtype=vector_dtype).reshape(-1)
     return pa.table({
         "sentence_id": pa.array(rows["sentence_id"], pa.int64()),
         "position": pa.array(rows["position"], pa.int32()),
         "layer": pa.array(rows["layer"], pa.int16()),
         "word": pa.array(np.asarray(rows["word"], dtype=object), pa.string()),
         "key": pa.array(np.asarray(rows["key"], dtype=object), pa.string()),
-        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vec, pa.float16()), dim)},
-        schema=_schema(dim))
+        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vec), dim)},
+        schema=_schema(dim, vector_dtype))
 
 
 def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def _connect(folder: Path):
+def connect_db(db: Path):
+    """The LanceDB database at `db` (an index folder's db/; Ray's actors open it too)."""
     _quiet_lancedb()
     import lancedb
 
-    return lancedb.connect(str(folder / "db"))
+    return lancedb.connect(str(db))
+
+
+def _connect(folder: Path):
+    return connect_db(folder / "db")
 
 
 def _tables(db) -> set[str]:
@@ -161,16 +169,12 @@ def _tables(db) -> set[str]:
         return set(db.table_names())
 
 
-def resume_point(table) -> int:
-    """First sentence id not yet in the table (commits hold whole blocks, in order)."""
+def indexed_sentences(table) -> np.ndarray:
+    """The sentence ids a layer table holds rows for (sorted, unique)."""
     if table.count_rows() == 0:
-        return 0
-    from lancedb.query import ColumnOrdering
-
-    top = (table.search().select(["sentence_id"])
-           .order_by([ColumnOrdering(column_name="sentence_id", ascending=False)])
-           .limit(1).to_list())
-    return int(top[0]["sentence_id"]) + 1
+        return np.zeros(0, np.int64)
+    ids = table.search().select(["sentence_id"]).limit(None).to_arrow()["sentence_id"]
+    return np.unique(ids.to_numpy())
 
 
 def _drop_partial_files(folder: Path) -> None:
@@ -179,16 +183,20 @@ def _drop_partial_files(folder: Path) -> None:
         f.unlink(missing_ok=True)
 
 
-def align_tables(tables: dict) -> int:
-    """Where every layer table stops, the same for all: a run killed between the layer tables'
-    commits of one block left some tables a block ahead, so those rows go (and come back with
-    the block). Returns the first sentence id to embed."""
-    ends = {layer: resume_point(t) for layer, t in tables.items()}
-    start = min(ends.values()) if ends else 0
+def align_tables(tables: dict) -> np.ndarray:
+    """The sentences every layer table holds. A run killed between the layer tables' commits
+    of one batch left some tables holding sentences others lack: those rows go (and come back
+    with the sentence). Returns the sentence ids that are done."""
+    held = {layer: indexed_sentences(t) for layer, t in tables.items()}
+    done = None
+    for ids in held.values():
+        done = ids if done is None else np.intersect1d(done, ids, assume_unique=True)
+    done = np.zeros(0, np.int64) if done is None else done
     for layer, t in tables.items():
-        if ends[layer] > start:
-            t.delete(f"sentence_id >= {start}")
-    return start
+        extra = np.setdiff1d(held[layer], done, assume_unique=True)
+        if len(extra):
+            t.delete(f"sentence_id IN ({', '.join(str(int(i)) for i in extra)})")
+    return done
 
 
 def split_by_layer(rows: dict, layers) -> dict[int, dict]:
@@ -224,6 +232,44 @@ def _check_same(old: Manifest, new: Manifest, folder: Path) -> None:
             raise EngineError(f"{folder} holds an index with another {name} "
                               f"({getattr(old, name)!r}, not {getattr(new, name)!r}): choose "
                               "another --output or delete it")
+
+
+def add_rows(tables: dict, rows: dict, layers, dim: int,
+             vector_dtype: str = "float16") -> None:
+    """embed_rows' columns into their layer tables: one atomic commit per layer table."""
+    if not len(rows["sentence_id"]):
+        return
+    for layer, part in split_by_layer(rows, layers).items():
+        tables[layer].add(to_arrow(part, dim, vector_dtype))
+
+
+def _write_local(eng, model_id: str, todo: list[int], sentences, layers, pool: str,
+                 batch_size: int, commit_sentences: int, tables: dict, dim: int,
+                 advance, full) -> None:
+    """The local engine: blocks of `commit_sentences` in sentence order. One writer thread:
+    block n is written while block n+1 is embedded (LanceDB writes outside the interpreter
+    lock), one write at a time and in order; progress moves when a write is done."""
+    def commit(rows: dict, done: int) -> float:
+        try:
+            add_rows(tables, rows, layers, dim)
+        except Exception as err:  # noqa: BLE001 - lance reports a full disk its way
+            if _disk_full(err):
+                raise full(done) from None
+            raise
+        return time.perf_counter()
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-writer") as writer:
+        pending, done = None, len(sentences) - len(todo)
+        for lo in range(0, len(todo), commit_sentences):
+            ids = todo[lo:lo + commit_sentences]
+            rows = embed_rows(eng, model_id, ids, [sentences[i] for i in ids], layers, pool,
+                              batch_size)
+            if pending is not None:
+                advance(pending[1], pending[0].result())   # a write's error is raised here
+            pending = (writer.submit(commit, rows, done), len(ids))
+            done += len(ids)
+        if pending is not None:
+            advance(pending[1], pending[0].result())
 
 
 def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: str = "mean",
@@ -278,64 +324,58 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
     tables = {layer: (db.open_table(layer_table(layer)) if layer_table(layer) in have
                       else db.create_table(layer_table(layer), schema=_schema(info.dim)))
               for layer in chosen}
-    start_id = align_tables(tables)
-    todo = list(range(start_id, len(corpus.sentences)))
+    done = align_tables(tables)
+    todo = sorted(set(range(len(corpus.sentences))) - set(done.tolist()))
     runs = manifest.build.setdefault("runs", [])
-    runs.append({"engine": engine_kind, "started_at_sentence": start_id,
+    runs.append({"engine": engine_kind,
+                 "started_at_sentence": todo[0] if todo else len(corpus.sentences),
+                 "sentences_indexed_before": len(done),
                  "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
     manifest.write(folder)
     t0 = time.perf_counter()
     from tqdm import tqdm
 
-    def commit(rows: dict, done: int) -> None:
-        """One block into every layer table (runs in the writer thread)."""
-        if not len(rows["sentence_id"]):
-            return
-        try:
-            for layer, part in split_by_layer(rows, chosen).items():
-                tables[layer].add(to_arrow(part, info.dim))
-        except Exception as err:  # noqa: BLE001 - lance reports a full disk its way
-            if _disk_full(err):
-                raise EngineError(
-                    f"the disk under {folder} is full: {done:,} of "
-                    f"{len(corpus.sentences):,} sentences are indexed and kept; free "
-                    "some space and run the same command again to continue") from None
-            raise
+    def full(done: int) -> EngineError:
+        return EngineError(f"the disk under {folder} is full: {done:,} of "
+                           f"{len(corpus.sentences):,} sentences are indexed and kept; free "
+                           "some space and run the same command again to continue")
 
-    if engine_kind == "local":
-        blocks = ((embed_rows(eng, model_id, ids, [corpus.sentences[i] for i in ids], chosen,
-                              pool, batch_size), len(ids))
-                  for ids in (todo[lo:lo + commit_sentences]
-                              for lo in range(0, len(todo), commit_sentences)))
-    else:
-        from engine.corpus import ray_embed
-
-        blocks = ray_embed.blocks(model_id, todo, corpus.sentences, chosen, pool, batch_size,
-                                  device, dtype, ray_address, ray_workers, commit_sentences)
-    # One writer thread: block n is written while block n+1 is embedded (LanceDB writes
-    # outside the interpreter lock), one write at a time and in order, so the table still
-    # grows a whole block per commit; progress moves in this thread when a write is done.
-    with tqdm(total=len(corpus.sentences), initial=start_id, unit="sent",
-              desc=f"index {model_id}", disable=not progress, mininterval=1.0) as bar, \
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-writer") as writer:
-        def written(pending) -> None:
-            if pending is None:
-                return
-            future, n_sent = pending
-            future.result()                       # a write's error is raised here
+    before = len(corpus.sentences) - len(todo)
+    with tqdm(total=len(corpus.sentences), initial=before, unit="sent",
+              desc=f"index {model_id}", disable=not progress, mininterval=1.0) as bar:
+        def advance(n_sent: int, at: float | None = None) -> None:
+            """`n_sent` more sentences written (at perf_counter `at`, if not now); progress
+            moves in the calling thread, the one the app's progress bar belongs to."""
             bar.update(n_sent)
+            seconds = round((at or time.perf_counter()) - t0, 2)
+            # from the first block's worth of sentences on, the build runs at its steady rate,
+            # without the start-up (for Ray: the cluster and one model per actor); the trace
+            # of every commit lets a benchmark fit that rate instead of reading two points
+            runs[-1].setdefault("progress", []).append([seconds, bar.n - before])
+            if bar.n - before >= min(commit_sentences, len(todo)):
+                runs[-1].setdefault("first_block", {"seconds": seconds,
+                                                    "sentences": bar.n - before})
             if on_progress is not None:           # the app's progress bar
                 on_progress(bar.n, len(corpus.sentences))
 
-        pending = None
-        for rows, n_sent in blocks:
-            # when the first block is embedded: what follows runs at the steady rate, without
-            # the start-up (for Ray: the cluster and one model per actor)
-            runs[-1].setdefault("first_block", {"seconds": round(time.perf_counter() - t0, 2),
-                                                "sentences": n_sent})
-            written(pending)
-            pending = (writer.submit(commit, rows, bar.n), n_sent)
-        written(pending)
+        if engine_kind == "local":
+            _write_local(eng, model_id, todo, corpus.sentences, chosen, pool, batch_size,
+                         commit_sentences, tables, info.dim, advance, full)
+        else:
+            from engine.corpus import ray_embed
+
+            try:
+                for n_sent in ray_embed.write(model_id, todo, corpus.sentences, chosen, pool,
+                                              batch_size, device, dtype, ray_address,
+                                              ray_workers, commit_sentences, folder / "db",
+                                              info.dim):
+                    advance(n_sent)
+            except Exception as err:  # noqa: BLE001 - an actor's error comes back wrapped
+                if _disk_full(err):
+                    raise full(bar.n) from None
+                raise
+            # the actors wrote to the tables: open them again at their latest version
+            tables = {layer: db.open_table(layer_table(layer)) for layer in chosen}
     runs[-1]["seconds"] = round(time.perf_counter() - t0, 1)
     runs[-1]["sentences"] = len(todo)
     finish(folder, manifest, tables, progress)

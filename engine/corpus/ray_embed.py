@@ -1,55 +1,64 @@
 """`ctxlens index --engine ray`: the same embedding function (engine.corpus.embed.embed_rows)
 run by Ray Data: `from_items` -> `map_batches` with a pool of actors, one model per actor (a
-GPU each when the cluster has GPUs), results streamed back in input order to the one process
-that writes the database. Ray does the scheduling; nothing here queues or pools work itself.
+GPU each when the cluster has GPUs). Each actor writes its own rows into the index's layer
+tables (LanceDB appends from several processes commit one after another), and only the
+sentence ids it wrote come back to the driver, which shows progress. Ray does the scheduling;
+nothing here queues or pools work itself.
+
+Why the actors write: with the rows streamed back to one writing process (until 2026-11-27),
+that process spent about as much CPU as an actor converting, re-ordering and writing them, on
+the same cores: 2 actors ran at 0.70-0.80x of the local engine per core (6,000 Brown sentences,
+2 cores); writing in the actors, 0.94-0.96x in a prototype on the same sentences.
 
 A local cluster starts on demand (`ray.init(num_cpus=workers)`); `--ray-address` joins a
 running one (`ray start --head` on the head node, `ray start --address=HEAD:6379` on the
-others; see README.md).
+others; see README.md). On a real cluster every node must reach the index folder (a shared
+file system), since the actors write there.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import os
+from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
 
-# Sentences per actor call. Each call costs a Ray task and an Arrow block both ways: on 2 cores
-# (4,000 Brown sentences, commit blocks of 500) 64 a call ran at 138 sentences/s, 200 at 160,
-# 500 at 139 (the pool then waits for the slowest call of a block)
-ACTOR_SENTENCES = 200
+# Sentences per actor call: one commit per layer table each. On 2 cores (6,000 Brown
+# sentences, 2 actors writing, one run each, 2026-11-27) 200 a call ran at 280 sentences/s and
+# 500 at 288 once running; 500 makes 2.5 times fewer fragments to compact
+ACTOR_SENTENCES = 500
 
 # what an actor needs from the driver's environment (model folders, offline switches)
 PASSED_ENV = ("CTXLENS_MODEL_DIRS", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME")
 
 
 class Embedder:
-    """One per Ray actor: loads the model once, then embeds batches of sentences. Its rows go
-    back as numpy columns. Tried (2026-11-27, 6,000 Brown sentences, alternating runs): each
-    call returning the database's Arrow table instead (made in the actor; the driver gathering
-    and splitting it with Arrow's take, which is as fast as numpy's here) ran at 0.59 and 0.59x
-    of the local engine per core against 0.77 and 0.75x, so the numpy columns stay."""
+    """One per Ray actor: loads the model and opens the layer tables once, then embeds
+    batches of sentences and appends their rows; returns the batch's sentence ids."""
 
     def __init__(self, model_id: str, layers: Sequence[int], pool: str, batch_size: int,
-                 device: str, dtype: str, vector_dtype: str):
+                 device: str, dtype: str, db: str, dim: int, vector_dtype: str):
         from engine.api import Engine
+        from engine.corpus import index
 
         self.model_id, self.layers, self.pool = model_id, list(layers), pool
-        self.batch_size, self.vector_dtype = batch_size, np.dtype(vector_dtype)
+        self.batch_size, self.dim, self.vector_dtype = batch_size, dim, vector_dtype
         self.engine = Engine(device=device, dtype=dtype, cache_size=0)
         self.engine.adapter(model_id, progress=False)
+        conn = index.connect_db(Path(db))
+        self.tables = {layer: conn.open_table(index.layer_table(layer)) for layer in layers}
 
     def __call__(self, batch: dict) -> dict:
+        from engine.corpus import index
         from engine.corpus.embed import embed_rows
 
-        rows = embed_rows(self.engine, self.model_id, batch["sentence_id"].tolist(),
+        ids = batch["sentence_id"]
+        rows = embed_rows(self.engine, self.model_id, ids.tolist(),
                           [str(t) for t in batch["text"]], self.layers, self.pool,
-                          self.batch_size, self.vector_dtype)
-        rows["word"] = np.asarray(rows["word"], dtype=object)
-        rows["key"] = np.asarray(rows["key"], dtype=object)
-        return rows
+                          self.batch_size, np.dtype(self.vector_dtype))
+        index.add_rows(self.tables, rows, self.layers, self.dim, self.vector_dtype)
+        return {"sentence_id": ids}
 
 
 def start(address: str | None, workers: int) -> bool:
@@ -80,82 +89,45 @@ def work_order(todo: Sequence[int], sentences: Sequence[str],
     engine's sorted block does (a batch of 64 sentences in corpus order is mostly padding).
     Measured (2026-11-27, 6,000 Brown sentences, 2 actors): blocks left in corpus order, each
     actor call then sorted only within itself, ran at 0.49x of the local engine per core (two
-    runs) against 0.78x sorted, although it would spare the driver its re-ordering copies."""
+    runs) against 0.78x sorted (both when the rows still went back to the driver)."""
     todo = list(todo)
     return [sorted(todo[lo:lo + commit_sentences], key=lambda i: len(sentences[i]))
             for lo in range(0, len(todo), commit_sentences)]
 
 
-def blocks(model_id: str, todo: Sequence[int], sentences: Sequence[str], layers: Sequence[int],
-           pool: str, batch_size: int, device: str, dtype: str, address: str | None,
-           workers: int, commit_sentences: int,
-           vector_dtype: str = "float16") -> Iterator[tuple[dict, int]]:
-    """(rows, number of sentences) per commit block, blocks in sentence order and rows within
-    a block in sentence order: the same rows the local engine makes."""
+def write(model_id: str, todo: Sequence[int], sentences: Sequence[str], layers: Sequence[int],
+          pool: str, batch_size: int, device: str, dtype: str, address: str | None,
+          workers: int, commit_sentences: int, db: Path, dim: int,
+          vector_dtype: str = "float16") -> Iterator[int]:
+    """Embed the `todo` sentences into the layer tables under `db` (created beforehand);
+    yields the number of sentences in each batch an actor has written."""
     import ray
     from ray.data import ActorPoolStrategy, DataContext
 
     started = start(address, workers)
     try:
         ctx = DataContext.get_current()
-        ctx.execution_options.preserve_order = True     # blocks arrive in commit order
         ctx.enable_progress_bars = False                # the index command shows its own
+        ctx.execution_options.preserve_order = False    # each batch is written where it runs
         gpus = ray.cluster_resources().get("GPU", 0)
         per_actor_gpu = 1 if gpus >= 1 and device in ("auto", "cuda") else 0
         order = work_order(todo, sentences, commit_sentences)
         ds = ray.data.from_items([{"sentence_id": int(i), "text": sentences[i]}
                                   for block in order for i in block])
         ds = ds.map_batches(
-            Embedder, batch_size=max(batch_size, ACTOR_SENTENCES), batch_format="numpy",
+            # an actor call is a commit: no more than commit_sentences, as in the local engine
+            Embedder, batch_size=max(batch_size, min(ACTOR_SENTENCES, commit_sentences)),
+            batch_format="numpy",
             compute=ActorPoolStrategy(size=max(1, workers)),
             num_cpus=0 if per_actor_gpu else 1, num_gpus=per_actor_gpu,
             fn_constructor_kwargs=dict(model_id=model_id, layers=list(layers), pool=pool,
                                        batch_size=batch_size,
                                        device="cuda" if per_actor_gpu else
                                        ("cpu" if device == "auto" else device),
-                                       dtype=dtype, vector_dtype=vector_dtype))
-        yield from _gather(ds.iter_batches(batch_size=None, batch_format="numpy"),
-                           [max(b) for b in order], [len(b) for b in order])
+                                       dtype=dtype, db=str(Path(db).resolve()), dim=dim,
+                                       vector_dtype=vector_dtype))
+        for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
+            yield len(out["sentence_id"])
     finally:
         if started:
             ray.shutdown()
-
-
-def _gather(batches, last_ids: list[int], sizes: list[int]) -> Iterator[tuple[dict, int]]:
-    """Output batches (in work order) -> one (rows, sentences) per commit block once all of
-    it is in, rows sorted back into sentence order. A block is in when as many sentences as
-    it holds have arrived (batches come in work order, so when a sentence without words made
-    no rows, the next block's first one stands in for it), or the stream ends. A sentence's
-    rows never span two batches (a batch is whole input sentences), so a stable sort by id
-    gives exactly the local engine's order (sentence, then layer, then position)."""
-    pending: list[dict] = []
-    k, seen = 0, 0
-
-    def take(rows: dict) -> tuple[dict, dict]:
-        # one gather per column into block order: selecting, then sorting, copied every
-        # block's vectors twice, the driver's largest own cost in a profile (py-spy)
-        ids = rows["sentence_id"]
-        mine = ids <= last_ids[k]
-        pick = np.flatnonzero(mine)
-        pick = pick[np.argsort(ids[pick], kind="stable")]
-        rest = np.flatnonzero(~mine)
-        return ({key: v[pick] for key, v in rows.items()},
-                {key: v[rest] for key, v in rows.items()})
-
-    for batch in itertools.chain(batches, [None]):            # None: the stream has ended
-        if batch is not None:
-            pending.append(batch)
-            seen += len(np.unique(batch["sentence_id"]))
-        while k < len(sizes) and pending and (batch is None or seen >= sizes[k]):
-            block, rest = take(_concat(pending))
-            pending = [rest]
-            seen = len(np.unique(rest["sentence_id"]))
-            yield block, sizes[k]
-            k += 1
-
-
-def _concat(parts: list[dict]) -> dict:
-    parts = [p for p in parts if len(p["sentence_id"])] or parts[:1]
-    if len(parts) == 1:
-        return parts[0]
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
