@@ -343,7 +343,10 @@ class GPTAdapter:
             words = list(dict.fromkeys(words + self._prompt_words(text, at_start)))
         joined = [(left + " " + w if left else w) for w in words]
         seqs = [self._ids(j + right, with_start) for j in joined]
-        ends = [len(self._ids(j, with_start)) for j in joined]
+        if sides == "left":
+            # only the candidate's own tokens count: the right side is not run at all (the
+            # same scores, since a token reads only those before it; a shorter batch)
+            seqs = [seq[:len(self._ids(j, with_start))] for seq, j in zip(seqs, joined)]
         n_left = len(left_ids)
         # the left context tokenises the same in every sentence (its last word ends before a
         # space); a tokeniser that merges across it would be scored whole instead
@@ -353,10 +356,7 @@ class GPTAdapter:
         else:
             full, _ = self._token_logprobs(seqs)
             lp = [full[k, n_left - 1: len(seq) - 1].tolist() for k, seq in enumerate(seqs)]
-        scores = []
-        for k, seq in enumerate(seqs):
-            stop = len(seq) if sides == "both" else ends[k]
-            scores.append(float(sum(lp[k][:stop - n_left])))
+        scores = [float(sum(lp[k][:len(seq) - n_left])) for k, seq in enumerate(seqs)]
         share = torch.softmax(torch.tensor(scores, dtype=torch.float64), dim=0)
         best = torch.argsort(share, descending=True)[:top_k].tolist()
         if sides == "left":
