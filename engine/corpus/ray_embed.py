@@ -1,7 +1,8 @@
 """`ctxlens index --engine ray`: the same embedding function (engine.corpus.embed.embed_rows)
 run by Ray Data: `from_items` -> `map_batches` with a pool of actors, one model per actor (a
 GPU each when the cluster has GPUs). Each actor writes its own rows into the index's layer
-tables (LanceDB appends from several processes commit one after another), and only the
+tables (Lance commits a table's next version by a rename that fails if another writer got
+there first, then retries the append on top of it), and only the
 sentence ids it wrote come back to the driver, which shows progress. Ray does the scheduling;
 nothing here queues or pools work itself.
 
