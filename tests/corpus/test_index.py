@@ -124,33 +124,49 @@ def test_stats_give_every_layer_a_value_inside_its_interval(tiny, tmp_path):
 
 
 def test_a_killed_index_run_resumes_without_duplicates_or_losses(tiny, tmp_path):
+    run = killed_then_resumed(tiny, tmp_path, ["--commit-sentences", "100"])
+    assert 0 < run["started_at_sentence"] < 1500
+
+
+def killed_then_resumed(tiny, tmp_path, extra: list[str], commits: int = 4,
+                        group: bool = False) -> dict:
+    """`ctxlens index` (with `extra` arguments) killed once layer 1 has `commits` versions,
+    mid-run, between or inside commits (with `group`, its whole process group, as Ctrl-C in
+    a terminal would reach it), then run again: every row once, as a run never stopped makes
+    them. Returns the second run's record."""
     sentences = _corpus(1500, seed=3)
     src = tmp_path / "c.txt"
     src.write_text("\n".join(sentences))
     env = {**os.environ, "CTXLENS_MODEL_DIRS": str(Path(tiny).parent),
            "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "engine.cli", "index", "--model", tiny, "--corpus", str(src),
-           "--output", str(tmp_path / "ix"), "--layers", "0,1", "--commit-sentences", "100"]
+           "--output", str(tmp_path / "ix"), "--layers", "0,1", *extra]
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    occ = tmp_path / "ix" / "db" / "layer_1.lance" / "_versions"
-    deadline = time.time() + 120
-    while time.time() < deadline and (not occ.exists() or len(list(occ.iterdir())) < 4):
+                            stderr=subprocess.DEVNULL, start_new_session=group)
+    versions = tmp_path / "ix" / "db" / "layer_1.lance" / "_versions"
+    deadline = time.time() + 180
+    while time.time() < deadline and (not versions.exists() or
+                                      len(list(versions.iterdir())) < commits):
         time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)                     # mid-run, between or inside commits
+    if group:
+        os.killpg(proc.pid, signal.SIGKILL)
+    else:
+        proc.send_signal(signal.SIGKILL)
     proc.wait()
     manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
     assert not manifest["complete"]
-    assert subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True).returncode == 0
+    again = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True,
+                           start_new_session=group)
+    assert again.returncode == 0, again.stderr[-2000:]
     keys, vec, _ = _rows(tmp_path / "ix")
     n_words = sum(len(split_words(s).words) for s in sentences)
     assert len(keys) == len(set(keys)) == 2 * n_words
     runs = json.loads((tmp_path / "ix" / "manifest.json").read_text())["build"]["runs"]
-    assert len(runs) == 2 and 0 < runs[1]["started_at_sentence"] < len(sentences)
-    # the same rows as a run that was never interrupted
+    assert len(runs) == 2
     corpus_index.build(tiny, str(src), tmp_path / "whole", layers="0,1", progress=False)
     keys2, vec2, _ = _rows(tmp_path / "whole")
     assert keys == keys2 and np.allclose(vec, vec2, atol=2e-3, rtol=1e-3)
+    return runs[1]
 
 
 def test_a_run_stopped_between_two_layer_tables_resumes_with_the_tables_in_step(

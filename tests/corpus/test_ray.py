@@ -1,13 +1,5 @@
 """--engine ray on a local Ray cluster (2 CPUs): the actors write the local engine's rows, and a
 killed Ray run resumes without duplicates or losses."""
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -15,9 +7,8 @@ from engine.api import Engine
 from engine.corpus import index as corpus_index
 from engine.corpus import ray_embed
 from engine.corpus.embed import embed_rows
-from engine.text import split_words
-from tests.corpus.test_index import (ROOT, _corpus, _rows, fill_a_small_disk,  # noqa: F401
-                                     tiny)
+from tests.corpus.test_index import (_corpus, _rows, fill_a_small_disk,  # noqa: F401
+                                     killed_then_resumed, tiny)
 
 pytestmark = pytest.mark.slow
 
@@ -74,38 +65,10 @@ def test_a_ray_index_equals_a_local_one(tiny, tmp_path, local_ray):  # noqa: F81
 
 
 def test_a_killed_ray_run_resumes_without_duplicates_or_losses(tiny, tmp_path):  # noqa: F811
-    """The whole process group is killed (driver, Ray's own processes and the writing
-    actors, as Ctrl-C in a terminal would reach them) once a few batches are in."""
-    sentences = _corpus(1500, seed=3)
-    src = tmp_path / "c.txt"
-    src.write_text("\n".join(sentences))
-    env = {**os.environ, "CTXLENS_MODEL_DIRS": str(Path(tiny).parent),
-           "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "engine.cli", "index", "--model", tiny, "--corpus", str(src),
-           "--output", str(tmp_path / "ix"), "--layers", "0,1", "--commit-sentences", "50",
-           "--engine", "ray", "--workers", "2"]
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    versions = tmp_path / "ix" / "db" / "layer_1.lance" / "_versions"
-    deadline = time.time() + 180
-    while time.time() < deadline and (not versions.exists() or
-                                      len(list(versions.iterdir())) < 6):
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
-    assert not manifest["complete"]
-    done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True,
-                          start_new_session=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    keys, vec, _ = _rows(tmp_path / "ix")
-    n_words = sum(len(split_words(s).words) for s in sentences)
-    assert len(keys) == len(set(keys)) == 2 * n_words
-    runs = json.loads((tmp_path / "ix" / "manifest.json").read_text())["build"]["runs"]
-    assert len(runs) == 2 and 0 < runs[1]["sentences_indexed_before"] < len(sentences)
-    corpus_index.build(tiny, str(src), tmp_path / "whole", layers="0,1", progress=False)
-    keys2, vec2, _ = _rows(tmp_path / "whole")
-    assert keys == keys2 and np.allclose(vec, vec2, atol=2e-3, rtol=1e-3)
+    """Killed with its Ray processes and writing actors, once a few batches are in."""
+    run = killed_then_resumed(tiny, tmp_path, ["--commit-sentences", "50", "--engine", "ray",
+                                               "--workers", "2"], commits=6, group=True)
+    assert 0 < run["sentences_indexed_before"] < 1500
 
 
 def test_a_full_disk_under_the_actors_stops_with_one_line(tiny, tmp_path, local_ray):  # noqa: F811
