@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import shutil
 import time
 import warnings
@@ -37,6 +36,7 @@ import numpy as np
 
 from engine.corpus import sources
 from engine.corpus.embed import embed_rows, parse_layers
+from engine.corpus.tables import add_rows, connect_db, layer_table, schema
 from engine.errors import EngineError
 
 MANIFEST_SCHEMA = "ctxlens-index/2"
@@ -58,15 +58,6 @@ def probes_for(partitions: int) -> int:
     83.2 ms, recall 0.986; 4: 62.7 ms, 0.980; 3: 55.7 ms, 0.975 (no probe count reaches 50 ms
     cold; 4 keeps recall near 6's)."""
     return max(4, -(-partitions // 36))
-
-
-def layer_table(layer: int) -> str:
-    """The table holding one layer's occurrences."""
-    return f"layer_{int(layer)}"
-
-
-def _quiet_lancedb() -> None:
-    os.environ.setdefault("LANCEDB_LOG", "error")
 
 
 @dataclass
@@ -121,40 +112,8 @@ def _versions() -> dict:
     return out
 
 
-def _schema(dim: int, vector_dtype: str = "float16"):
-    import pyarrow as pa
-
-    return pa.schema([("sentence_id", pa.int64()), ("position", pa.int32()),
-                      ("layer", pa.int16()), ("word", pa.string()), ("key", pa.string()),
-                      ("vector", pa.list_(pa.from_numpy_dtype(np.dtype(vector_dtype)), dim))])
-
-
-def to_arrow(rows: dict, dim: int, vector_dtype: str = "float16"):
-    """embed_rows' columns as a table of the index's schema (vectors float16 unless asked;
-    a test stores float32 to compare engines before that rounding)."""
-    import pyarrow as pa
-
-    vec = np.ascontiguousarray(rows["vector"], dtype=vector_dtype).reshape(-1)
-    return pa.table({
-        "sentence_id": pa.array(rows["sentence_id"], pa.int64()),
-        "position": pa.array(rows["position"], pa.int32()),
-        "layer": pa.array(rows["layer"], pa.int16()),
-        "word": pa.array(np.asarray(rows["word"], dtype=object), pa.string()),
-        "key": pa.array(np.asarray(rows["key"], dtype=object), pa.string()),
-        "vector": pa.FixedSizeListArray.from_arrays(pa.array(vec), dim)},
-        schema=_schema(dim, vector_dtype))
-
-
 def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
-def connect_db(db: Path):
-    """The LanceDB database at `db` (an index folder's db/; Ray's actors open it too)."""
-    _quiet_lancedb()
-    import lancedb
-
-    return lancedb.connect(str(db))
 
 
 def _connect(folder: Path):
@@ -199,16 +158,6 @@ def align_tables(tables: dict) -> np.ndarray:
     return done
 
 
-def split_by_layer(rows: dict, layers) -> dict[int, dict]:
-    """embed_rows' columns, one set per layer."""
-    out = {}
-    for layer in layers:
-        pick = np.nonzero(rows["layer"] == layer)[0]
-        out[layer] = {k: (v[pick] if isinstance(v, np.ndarray) else [v[i] for i in pick])
-                      for k, v in rows.items()}
-    return out
-
-
 def _disk_full(err: BaseException) -> bool:
     return (getattr(err, "errno", None) == errno.ENOSPC or "No space left" in str(err)
             or "os error 28" in str(err))
@@ -232,15 +181,6 @@ def _check_same(old: Manifest, new: Manifest, folder: Path) -> None:
             raise EngineError(f"{folder} holds an index with another {name} "
                               f"({getattr(old, name)!r}, not {getattr(new, name)!r}): choose "
                               "another --output or delete it")
-
-
-def add_rows(tables: dict, rows: dict, layers, dim: int,
-             vector_dtype: str = "float16") -> None:
-    """embed_rows' columns into their layer tables: one atomic commit per layer table."""
-    if not len(rows["sentence_id"]):
-        return
-    for layer, part in split_by_layer(rows, layers).items():
-        tables[layer].add(to_arrow(part, dim, vector_dtype))
 
 
 def _write_local(eng, model_id: str, todo: list[int], sentences, layers, pool: str,
@@ -322,7 +262,7 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
     _drop_partial_files(folder)
     have = _tables(db)
     tables = {layer: (db.open_table(layer_table(layer)) if layer_table(layer) in have
-                      else db.create_table(layer_table(layer), schema=_schema(info.dim)))
+                      else db.create_table(layer_table(layer), schema=schema(info.dim)))
               for layer in chosen}
     done = align_tables(tables)
     todo = sorted(set(range(len(corpus.sentences))) - set(done.tolist()))

@@ -41,24 +41,24 @@ class Embedder:
     def __init__(self, model_id: str, layers: Sequence[int], pool: str, batch_size: int,
                  device: str, dtype: str, db: str, dim: int, vector_dtype: str):
         from engine.api import Engine
-        from engine.corpus import index
+        from engine.corpus import tables
 
         self.model_id, self.layers, self.pool = model_id, list(layers), pool
         self.batch_size, self.dim, self.vector_dtype = batch_size, dim, vector_dtype
         self.engine = Engine(device=device, dtype=dtype, cache_size=0)
         self.engine.adapter(model_id, progress=False)
-        conn = index.connect_db(Path(db))
-        self.tables = {layer: conn.open_table(index.layer_table(layer)) for layer in layers}
+        conn = tables.connect_db(Path(db))
+        self.tables = {layer: conn.open_table(tables.layer_table(layer)) for layer in layers}
 
     def __call__(self, batch: dict) -> dict:
-        from engine.corpus import index
         from engine.corpus.embed import embed_rows
+        from engine.corpus.tables import add_rows
 
         ids = batch["sentence_id"]
         rows = embed_rows(self.engine, self.model_id, ids.tolist(),
                           [str(t) for t in batch["text"]], self.layers, self.pool,
                           self.batch_size, np.dtype(self.vector_dtype))
-        index.add_rows(self.tables, rows, self.layers, self.dim, self.vector_dtype)
+        add_rows(self.tables, rows, self.layers, self.dim, self.vector_dtype)
         return {"sentence_id": ids}
 
 

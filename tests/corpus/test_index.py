@@ -14,6 +14,7 @@ import pytest
 from engine import cli
 from engine.api import Engine
 from engine.corpus import index as corpus_index
+from engine.corpus import tables
 from engine.corpus.query import CorpusIndex, neighbours, stats
 from engine.errors import EngineError
 from engine.text import split_words
@@ -177,7 +178,7 @@ def test_a_run_stopped_between_two_layer_tables_resumes_with_the_tables_in_step(
     sentences = _corpus(60, seed=4)
     src = tmp_path / "c.txt"
     src.write_text("\n".join(sentences))
-    real, calls = corpus_index.to_arrow, []
+    real, calls = tables.to_arrow, []
 
     def stop_at_block_two_layer_one(rows, *args):
         calls.append(int(rows["layer"][0]))
@@ -185,12 +186,12 @@ def test_a_run_stopped_between_two_layer_tables_resumes_with_the_tables_in_step(
             raise KeyboardInterrupt
         return real(rows, *args)
 
-    monkeypatch.setattr(corpus_index, "to_arrow", stop_at_block_two_layer_one)
+    monkeypatch.setattr(tables, "to_arrow", stop_at_block_two_layer_one)
     with pytest.raises(KeyboardInterrupt):
         corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1", commit_sentences=20,
                            progress=False)
     assert calls == [0, 1, 0, 1]
-    monkeypatch.setattr(corpus_index, "to_arrow", real)
+    monkeypatch.setattr(tables, "to_arrow", real)
     held = {layer: corpus_index.indexed_sentences(t).tolist() for layer, t in
             _open_tables(tmp_path / "ix", [0, 1]).items()}
     assert held == {0: list(range(40)), 1: list(range(20))}  # out of step, as a kill leaves
@@ -212,10 +213,10 @@ def test_batches_committed_out_of_order_and_half_written_resume_to_the_same_rows
     src = tmp_path / "c.txt"
     src.write_text("\n".join(sentences))
     corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1", progress=False)
-    tables = _open_tables(tmp_path / "ix", [0, 1])
-    for t in tables.values():              # as a killed run leaves them: only some batches
+    layer_tables = _open_tables(tmp_path / "ix", [0, 1])
+    for t in layer_tables.values():        # as a killed run leaves them: only some batches
         t.delete("sentence_id < 10 OR (sentence_id >= 20 AND sentence_id < 45)")
-    tables[1].delete("sentence_id >= 50")  # a batch committed to layer 0 only
+    layer_tables[1].delete("sentence_id >= 50")  # a batch committed to layer 0 only
     (tmp_path / "ix" / "manifest.json").write_text(json.dumps(
         {**json.loads((tmp_path / "ix" / "manifest.json").read_text()), "complete": False}))
     corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1", progress=False)

@@ -33,7 +33,7 @@ def test_ray_actors_write_the_local_engines_rows(tiny, tmp_path, local_ray,  # n
     db = corpus_index.connect_db(tmp_path / "db")
     for layer in layers:
         db.create_table(corpus_index.layer_table(layer),
-                        schema=corpus_index._schema(dim, "float32"))
+                        schema=corpus_index.schema(dim, "float32"))
     wrote = list(ray_embed.write(tiny, range(len(sentences)), sentences, layers, "mean", 8,
                                  "cpu", "float32", None, 2, commit_sentences=50,
                                  db=tmp_path / "db", dim=dim, vector_dtype="float32"))
