@@ -23,6 +23,7 @@ index, and on 2 cores training and filling that index (1,011 partitions over 8.1
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import shutil
 import time
@@ -147,10 +148,8 @@ def align_tables(tables: dict) -> np.ndarray:
     of one batch left some tables holding sentences others lack: those rows go (and come back
     with the sentence). Returns the sentence ids that are done."""
     held = {layer: indexed_sentences(t) for layer, t in tables.items()}
-    done = None
-    for ids in held.values():
-        done = ids if done is None else np.intersect1d(done, ids, assume_unique=True)
-    done = np.zeros(0, np.int64) if done is None else done
+    done = (functools.reduce(lambda a, b: np.intersect1d(a, b, assume_unique=True),
+                             held.values()) if held else np.zeros(0, np.int64))
     for layer, t in tables.items():
         extra = np.setdiff1d(held[layer], done, assume_unique=True)
         if len(extra):
@@ -185,29 +184,23 @@ def _check_same(old: Manifest, new: Manifest, folder: Path) -> None:
 
 def _write_local(eng, model_id: str, todo: list[int], sentences, layers, pool: str,
                  batch_size: int, commit_sentences: int, tables: dict, dim: int,
-                 advance, full) -> None:
+                 advance) -> None:
     """The local engine: blocks of `commit_sentences` in sentence order. One writer thread:
     block n is written while block n+1 is embedded (LanceDB writes outside the interpreter
     lock), one write at a time and in order; progress moves when a write is done."""
-    def commit(rows: dict, done: int) -> float:
-        try:
-            add_rows(tables, rows, layers, dim)
-        except Exception as err:  # noqa: BLE001 - lance reports a full disk its way
-            if _disk_full(err):
-                raise full(done) from None
-            raise
+    def commit(rows: dict) -> float:
+        add_rows(tables, rows, layers, dim)
         return time.perf_counter()
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-writer") as writer:
-        pending, done = None, len(sentences) - len(todo)
+        pending = None
         for lo in range(0, len(todo), commit_sentences):
             ids = todo[lo:lo + commit_sentences]
             rows = embed_rows(eng, model_id, ids, [sentences[i] for i in ids], layers, pool,
                               batch_size)
             if pending is not None:
                 advance(pending[1], pending[0].result())   # a write's error is raised here
-            pending = (writer.submit(commit, rows, done), len(ids))
-            done += len(ids)
+            pending = (writer.submit(commit, rows), len(ids))
         if pending is not None:
             advance(pending[1], pending[0].result())
 
@@ -265,7 +258,7 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
                       else db.create_table(layer_table(layer), schema=schema(info.dim)))
               for layer in chosen}
     done = align_tables(tables)
-    todo = sorted(set(range(len(corpus.sentences))) - set(done.tolist()))
+    todo = np.setdiff1d(np.arange(len(corpus.sentences)), done).tolist()
     runs = manifest.build.setdefault("runs", [])
     runs.append({"engine": engine_kind,
                  "started_at_sentence": todo[0] if todo else len(corpus.sentences),
@@ -275,12 +268,7 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
     t0 = time.perf_counter()
     from tqdm import tqdm
 
-    def full(done: int) -> EngineError:
-        return EngineError(f"the disk under {folder} is full: {done:,} of "
-                           f"{len(corpus.sentences):,} sentences are indexed and kept; free "
-                           "some space and run the same command again to continue")
-
-    before = len(corpus.sentences) - len(todo)
+    before = len(done)
     with tqdm(total=len(corpus.sentences), initial=before, unit="sent",
               desc=f"index {model_id}", disable=not progress, mininterval=1.0) as bar:
         def advance(n_sent: int, at: float | None = None) -> None:
@@ -298,22 +286,26 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
             if on_progress is not None:           # the app's progress bar
                 on_progress(bar.n, len(corpus.sentences))
 
-        if engine_kind == "local":
-            _write_local(eng, model_id, todo, corpus.sentences, chosen, pool, batch_size,
-                         commit_sentences, tables, info.dim, advance, full)
-        else:
-            from engine.corpus import ray_embed
+        try:
+            if engine_kind == "local":
+                _write_local(eng, model_id, todo, corpus.sentences, chosen, pool, batch_size,
+                             commit_sentences, tables, info.dim, advance)
+            else:
+                from engine.corpus import ray_embed
 
-            try:
                 for n_sent in ray_embed.write(model_id, todo, corpus.sentences, chosen, pool,
                                               batch_size, device, dtype, ray_address,
                                               ray_workers, commit_sentences, folder / "db",
                                               info.dim):
                     advance(n_sent)
-            except Exception as err:  # noqa: BLE001 - an actor's error comes back wrapped
-                if _disk_full(err):
-                    raise full(bar.n) from None
-                raise
+        except Exception as err:  # noqa: BLE001 - lance (or an actor, wrapped by Ray)
+            if _disk_full(err):   # reports a full disk its way; bar.n: sentences written
+                raise EngineError(
+                    f"the disk under {folder} is full: {bar.n:,} of "
+                    f"{len(corpus.sentences):,} sentences are indexed and kept; free some "
+                    "space and run the same command again to continue") from None
+            raise
+        if engine_kind == "ray":
             # the actors wrote to the tables: open them again at their latest version
             tables = {layer: db.open_table(layer_table(layer)) for layer in chosen}
     runs[-1]["seconds"] = round(time.perf_counter() - t0, 1)
