@@ -17,57 +17,21 @@ with a 95% bootstrap interval over items.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from engine.analysis.cloze import (ITEMS, REPLICATION, ClozeItem, hit_rank, load_items,  # noqa: F401
+                                   rate, wilson)
 from engine.families.gpt import FILL_START_WORDS
 
 ROOT = Path(__file__).resolve().parent.parent
-ITEMS = ROOT / "assets" / "cloze" / "everyday.tsv"
-# a second set of everyday items, written later (2026-11-27) before any model saw them: every
-# choice above (the re-scoring, the GPT prompt) was made looking at ITEMS, so this set says
-# whether the numbers hold on sentences none of those choices read
-REPLICATION = ROOT / "assets" / "cloze" / "everyday_replication.tsv"
 REPLICATION_JSON = "cloze_replication.json"
 TOP_K = 5
 BOOTSTRAP = 10_000
 SEED = 0
-
-
-@dataclass(frozen=True)
-class ClozeItem:
-    id: str
-    sentence: str
-    answers: tuple[str, ...]
-    category: str
-
-
-def load_items(path: Path = ITEMS) -> list[ClozeItem]:
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    return [ClozeItem(r["id"], r["sentence"], tuple(a.strip().lower() for a in
-                                                    r["answers"].split("|")), r["category"])
-            for r in rows]
-
-
-def hit_rank(candidates: list[str], answers: tuple[str, ...]) -> int | None:
-    """1-based rank of the first accepted answer among the candidates, or None."""
-    for rank, token in enumerate(candidates, 1):
-        if not token.startswith("##") and token.strip().lower() in answers:
-            return rank
-    return None
-
-
-def wilson(k: int, n: int) -> tuple[float, float]:
-    from scipy.stats import binomtest
-
-    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-    return float(ci.low), float(ci.high)
 
 
 def paired_gain(a: np.ndarray, b: np.ndarray, seed: int = SEED) -> dict:
@@ -88,12 +52,6 @@ def difference(a: np.ndarray, b: np.ndarray, seed: int = SEED) -> dict:
             - a[rng.integers(0, len(a), size=(BOOTSTRAP, len(a)))].mean(axis=1))
     return {"difference": float(b.mean() - a.mean()),
             "ci": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))]}
-
-
-def rate(ranks: list[int | None], k: int) -> dict:
-    hits = sum(1 for r in ranks if r is not None and r <= k)
-    lo, hi = wilson(hits, len(ranks))
-    return {"hits": hits, "n": len(ranks), "rate": hits / len(ranks), "ci": [lo, hi]}
 
 
 # "both-left-pool": a GPT's both-sides fill with candidates from the left context only (the

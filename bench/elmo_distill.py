@@ -22,7 +22,7 @@ import json
 import os
 from pathlib import Path
 
-from bench.report import with_ci
+from engine.analysis.bootstrap import with_ci
 from bench.store import merge
 
 ROOT = Path(__file__).resolve().parent.parent

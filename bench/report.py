@@ -5,6 +5,7 @@ import numpy as np
 
 from bench.findings import HEADERS, canonical_note, findings_rows
 from bench.published import BERT_WSD, ELMO_POS, ELMO_WSD, WIC, WSD_FIRST_SENSE
+from engine.analysis.bootstrap import with_ci
 
 
 def table(headers: list[str], rows: list[list]) -> str:
@@ -16,15 +17,6 @@ def table(headers: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def with_ci(value: float, ci: list | None) -> str:
-    """'0.553 [0.541, 0.566]': a value and its 95% interval (the value alone without one)."""
-    if value is None or not np.isfinite(value):
-        return "n/a"
-    if not ci or not np.all(np.isfinite(ci)):
-        return f"{value:.3f}"
-    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def _layer_ci(section: dict, key: str, i: int) -> str:

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.findings import HEADERS, canonical_note, findings_rows
-from bench.report import geometry_invariants, table, with_ci
+from bench.report import geometry_invariants, table
+from engine.analysis.bootstrap import with_ci
 
 REPORTS = (("geometry.md", "Ethayarajh (2019) geometry per layer, invariants"),
            ("senses.md", "Word senses per layer (WordNet 3.0), learned scalar mix"),

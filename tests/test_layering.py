@@ -1,5 +1,6 @@
-"""The import graph: engine/ never reaches the app or streamlit, app/ never loads torch, model
-families never import what sits above them, and no package has an import cycle."""
+"""The import graph: engine/ never reaches the app, the benchmarks or streamlit, app/ never
+loads torch, model families never import what sits above them, and no package has an import
+cycle."""
 from __future__ import annotations
 
 import ast
@@ -40,8 +41,11 @@ def imports(path: Path, top_level_only: bool) -> set[str]:
     return found
 
 
-def test_the_engine_never_imports_the_app_or_streamlit():
-    bad = {name: sorted(i for i in imports(p, False) if i.split(".")[0] in ("app", "streamlit"))
+def test_the_engine_never_imports_the_app_the_benchmarks_or_streamlit():
+    """Lazy imports inside functions count: the engine (training code included) sits below
+    the benchmarks, which measure it, and below the app."""
+    bad = {name: sorted(i for i in imports(p, False)
+                        if i.split(".")[0] in ("app", "bench", "streamlit"))
            for name, p in modules().items() if name.startswith("engine")}
     assert {k: v for k, v in bad.items() if v} == {}
 

@@ -50,3 +50,13 @@ def interval(replicates: np.ndarray, level: float = LEVEL) -> np.ndarray:
         warnings.simplefilter("ignore", RuntimeWarning)   # all-NaN columns: NaN is the answer
         return np.nanpercentile(np.asarray(replicates, dtype=np.float64),
                                 [tail, 100.0 - tail], axis=0)
+
+
+def with_ci(value: float | None, ci=None) -> str:
+    """'0.553 [0.541, 0.566]': a value and its 95% interval (the value alone without one);
+    the form every results page and model card prints."""
+    if value is None or not np.isfinite(value):
+        return "n/a"
+    if ci is None or len(ci) != 2 or not np.all(np.isfinite(ci)):
+        return f"{value:.3f}"
+    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"

@@ -342,7 +342,7 @@ DISTILL_ROWS = {"elmo-brown": ("Brown LM only (18M words; elmo-brown until 2026-
 
 
 def _sense_rows(model_id: str) -> tuple[str, dict, dict]:
-    from bench.report import with_ci as _ci
+    from engine.analysis.bootstrap import with_ci as _ci
 
     rows = {r["label"]: r for r in json.loads((ROOT / "results" / "elmo_distill.json").read_text())}
     before, now = (rows[label] for label in DISTILL_ROWS[model_id])
@@ -371,7 +371,7 @@ def teacher_centroid() -> float:
 def _sense_verdict(now: dict, teacher: float) -> str:
     """What the shipped weights' sense and POS scores say, read off the numbers (which layer is
     best, whether each half of the issue's goal clears its interval)."""
-    from bench.report import with_ci as _ci
+    from engine.analysis.bootstrap import with_ci as _ci
 
     s, con = now["senses"], now["senses"]["contrasts"]
     best_sense = max(range(3), key=lambda k: s["centroid"][k])
