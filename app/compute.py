@@ -230,7 +230,8 @@ def head_stats(model_id: str, sentence: str) -> att_analysis.HeadStats | None:
     enc = encodings(model_id, (sentence,), attentions=True)[0]
     if enc.attentions is None:
         return None
-    return att_analysis.head_stats(enc.attentions, enc.special_mask, enc.family)
+    return att_analysis.head_stats(enc.attentions, enc.special_mask,
+                                   FAMILIES[enc.family].left_to_right)
 
 
 def query_key(model_id: str, text: str, layer: int):
@@ -294,6 +295,12 @@ def corpus_indexes():
             stamps += [(str(m), m.stat().st_mtime_ns) for m in root.glob("*/manifest.json")]
     return get_engine().cached(("corpus-indexes", tuple(sorted(stamps))),
                                lambda: [(p, m) for p, m in list_indexes() if m.complete])
+
+
+def brown_index_model() -> str | None:
+    from engine.corpus.catalog import brown_index_model as model
+
+    return model(get_engine().registry)
 
 
 def brown_index_path(model_id: str):

@@ -25,6 +25,7 @@ import numpy as np
 
 from engine.analysis.cloze import (ITEMS, REPLICATION, ClozeItem, hit_rank, load_items,  # noqa: F401
                                    rate, wilson)
+from engine.families import FAMILIES
 from engine.families.gpt import FILL_START_WORDS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,8 +106,11 @@ def run(models: list[str] | None = None, log=print, path: Path = ITEMS) -> list[
     results = []
     for mid in ids:
         fills = engine.registry[mid].fills_blank
+        # a left-to-right LM's fill can also draw its candidates from the left alone, without
+        # the fill-in-the-blank prompt (LEFT_POOL)
         sides = (("both", RESCORED) if fills == "masked-lm" else
-                 ("both", LEFT_POOL, "left") if engine.family(mid) == "gpt" else ("both", "left"))
+                 ("both", LEFT_POOL, "left") if FAMILIES[engine.family(mid)].left_to_right
+                 else ("both", "left"))
         for side in sides:
             try:
                 results.append(score(engine, mid, items, side, log))

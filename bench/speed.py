@@ -387,7 +387,9 @@ def part_grid() -> dict:
 
     target, sentences, _ = default_preset()
     models = []
-    for fam in ("elmo", "gpt", "bert"):
+    from engine.families import FAMILIES
+
+    for fam in FAMILIES:
         try:
             models.append(default_model(fam))
         except Exception:  # noqa: BLE001 - a family with no model here is left out

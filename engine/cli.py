@@ -242,7 +242,13 @@ def cmd_attention(args, engine_cls) -> int:
     engine = engine_cls(device=args.device, dtype=args.dtype)
     enc = engine.encode(args.model, [args.text], attentions=True)[0]
     if enc.attentions is None:
-        raise EngineError(f"{args.model} is an ELMo model: it has no attention")
+        from engine.families import FAMILIES
+
+        fam = FAMILIES[enc.family]
+        can = ", ".join(f.label for f in FAMILIES.values() if f.can("attention"))
+        raise EngineError(f"{args.model} is {'an' if fam.label[0] in 'AEIOU' else 'a'} "
+                          f"{fam.label} model: it has no attention maps (models that have: "
+                          f"{can})")
     np.savez(out, attentions=enc.attentions, tokens=np.array(enc.tokens),
              token_to_word=enc.token_to_word, words=np.array(enc.words),
              model=np.array(args.model))

@@ -132,34 +132,21 @@ def resolve_local_dir(model_id: str) -> Path:
 
 
 def family_of_dir(path: Path) -> str:
-    """Guess the family of a local model directory from its files."""
-    if (path / "options.json").exists():
-        return "elmo"
-    cfg_file = path / "config.json"
-    if cfg_file.exists():
-        import json
+    """The family whose files a local model folder holds (each family's folder probe says)."""
+    from engine.families import FAMILIES
 
-        cfg = json.loads(cfg_file.read_text())
-        archs = " ".join(cfg.get("architectures") or []) + " " + cfg.get("model_type", "")
-        if any(k in archs for k in ("CausalLM", "LMHead", "gpt", "llama")):
-            return "gpt"
-        return "bert"
-    if list(path.glob("*.gguf")):
-        return "gpt"
-    raise ModelUnavailable(f"{path} holds neither options.json (ELMo) nor config.json (HF)")
+    for name, fam in FAMILIES.items():
+        if fam.folder_probe().claims_dir(path):
+            return name
+    raise ModelUnavailable(f"{path} holds no model files that a known family reads "
+                           f"({', '.join(f.label for f in FAMILIES.values())})")
 
 
 def fills_blank_of_dir(path: Path) -> str:
     """What a local model folder can do with a [MASK] (see ModelEntry.fills_blank)."""
-    import json
+    from engine.families import family
 
-    family = family_of_dir(path)
-    if family == "gpt":
-        return "both-sides"
-    if family == "elmo":
-        return "both-sides" if (path / "lm_softmax.safetensors").exists() else ""
-    archs = json.loads((path / "config.json").read_text()).get("architectures") or []
-    return "masked-lm" if any(a.endswith("ForMaskedLM") for a in archs) else ""
+    return family(family_of_dir(path)).folder_probe().fills_blank_of_dir(path)
 
 
 def default_model(family: str, registry: dict[str, ModelEntry] | None = None) -> str:

@@ -41,5 +41,14 @@ class ToyAdapter:
         return out
 
 
+def claims_dir(path) -> bool:
+    """A local folder of a toy model holds toy.json."""
+    return (path / "toy.json").exists()
+
+
+def fills_blank_of_dir(path) -> str:
+    return ""
+
+
 def load(model_id, path, options, progress=True):
     return ToyAdapter(model_id)

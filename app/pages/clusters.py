@@ -70,8 +70,7 @@ def overlap_notes(inputs, model_id: str, tv, layer: int, overlaps) -> None:
     shared = overlaps[1]
     if layer == 0 or not shared:
         return
-    family = FAMILIES[compute.family(model_id)]
-    left_to_right = family.can("next_word") and not family.can("previous_word")
+    left_to_right = FAMILIES[compute.family(model_id)].left_to_right
     sizes = ", ".join(str(len(g)) for g in shared)
     lines = "; ".join(", ".join(str(tv.rows[i] + 1) for i in g) for g in shared)
     why = (f"they share the words before '{inputs.target}', and a left-to-right model has not "

@@ -27,9 +27,9 @@ def choose_index():
 
 
 def build_offer() -> None:
-    model = compute.default_model("bert")
+    model = compute.brown_index_model()
     if model is None:
-        st.info("No index yet, and no BERT model here to build one with.")
+        st.info("No index yet, and no installed model to build one with (`ctxlens models`).")
         return
     target = compute.brown_index_path(model)
     st.info(f"No corpus index yet. Build one of the Brown corpus (57k sentences, 1.16M words) "
@@ -48,7 +48,8 @@ def build_offer() -> None:
         st.rerun()
 
 
-def word_map(folder: str, manifest, word: str, layer: int, method: str, labels_spec: str):
+def word_map(inputs: state.Inputs, folder: str, manifest, word: str, layer: int, method: str,
+             labels_spec: str):
     vec, sids, pos = compute.corpus_occurrences(folder, word, layer, MAX_POINTS)
     total = compute.corpus_count(folder, word, layer)
     if len(vec) == 0:
@@ -84,10 +85,10 @@ def word_map(folder: str, manifest, word: str, layer: int, method: str, labels_s
     table = pd.DataFrame({"sentence_id": sids, "position": pos + 1, "label": colour,
                           "x": coords[:, 0], "y": coords[:, 1], "sentence": sentences})
     export.figure_downloads(fig, f"corpus-{word}-L{layer}", table,
-                            {"manifest": state.MANIFEST_SCHEMA, "index": folder,
-                             "model": manifest.model, "corpus": manifest.corpus,
-                             "word": word, "layer": layer, "projection": method,
-                             "colour": how, "points": int(len(vec))})
+                            inputs.settings(index=folder, model=manifest.model,
+                                            corpus=manifest.corpus, word=word, layer=layer,
+                                            projection=method, colour=how,
+                                            points=int(len(vec))))
     return sids, pos, sentences
 
 
@@ -173,7 +174,7 @@ def render(inputs: state.Inputs) -> None:
     if word:
         main, side = st.columns([3, 2])
         with main:
-            found = word_map(folder, manifest, word, layer, method, spec)
+            found = word_map(inputs, folder, manifest, word, layer, method, spec)
         with side:
             if found is not None:
                 clicked(folder, manifest, word, layer, found)

@@ -51,17 +51,18 @@ def previous_token_score(att: np.ndarray) -> np.ndarray:
     return att[..., rows, rows - 1].mean(axis=-1)
 
 
-def sink_mask(special: np.ndarray, family: str) -> np.ndarray:
-    """Special tokens; for a GPT-style model also the first token, the usual attention sink
-    (Xiao et al. 2023, "Efficient streaming language models with attention sinks")."""
+def sink_mask(special: np.ndarray, first_token: bool) -> np.ndarray:
+    """Special tokens; with first_token (a left-to-right model) also the first token, the usual
+    attention sink (Xiao et al. 2023, "Efficient streaming language models with attention
+    sinks")."""
     sink = special.astype(bool).copy()
-    if family == "gpt" and len(sink):
+    if first_token and len(sink):
         sink[0] = True
     return sink
 
 
-def head_stats(att: np.ndarray, special: np.ndarray, family: str) -> HeadStats:
-    return HeadStats(head_entropy(att), sink_share(att, sink_mask(special, family)),
+def head_stats(att: np.ndarray, special: np.ndarray, left_to_right: bool) -> HeadStats:
+    return HeadStats(head_entropy(att), sink_share(att, sink_mask(special, left_to_right)),
                      previous_token_score(att))
 
 

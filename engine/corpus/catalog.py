@@ -10,6 +10,9 @@ from engine.corpus.index import Manifest
 from engine.errors import EngineError
 
 DEFAULT_DIR = Path.home() / ".cache" / "ctxlens" / "indexes"
+# the model the Corpus page offers to index Brown with, as `make index` does (the Makefile's
+# INDEX_MODEL): the bundled real pretrained encoder
+BROWN_INDEX_MODEL = "minilm-l6"
 
 
 def index_dirs() -> list[Path]:
@@ -29,6 +32,17 @@ def list_indexes() -> list[tuple[Path, Manifest]]:
             except (EngineError, ValueError, TypeError):
                 continue                       # another format or a damaged manifest
     return out
+
+
+def brown_index_model(registry) -> str | None:
+    """BROWN_INDEX_MODEL when it is installed, else the registry's first installed model (every
+    family gives hidden states, all an index needs); None when no model is installed."""
+    from engine.registry import availability
+
+    usable = [mid for mid, e in registry.items() if availability(e) in ("bundled", "installed")]
+    if BROWN_INDEX_MODEL in usable:
+        return BROWN_INDEX_MODEL
+    return usable[0] if usable else None
 
 
 def brown_index_path(model_id: str) -> Path:

@@ -37,6 +37,10 @@ class Family:
     # its encoders can be traced for batch work (engine/traced.py): the trace is
     # checked against the model before it is kept, so a row says only "worth trying"
     traced_encoder: bool = False
+    # module with claims_dir(path) -> bool and fills_blank_of_dir(path) -> str, which say
+    # whether a local model folder is this family's and what its checkpoint can fill (a light
+    # module: the registry asks every family before any model loads); "" = `module`
+    folder: str = ""
 
     def __post_init__(self):
         unknown = set(self.capabilities) - CAPABILITIES
@@ -45,6 +49,14 @@ class Family:
 
     def can(self, capability: str) -> bool:
         return capability in self.capabilities
+
+    @property
+    def left_to_right(self) -> bool:
+        """Its models read left to right only (a GPT; not ELMo, which reads both ways)."""
+        return self.can("next_word") and not self.can("previous_word")
+
+    def folder_probe(self):
+        return importlib.import_module(self.folder or self.module)
 
     def module_object(self):
         return importlib.import_module(self.module)
@@ -70,7 +82,7 @@ def family(name: str) -> Family:
 
 register(Family("elmo", "ELMo", "engine.families.elmo.adapter",
                 frozenset({"hidden_states", "fill_blank", "next_word", "previous_word",
-                           "scalar_mix"})))
+                           "scalar_mix"}), folder="engine.families.elmo.folder"))
 register(Family("gpt", "GPT", "engine.families.gpt",
                 frozenset({"hidden_states", "attention", "fill_blank", "next_word",
                            "logit_lens", "query_key"}), reads_gguf=True, traced_encoder=True))

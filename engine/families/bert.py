@@ -196,6 +196,18 @@ ROW_PATCH_MARK = "@row="
 ROW_PATCH = "{}" + ROW_PATCH_MARK + "{}"
 
 
+def claims_dir(path: Path) -> bool:
+    """A local Hugging Face folder whose config is not a left-to-right LM's."""
+    return hf.causal_config(path) is False
+
+
+def fills_blank_of_dir(path: Path) -> str:
+    import json
+
+    archs = json.loads((path / "config.json").read_text()).get("architectures") or []
+    return "masked-lm" if any(a.endswith("ForMaskedLM") for a in archs) else ""
+
+
 def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,
          overlay: Path | None = None) -> BertAdapter:
     """A BERT from `path`; with `overlay`, a folder holding a config and OVERLAY_GLOB files

@@ -404,6 +404,16 @@ def convert_gguf(src_dir: Path, gguf_file: str, dest: Path, progress: bool = Tru
     tok.save_pretrained(str(dest))
 
 
+def claims_dir(path: Path) -> bool:
+    """A local folder of a left-to-right LM: a causal Hugging Face config, or GGUF files."""
+    causal = hf.causal_config(path)
+    return bool(list(path.glob("*.gguf"))) if causal is None else causal
+
+
+def fills_blank_of_dir(path: Path) -> str:
+    return "both-sides"     # every GPT re-ranks its candidates by the whole sentence
+
+
 def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,
          gguf_cache_hit: bool | None = None) -> GPTAdapter:
     """A causal LM from a transformers folder (a GGUF file arrives here already converted)."""

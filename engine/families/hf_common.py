@@ -41,6 +41,19 @@ class LayerOutputs:
     attentions: np.ndarray | None    # [layers, heads, tokens, tokens], when asked for
 
 
+def causal_config(path: Path) -> bool | None:
+    """Whether a Hugging Face model folder's config.json names a left-to-right LM (None: no
+    config.json), read without loading transformers."""
+    import json
+
+    cfg_file = path / "config.json"
+    if not cfg_file.exists():
+        return None
+    cfg = json.loads(cfg_file.read_text())
+    kinds = " ".join(cfg.get("architectures") or []) + " " + cfg.get("model_type", "")
+    return any(k in kinds for k in ("CausalLM", "LMHead", "gpt", "llama"))
+
+
 def layer_names(n_layers: int) -> tuple[str, ...]:
     return ("embeddings",) + tuple(f"layer {i}" for i in range(1, n_layers + 1))
 

@@ -5,6 +5,7 @@ import pytest
 
 from engine.analysis import attention as att
 from engine.api import Engine
+from engine.families import FAMILIES
 from tests.app.helpers import figure, figures, messages, no_failures, page, title
 from tests.tiny_models import HEADS, LAYERS
 
@@ -72,7 +73,7 @@ def test_model_view_statistics_and_rollout_are_drawn(tiny_engine):
     enc = _encoding(tiny_engine.gpt)                       # the GPT is the first model offered
     prev = np.array(figure(at, "Previous-token score")["data"][0]["z"])
     assert prev.shape == (LAYERS, HEADS)
-    stats = att.head_stats(enc.attentions, enc.special_mask, enc.family)
+    stats = att.head_stats(enc.attentions, enc.special_mask, FAMILIES[enc.family].left_to_right)
     assert np.allclose(prev, stats.previous_token, atol=1e-6)
     roll = np.array(figure(at, "Rollout to layer 1")["data"][0]["z"])
     assert np.allclose(roll, att.rollout(enc.attentions)[0], atol=1e-6)

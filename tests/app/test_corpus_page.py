@@ -81,6 +81,23 @@ def test_a_word_is_mapped_with_every_occurrence_and_coloured_by_clusters(indexes
     assert all(tr["name"].startswith("cluster ") for tr in fig["data"])
 
 
+def test_the_maps_export_has_the_one_settings_schema_of_every_export(indexes, monkeypatch):
+    """Its JSON export carries every key of the settings manifest (Inputs.settings) and the
+    map's own settings, as the other pages' exports do; it used to be a dict of its own under
+    the same schema id."""
+    from app import export, state
+
+    seen = []
+    real = export.manifest_json
+    monkeypatch.setattr(export, "manifest_json", lambda s: seen.append(s) or real(s))
+    _corpus_page(corpus_word="bank", corpus_layer="2")
+    corpus = [s for s in seen if "index" in s]
+    assert corpus, "the map's export got no settings"
+    common = state.Inputs((), "", (), "mean").settings()
+    assert set(common) <= set(corpus[0]) and corpus[0]["manifest"] == state.MANIFEST_SCHEMA
+    assert (corpus[0]["word"], corpus[0]["layer"]) == ("bank", 2)
+
+
 def test_keyword_labels_colour_the_map(indexes):
     at = _corpus_page(corpus_word="bank",
                       corpus_labels="river: river, water, boat\nmoney: money, cash, loan")

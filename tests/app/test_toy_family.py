@@ -12,11 +12,15 @@ from engine.registry import ModelEntry, load_registry
 from tests import toy_family
 from tests.app.helpers import ROOT, figures, messages, no_failures
 
-PAGES = ("clusters", "layers", "attention", "predictions", "elmo_weights")
+PAGES = ("clusters", "layers", "grid", "attention", "predictions", "elmo_weights", "corpus")
 
 
 @pytest.fixture
-def toy_registered(monkeypatch):
+def toy_registered(monkeypatch, tmp_path):
+    from engine.corpus import catalog
+
+    monkeypatch.setenv("CTXLENS_INDEX_DIRS", str(tmp_path / "indexes"))
+    monkeypatch.setattr(catalog, "DEFAULT_DIR", tmp_path / "default")
     entry = ModelEntry(id="toy-1", family="toy", name="Toy model", licence="-", size="0",
                        bundled=True, package="tests", path="toy_family.py")
     registry = {**load_registry(), "toy-1": entry}
@@ -55,6 +59,10 @@ def test_a_new_family_renders_on_every_page_without_app_edits(toy_registered, pa
         assert "toy-1 (Toy) has no attention maps" in shown
     if page == "elmo_weights":
         assert "Choose an ELMo model" in shown     # no toy model can mix layers
+    if page == "grid":
+        assert any(t.startswith("toy-1: 'mouse', 8 points") for t in titles)
+    if page == "corpus":           # no index here: the page offers to build one, naming no family
+        assert "No corpus index yet" in shown
 
 
 def test_the_toy_family_is_in_the_url_and_the_manifest(toy_registered):

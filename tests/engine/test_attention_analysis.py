@@ -34,9 +34,9 @@ def test_sink_share_counts_special_tokens_and_the_gpt_first_token():
     to_first = np.zeros((1, 1, t, t), np.float32)
     to_first[..., 0] = 1.0
     special = np.array([False, False, False, True])
-    assert np.isclose(head_stats(to_first, special, "gpt").sink_share[0, 0], 1.0)
-    assert np.isclose(head_stats(to_first, special, "bert").sink_share[0, 0], 0.0)
-    assert sink_mask(special, "gpt").tolist() == [True, False, False, True]
+    assert np.isclose(head_stats(to_first, special, True).sink_share[0, 0], 1.0)
+    assert np.isclose(head_stats(to_first, special, False).sink_share[0, 0], 0.0)
+    assert sink_mask(special, True).tolist() == [True, False, False, True]
 
 
 def test_rollout_rows_sum_to_one_at_every_layer():

@@ -216,6 +216,19 @@ def test_embed_allennlp_directory_gives_three_elmo_layers(model_dir, capsys):
     assert not np.allclose(z["vectors"][bank[0], 2], z["vectors"][bank[1], 2])
 
 
+def test_attention_of_a_model_without_maps_says_which_families_have_them(model_dir, tmp_path,
+                                                                         capsys):
+    from engine.cli import main
+    from tests.engine.elmo_tiny import write_tiny_elmo
+
+    elmo = write_tiny_elmo(model_dir / "tiny-elmo", seed=3)
+    assert main(["attention", "--model", str(elmo), "--text", "the bank .", "--output",
+                 str(tmp_path / "a.npz")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "is an ELMo model: it has no attention maps (models that have: GPT, BERT)" in err
+
+
 def test_predict_masked_on_an_elmo_fills_from_both_sides(model_dir):
     from tests.engine.elmo_tiny import TINY_VOCAB, write_tiny_elmo
 

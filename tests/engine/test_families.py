@@ -47,6 +47,29 @@ def test_a_family_registered_at_run_time_loads_through_the_engine(toy_family, tm
     assert families.family("toy").can("hidden_states") and not families.family("toy").can("attention")
 
 
+def test_a_local_folder_of_a_new_family_is_recognised_by_its_own_probe(toy_family, tmp_path,
+                                                                      monkeypatch):
+    """The registry asks each family's folder probe, so a folder of the new family's files
+    loads by path with no edit in the registry; a folder no family reads is one clear error
+    that names the families."""
+    from engine.errors import ModelUnavailable
+
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(tmp_path))
+    folder = tmp_path / "my-toy"
+    folder.mkdir()
+    (folder / "toy.json").write_text("{}")
+    engine = Engine(cache_size=0)
+    assert engine.family(str(folder)) == "toy"
+    assert engine.fills_blank(str(folder)) == ""
+    assert engine.encode(str(folder), ["The bank ."])[0].family == "toy"
+    assert toy_family == [folder]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ModelUnavailable, match="no model files that a known family reads "
+                                               r"\(ELMo, GPT, BERT, Toy\)"):
+        engine.family(str(empty))
+
+
 def test_an_unknown_family_is_one_clear_error():
     with pytest.raises(EngineError, match=r"unknown model family 'nope' \(known: elmo, gpt, bert"):
         families.family("nope")
