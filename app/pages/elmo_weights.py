@@ -21,9 +21,9 @@ def set_mix(s, gamma: float | None = None) -> None:
         st.session_state["mix_gamma"] = float(np.clip(round(gamma, 2), 0.1, 4.0))
 
 
-def learn(vectors: np.ndarray, labels: list[str]) -> None:
+def learn(vectors: np.ndarray, labels: list[str], do_layer_norm: bool = False) -> None:
     try:
-        mix = senses.learn_mix(vectors, labels)
+        mix = senses.learn_mix(vectors, labels, do_layer_norm=do_layer_norm)
     except Exception as exc:  # noqa: BLE001 - shown on the page as one line
         st.session_state["mix_learned"] = ui.one_line(exc)
         return
@@ -31,22 +31,28 @@ def learn(vectors: np.ndarray, labels: list[str]) -> None:
     st.session_state["mix_learned"] = mix
 
 
-def controls(n_layers: int, names, vectors, labels) -> tuple[np.ndarray, float]:
+def controls(n_layers: int, names, vectors, labels) -> tuple[np.ndarray, float, bool]:
     for j in range(n_layers):
         state.url_key(s_key(j), float, default=0.0)
     state.url_key("mix_gamma", float, default=1.0)
+    layer_norm = st.toggle(
+        "Layer-normalise each layer first", key=state.url_key("mix_ln", bool, default=False),
+        help="AllenNLP's ScalarMix(do_layer_norm=True): each layer minus its mean, over its "
+             "standard deviation (over all the target's occurrences), before it is weighted, so "
+             "a layer with larger vectors does not dominate the mix by scale alone.")
     b = st.columns(4)
     b[0].button("Uniform", on_click=set_mix, args=([0.0] * n_layers,))
     b[1].button("Layer 0 only", on_click=set_mix, args=([S_RANGE] + [-S_RANGE] * (n_layers - 1),))
     b[2].button("Top layer only", on_click=set_mix,
                 args=([-S_RANGE] * (n_layers - 1) + [S_RANGE],))
-    b[3].button("Learn the mix", type="primary", on_click=learn, args=(vectors, labels),
+    b[3].button("Learn the mix", type="primary", on_click=learn,
+                args=(vectors, labels, layer_norm),
                 help="Fit s and γ so the mixed vectors separate your sense labels")
     cols = st.columns(n_layers + 1)
     s = np.array([cols[j].slider(f"s for {names[j]}", -S_RANGE, S_RANGE, step=0.1,
                                  key=s_key(j)) for j in range(n_layers)])
     gamma = cols[-1].slider("γ", 0.1, 4.0, step=0.05, key="mix_gamma")
-    return s, float(gamma)
+    return s, float(gamma), bool(layer_norm)
 
 
 def fmt(value: float, digits: int = 3) -> str:
@@ -95,14 +101,15 @@ def render(inputs: state.Inputs) -> None:
     if not ui.missing_target_note(inputs.target, tv.missing, len(inputs.sentences)):
         return
     labels = [state.sense_labels(inputs.sentences)[r] for r in tv.rows]
-    s, gamma = controls(len(tv.layer_names), tv.layer_names, tv.vectors, labels)
+    s, gamma, layer_norm = controls(len(tv.layer_names), tv.layer_names, tv.vectors, labels)
     weights = senses.softmax(s)
     bars = figures.mix_weights(weights, gamma, tv.layer_names)
     st.plotly_chart(bars, key="mix-bars")
     export.figure_downloads(bars, "elmo-mix-weights", export.layer_table(
         {"s": s, "softmax_s": weights}, tv.layer_names).assign(gamma=gamma),
-        inputs.settings(model=model_id, s=s.tolist(), gamma=gamma))
-    mixed = senses.scalar_mix(tv.vectors, s, gamma)
+        inputs.settings(model=model_id, s=s.tolist(), gamma=gamma,
+                        do_layer_norm=layer_norm))
+    mixed = senses.scalar_mix(tv.vectors, s, gamma, do_layer_norm=layer_norm)
     learned_summary(senses.sense_separation(mixed[None], labels),
                     senses.sense_separation(tv.vectors[-1][None], labels))
     proj = projection.project(mixed[None], "pca")
@@ -112,7 +119,8 @@ def render(inputs: state.Inputs) -> None:
     st.plotly_chart(fig, key="mix-scatter")
     export.figure_downloads(fig, "elmo-mix-clusters", pd.DataFrame(
         {"sentence": hover, "sense": labels, "x": proj.coords[0, :, 0],
-         "y": proj.coords[0, :, 1]}), inputs.settings(model=model_id, s=s.tolist(), gamma=gamma))
+         "y": proj.coords[0, :, 1]}),
+        inputs.settings(model=model_id, s=s.tolist(), gamma=gamma, do_layer_norm=layer_norm))
     export.embedding_downloads({"mixed": mixed, "layers": tv.vectors}, mixed,
                                pd.DataFrame({"sentence": hover, "sense": labels}),
                                f"{inputs.target}-{model_id}-mix")

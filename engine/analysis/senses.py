@@ -16,7 +16,7 @@ from engine.errors import EngineError
 from engine.analysis.vectors import unit_rows
 # one scalar mix for the whole project (numpy only: this module is imported by the app)
 from engine.families.elmo.mix import mix_weights as softmax
-from engine.families.elmo.mix import scalar_mix
+from engine.families.elmo.mix import layer_norm, scalar_mix
 
 __all__ = ["SenseError", "SenseSeparation", "LearnedMix", "silhouette",
            "nearest_centroid_accuracy", "sense_separation", "suggest_senses", "softmax",
@@ -149,7 +149,7 @@ def _layer_rms(layers: np.ndarray) -> np.ndarray:
 
 
 def learn_mix(layers: np.ndarray, labels: Sequence, l2: float = 1e-2,
-              seed: int = 0) -> LearnedMix:
+              seed: int = 0, do_layer_norm: bool = False) -> LearnedMix:
     """Fit s and gamma so the mixed vectors separate the labelled senses.
 
     Criterion: a soft nearest-centroid classifier (softmax over negative squared distances to
@@ -157,8 +157,13 @@ def learn_mix(layers: np.ndarray, labels: Sequence, l2: float = 1e-2,
     how sharp the classifier is. All layers are divided by one common RMS norm (so gamma is in
     sensible units) while the weights still apply to the raw layers, exactly as ELMo mixes them;
     a small L2 penalty keeps s near uniform when the layers are equally useful.
+    do_layer_norm: the mix reads each layer through AllenNLP's layer norm (one mean and variance
+    per layer over all its words), as scalar_mix(..., do_layer_norm=True) then applies it.
     """
     from scipy.optimize import minimize
+
+    if do_layer_norm:
+        layers = np.stack([layer_norm(layer) for layer in layers])
 
     codes = _codes(labels)
     n_senses = len(set(codes.tolist()))
@@ -171,7 +176,7 @@ def learn_mix(layers: np.ndarray, labels: Sequence, l2: float = 1e-2,
 
     def loss(theta: np.ndarray) -> float:
         s, log_gamma = theta[:-1], theta[-1]
-        mix = np.exp(log_gamma) * np.tensordot(softmax(s), x, axes=1)      # [n, dim]
+        mix = scalar_mix(x, s, np.exp(log_gamma), out_dtype=np.float64)     # [n, dim]
         cents = (onehot.T @ mix) / counts[:, None]                          # [senses, dim]
         d2 = ((mix[:, None, :] - cents[None]) ** 2).sum(axis=2)             # [n, senses]
         logits = -0.5 * d2

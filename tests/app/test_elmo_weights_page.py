@@ -94,3 +94,21 @@ def test_the_learned_mix_is_compared_with_the_top_layer_alone(tiny_engine):
     verdict = "beats" if learned > top + 1e-9 else "does not beat"
     assert any(c.value.startswith(f"Top layer only: silhouette {top:.3f}. The learned mix "
                                   f"{verdict} it ({learned - top:+.3f})") for c in at.caption)
+
+
+def test_layer_norm_toggle_mixes_and_learns_on_layer_normed_layers(tiny_engine):
+    """AllenNLP's do_layer_norm on the page: the mixed points move, learning reads the normed
+    layers (the same weights as senses.learn_mix(..., do_layer_norm=True)), and the toggle is in
+    the link."""
+    at = page("elmo_weights").run()
+    name = f"{tiny_engine.elmo}: 'mouse', mixed"
+    before = figure(at, name)["data"][0]["x"]
+    at.toggle(key="mix_ln").set_value(True).run()
+    no_failures(at)
+    assert not np.allclose(before, figure(at, name)["data"][0]["x"])
+    _button(at, "Learn the mix").click().run()
+    no_failures(at)
+    direct = senses.learn_mix(_mouse_vectors(tiny_engine.elmo), list(MOUSE.labels),
+                              do_layer_norm=True)
+    assert np.allclose(at.session_state["mix_learned"].weights, direct.weights, atol=1e-4)
+    assert at.query_params["mix_ln"] in (["1"], "1", ["true"], "true", ["True"], "True")

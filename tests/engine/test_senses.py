@@ -78,6 +78,23 @@ def test_learned_mix_puts_most_weight_on_the_informative_layer():
     assert mix.after.silhouette[0] > mix.before.silhouette[0]
 
 
+def test_learn_mix_with_layer_norm_reads_each_layer_at_one_scale():
+    """AllenNLP's do_layer_norm: a loud, uninformative layer no longer drowns the informative
+    one in the uniform mix, and the learned weights apply to the normed layers."""
+    from engine.families.elmo.mix import layer_norm
+
+    rng = np.random.default_rng(1)
+    x, labels = _clusters(n=16, dim=20, spread=0.5)
+    loud = rng.normal(size=x.shape) * 50 * np.linalg.norm(x, axis=1).mean()
+    layers = np.stack([loud, x]).astype(np.float32)
+    raw, normed = learn_mix(layers, labels), learn_mix(layers, labels, do_layer_norm=True)
+    assert normed.before.silhouette[0] > raw.before.silhouette[0] + 0.05
+    assert int(np.argmax(normed.weights)) == 1
+    expected = scalar_mix(np.stack([layer_norm(l) for l in layers]), normed.s, normed.gamma)
+    np.testing.assert_allclose(scalar_mix(layers, normed.s, normed.gamma, do_layer_norm=True),
+                               expected, rtol=1e-5, atol=1e-6)
+
+
 def test_learn_mix_needs_two_senses():
     with pytest.raises(SenseError, match="two senses"):
         learn_mix(np.zeros((3, 4, 5), np.float32), ["a"] * 4)

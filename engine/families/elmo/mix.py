@@ -46,8 +46,9 @@ def layer_norm(layer: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
 
 def scalar_mix(layers: np.ndarray, s: Sequence[float] | np.ndarray | None = None,
                gamma: float = 1.0, do_layer_norm: bool = False,
-               mask: np.ndarray | None = None) -> np.ndarray:
-    """layers [L, ..., D] -> [..., D] float32; s = None means uniform weights.
+               mask: np.ndarray | None = None, out_dtype=np.float32) -> np.ndarray:
+    """layers [L, ..., D] -> [..., D] (out_dtype; float64 for an optimiser's finite
+    differences); s = None means uniform weights.
     do_layer_norm: each layer through layer_norm (with `mask`) before it is weighted."""
     layers = np.asarray(layers)
     s = np.zeros(layers.shape[0]) if s is None else np.asarray(s, dtype=np.float64)
@@ -58,7 +59,7 @@ def scalar_mix(layers: np.ndarray, s: Sequence[float] | np.ndarray | None = None
     if do_layer_norm:
         x = np.stack([layer_norm(layer, mask) for layer in x])
     mixed = np.tensordot(w, x, axes=(0, 0))
-    return (gamma * mixed).astype(np.float32)
+    return (gamma * mixed).astype(out_dtype, copy=False)
 
 
 def _torch_scalar_mix():
