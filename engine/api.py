@@ -20,7 +20,7 @@ import numpy as np
 
 from engine.cache import EncodingStore, ResultCache
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
-from engine.families import family
+from engine.families import FAMILIES, family
 from engine.families.base import Adapter, LoadOptions
 from engine.registry import (ModelEntry, family_of_dir, load_registry, local_path,
                              resolve_local_dir)
@@ -358,10 +358,33 @@ class Engine:
                [m for m, e in self.registry.items() if e.fills_blank == "both-sides"]
 
     def predict_next(self, model_id: str, text: str, top_k: int = 10) -> Prediction:
-        return self.adapter(model_id).predict_next(to_word_text(text), top_k=top_k)
+        return self._lm_prediction("next_word", model_id, text, top_k)
 
     def predict_previous(self, model_id: str, text: str, top_k: int = 10) -> Prediction:
-        return self.adapter(model_id).predict_previous(to_word_text(text), top_k=top_k)
+        return self._lm_prediction("previous_word", model_id, text, top_k)
+
+    def lm_predictors(self, capability: str) -> list[str]:
+        """Registry models that predict the next ("next_word") or previous ("previous_word")
+        word: their family can, and the checkpoint ships its LM (a model that fills a blank
+        from both sides has it; the registry says so without loading anything)."""
+        return [m for m, e in self.registry.items()
+                if e.family in FAMILIES and FAMILIES[e.family].can(capability)
+                and e.fills_blank == "both-sides"]
+
+    def _lm_prediction(self, capability: str, model_id: str, text: str,
+                       top_k: int) -> Prediction:
+        adapter = self.adapter(model_id)
+        which = "next" if capability == "next_word" else "previous"
+        try:
+            predict = getattr(adapter, f"predict_{which}", None)
+            if predict is None:
+                raise UnsupportedPrediction(f"{family(self.family(model_id)).label} models "
+                                            f"cannot predict the {which} word")
+            return predict(to_word_text(text), top_k=top_k)
+        except UnsupportedPrediction as exc:
+            # the adapter knows why; the engine knows who can
+            raise UnsupportedPrediction(f"{model_id}: {exc}; models that can: "
+                                        + ", ".join(self.lm_predictors(capability))) from exc
 
     def logit_lens(self, model_id: str, text: str) -> LogitLens:
         return self.adapter(model_id).logit_lens(to_word_text(text))

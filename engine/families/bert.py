@@ -169,11 +169,11 @@ class BertAdapter:
 
     def predict_next(self, text: WordText, top_k: int = 10) -> Prediction:
         raise UnsupportedPrediction("BERT models are bidirectional and cannot predict the next "
-                                    "word; use a GPT model, or put [MASK] where the word goes")
+                                    "word (put [MASK] where the word goes instead)")
 
     def predict_previous(self, text: WordText, top_k: int = 10) -> Prediction:
-        raise UnsupportedPrediction("BERT models cannot predict the previous word; use ELMo's "
-                                    "backward LM, or put [MASK] where the word goes")
+        raise UnsupportedPrediction("BERT models cannot predict the previous word (put [MASK] "
+                                    "where the word goes instead)")
 
     def logit_lens(self, text: WordText, top_k: int = 1) -> LogitLens:
         raise UnsupportedPrediction("the logit lens reads next-token predictions off each "

@@ -374,7 +374,7 @@ class GPTAdapter:
 
     def predict_previous(self, text: WordText, top_k: int = 10) -> Prediction:
         raise UnsupportedPrediction("GPT models read left to right and cannot predict the "
-                                    "previous word; use ELMo's backward LM")
+                                    "previous word")
 
 
 # -- GGUF: dequantise (the engine caches the result: engine/fetch.py) --------------------

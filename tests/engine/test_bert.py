@@ -143,7 +143,8 @@ def test_model_without_mlm_head_refuses_masked_prediction(bert_plain):
 
 def test_bert_refuses_next_word_and_logit_lens(bert_mlm):
     engine = Engine(device="cpu")
-    with pytest.raises(UnsupportedPrediction):
+    with pytest.raises(UnsupportedPrediction, match=r"cannot predict the next word \(put "
+                                                    r"\[MASK\].*models that can: .*smollm2-135m"):
         engine.predict_next(bert_mlm, "The bank")
     with pytest.raises(UnsupportedPrediction):
         engine.logit_lens(bert_mlm, "The bank")

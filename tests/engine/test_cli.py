@@ -192,6 +192,16 @@ def test_predict_without_mlm_head_and_without_mask_are_one_line():
 
 
 @pytest.mark.slow
+def test_predict_next_or_previous_with_a_model_that_cannot_names_those_that_can():
+    proc = run_cli("predict", "--model", "minilm-l6", "--next", "The dog")
+    assert_one_line_error(proc, "cannot predict the next word", "models that can:",
+                          "smollm2-135m", "elmo-brown")
+    proc = run_cli("predict", "--model", "gpt-brown", "--previous", "barked .")
+    assert_one_line_error(proc, "cannot predict the previous word", "models that can:",
+                          "elmo-brown")
+
+
+@pytest.mark.slow
 def test_predict_next_is_json_best_first(capsys):
     assert main(["predict", "--model", "smollm2-135m", "--next", "The capital of France is",
                  "--top-k", "5"]) == 0

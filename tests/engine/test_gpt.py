@@ -154,9 +154,16 @@ def test_next_word_prediction_is_the_softmax_at_the_last_position(causal_lm):
     assert got[0] == pytest.approx(float(probs.max()), rel=1e-5)
 
 
-def test_gpt_refuses_previous_word_prediction(causal_lm):
-    with pytest.raises(UnsupportedPrediction, match="ELMo"):
-        Engine(device="cpu").predict_previous(causal_lm, "raised rates.")
+def test_gpt_refuses_previous_word_prediction_and_names_the_models_that_can(causal_lm):
+    engine = Engine(device="cpu")
+    with pytest.raises(UnsupportedPrediction, match="cannot predict the previous word; models "
+                                                    "that can: .*elmo-brown") as err:
+        engine.predict_previous(causal_lm, "raised rates.")
+    # only models whose family reads right to left and whose checkpoint ships its LM
+    named = str(err.value).split("models that can: ")[1].split(", ")
+    assert named == engine.lm_predictors("previous_word")
+    assert all(engine.registry[m].family == "elmo" for m in named)
+    assert "elmo-original" not in named             # AllenNLP's file has no LM softmax
 
 
 def _sentence_logprob(path: str, text: str) -> float:
