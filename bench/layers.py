@@ -82,6 +82,19 @@ def running_text(sentence: TaggedSentence) -> RunningText:
     return RunningText(words, WordText(text, sentence.words, tuple(spans)), groups)
 
 
+def geometry_tokens(text: RunningText) -> WordText:
+    """The Brown tokens as the geometry statistics read them: a token whose engine words reach
+    past its own span is blanked (dropped as a non-word), because its vector mixes in a
+    neighbour's characters: "Mr." before a closing quote is the engine words 'Mr' and '."', so
+    one surface form would get two context-free vectors (ELMo's char CNN would fail its
+    self-similarity-of-1 check on that measurement artefact alone)."""
+    spans = text.words.spans
+    words = tuple(w if all(spans[j][0] >= a and spans[j][1] <= b for j in text.token_words[i])
+                  else "" for i, (w, (a, b)) in enumerate(zip(text.tokens.words,
+                                                               text.tokens.spans)))
+    return WordText(text.tokens.text, words, text.tokens.spans)
+
+
 def token_vectors(vectors: np.ndarray, text: RunningText) -> np.ndarray:
     """[layers, engine words, dim] -> [layers, Brown tokens, dim]: the mean of the engine words
     each token overlaps."""
@@ -289,7 +302,7 @@ def run_model(model_id: str, family: str, layer_names: tuple[str, ...], encode: 
     """Every per-layer reproduction for one model; a JSON-ready dict."""
     t0 = time.perf_counter()
     held, held_rt, heldout = sentence_vectors(encode, work.heldout)
-    held_texts = [t.tokens for t in held_rt]
+    held_texts = [geometry_tokens(t) for t in held_rt]
     train, _, pos_train = sentence_vectors(encode, work.pos_train)
     sense_vecs, senses = _kept(word_vectors(encode, [split_words(ex.text) for ex in work.senses]),
                                work.senses)

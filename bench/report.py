@@ -87,7 +87,9 @@ def geometry_report(results: list[dict], source: str, png: str) -> str:
     g0 = results[0]["geometry"] if results else {}
     out = ["# Ethayarajh (2019) geometry per layer", "",
            f"Sentences: {source}. Every model reads each sentence as running text (the "
-           "detokenised sentence); a Brown token's vector is the mean of its subword vectors. "
+           "detokenised sentence); a Brown token's vector is the mean of its subword vectors "
+           "(a token whose engine words reach past it, such as 'Mr.' before a closing quote, "
+           "read as 'Mr' and '.\"', is left out: its vector would mix in the quote). "
            "Word identity is the exact surface form (case-sensitive, as ELMo's char CNN is; "
            "words without a letter or digit are left out); self-similarity and MEV use "
            "words seen at least twice; intra-sentence similarity is the mean cosine between "
@@ -95,9 +97,15 @@ def geometry_report(results: list[dict], source: str, png: str) -> str:
            "baseline is the mean cosine of 1,000 random pairs of different words from "
            "different sentences; MEV (uncentred, σ1²/Σσi²) is also shown minus its value on "
            "as many random occurrences. Definitions: engine/analysis/geometry.py.", "",
-           bootstrap_note(g0) + " A resample weighs a baseline pair, or a pair of one word's "
-           "occurrences, by the product of its two sentences' counts (a sentence drawn twice "
-           "is not a second context); MEV has no interval.", "",
+           bootstrap_note(g0) + " A resample weighs a baseline pair by the product of its "
+           "two sentences' counts. Self-similarity is a mean over the words seen at least "
+           "twice, so its intervals resample those words instead (as many resamples, the same "
+           "seed): resampling sentences dropped a word seen twice from every resample that "
+           "missed one of its sentences, which weighed frequent, context-specific words more "
+           "than the estimate does and put some intervals below their own estimates in the "
+           "reports before 2026-11-27. An adjusted self-similarity's replicate subtracts an "
+           "anisotropy replicate drawn independently, which if anything widens its interval. "
+           "MEV has no interval.", "",
            f"![geometry per layer]({png})", ""]
     out += findings_section(results, "geometry.md")
     out += ["## Invariants", ""]

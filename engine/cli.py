@@ -352,7 +352,8 @@ def cmd_neighbours(args, engine_cls) -> int:
         if args.json:
             print(json.dumps(h.as_json(), ensure_ascii=False))
         else:
-            print(f"{h.cosine:.4f}  {h.word}  (sentence {h.sentence_id}, word {h.position + 1})"
+            # the same 0-based sentence id and word position as --json and the index's rows
+            print(f"{h.cosine:.4f}  {h.word}  (sentence {h.sentence_id}, position {h.position})"
                   f"  {h.sentence}")
     return 0
 
@@ -375,7 +376,8 @@ def cmd_stats(args, engine_cls) -> int:
             print(json.dumps(r))
         return 0
     print(f"{index.manifest.model} over {n:,} sentences of {index.manifest.corpus} "
-          "(value [95% CI], sentence bootstrap):")
+          "(value [95% CI]; self-similarity resamples the repeated words, the others "
+          "the sentences):")
     print(f"{'layer':<14}{'self-similarity':>28}{'intra-sentence':>28}{'anisotropy':>28}")
     for r in rows:
         cells = "".join(f"{v:>10.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in

@@ -45,9 +45,9 @@ class LayerMetrics:
     so an anisotropic layer's common direction is not read as a word's static embedding.
     n_words_repeated: word types (lowercased) with >= 2 occurrences, i.e. those behind
     self_similarity and mev (the same for every layer, hence an int).
-    replicates: with layer_metrics(n_resamples=B), the sentence-bootstrap replicates
-    [B, layers] of "anisotropy", "self_similarity" and "intra_sentence" (engine.analysis.
-    bootstrap; the unit is the encoding, i.e. the sentence).
+    replicates: with layer_metrics(n_resamples=B), bootstrap replicates [B, layers] of
+    "anisotropy" and "intra_sentence" (the unit is the encoding, i.e. the sentence) and of
+    "self_similarity" (the unit is the repeated word); engine.analysis.bootstrap.
     """
 
     anisotropy: np.ndarray
@@ -139,9 +139,8 @@ def _nanmean_rows(x: np.ndarray) -> np.ndarray:
 
 def _self_similarity_and_mev(unit: np.ndarray, raw: np.ndarray,
                              groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per repeated word ([words, layers] each): its self-similarity and its MEV."""
     n_layers = unit.shape[0]
-    if not groups:
-        return np.full(n_layers, np.nan), np.full(n_layers, np.nan)
     sims = np.empty((len(groups), n_layers))
     mevs = np.empty((len(groups), n_layers))
     for g, idx in enumerate(groups):
@@ -153,7 +152,7 @@ def _self_similarity_and_mev(unit: np.ndarray, raw: np.ndarray,
         # Ethayarajh 2019 §3.3 Def. 3: MEV = sigma_1^2 / sum sigma_i^2 of the (uncentred)
         # occurrence matrix.
         mevs[g] = _mev(raw[:, idx])
-    return sims.mean(axis=0), _nanmean_rows(mevs)
+    return sims, mevs
 
 
 def _mev_baseline(raw: np.ndarray, groups: list[np.ndarray], seed: int) -> np.ndarray:
@@ -195,8 +194,9 @@ def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: i
     "The" and "the" get different char-CNN vectors); words without a letter or digit are skipped.
     A word seen more than `max_occurrences` times contributes a seeded random sample of
     its occurrences (this bounds the SVDs behind MEV for words like "the").
-    n_resamples > 0 adds sentence-bootstrap replicates of anisotropy, self-similarity and
-    intra-sentence similarity (not MEV) to the result.
+    n_resamples > 0 adds bootstrap replicates of anisotropy and intra-sentence similarity
+    (resampling sentences) and of self-similarity (resampling the repeated words, the units it
+    averages), not of MEV, to the result.
     """
     occ = _collect(encodings, pool, lowercase)
     unit = unit_rows(occ.vectors)
@@ -211,19 +211,26 @@ def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: i
             if len(idx) > max_occurrences:
                 idx = np.sort(rng.choice(idx, size=max_occurrences, replace=False))
             groups.append(idx)
-    self_sim, mev = _self_similarity_and_mev(unit, occ.vectors, groups)
+    word_sims, word_mevs = _self_similarity_and_mev(unit, occ.vectors, groups)
+    nan = np.full(unit.shape[0], np.nan)
+    self_sim = word_sims.mean(axis=0) if groups else nan
+    mev = _nanmean_rows(word_mevs) if groups else nan
     a, b = _baseline_pairs(occ, n_pairs, seed)
     cosines = _pair_cosines(unit, a, b)                                  # [layers, pairs]
     intra, intra_ids = _intra_sentence(occ.vectors, unit, occ.sentence_ids)
-    nan = np.full(unit.shape[0], np.nan)
     replicates = None
     if n_resamples:
         counts = resample_counts(len(encodings), n_resamples, resample_seed)
         replicates = {
             "anisotropy": _weighted_mean(cosines.T, counts[:, occ.sentence_ids[a]]
                                          * counts[:, occ.sentence_ids[b]]),
-            "self_similarity": _self_similarity_replicates(unit, groups,
-                                                           counts[:, occ.sentence_ids]),
+            # a mean over words, so its unit is the word: resampling sentences would drop a
+            # word seen twice from every resample missing one of its sentences and so weigh
+            # frequent (context-specific) words more than the estimate does, biasing the
+            # interval low (on Brown, intervals that excluded their own estimate)
+            "self_similarity": (_weighted_mean(word_sims, resample_counts(
+                len(groups), n_resamples, resample_seed)) if groups
+                else np.full((n_resamples, unit.shape[0]), np.nan)),
             "intra_sentence": _weighted_mean(intra, counts[:, intra_ids])}
     return LayerMetrics(
         anisotropy=cosines.mean(axis=1) if len(a) else nan,
@@ -237,39 +244,13 @@ def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: i
     )
 
 
-# -- sentence bootstrap ----------------------------------------------------------------------
+# -- bootstrap ----------------------------------------------------------------------------
 
 def _weighted_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """values [items, layers], weights [resamples, items] -> [resamples, layers]."""
     total = weights.sum(axis=1, keepdims=True).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(total > 0, (weights @ values) / np.where(total > 0, total, 1), np.nan)
-
-
-def _self_similarity_replicates(unit: np.ndarray, groups: list[np.ndarray],
-                                weights: np.ndarray) -> np.ndarray:
-    """[resamples, layers]. An occurrence weighs as often as its sentence was drawn; a word's
-    mean pairwise cosine is taken over pairs of distinct original occurrences weighted w_i w_j
-    (a sentence drawn twice must not pair an occurrence with its own copy):
-    (|sum_i w_i u_i|^2 - sum_i w_i^2 |u_i|^2) / ((sum_i w_i)^2 - sum_i w_i^2).
-    A word with no such pair in a resample is left out of that resample's mean."""
-    n_res, n_layers = weights.shape[0], unit.shape[0]
-    total, n_words = np.zeros((n_res, n_layers)), np.zeros((n_res, 1))
-    sq_norms = (unit * unit).sum(axis=-1)                                # [layers, occ]
-    for idx in groups:
-        w = weights[:, idx].astype(np.float32)                           # [resamples, k]
-        den = w.sum(axis=1) ** 2 - (w * w).sum(axis=1)
-        ok = den > 0
-        if not ok.any():
-            continue
-        # float32 matmuls: these are only the interval's replicates, and half the cost
-        num = np.stack([((w @ layer[idx].astype(np.float32)) ** 2).sum(axis=1)
-                        for layer in unit], axis=1)                      # [resamples, layers]
-        num = num - (w * w) @ sq_norms[:, idx].T
-        total[ok] += num[ok] / den[ok, None]
-        n_words[ok] += 1
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n_words > 0, total / np.maximum(n_words, 1), np.nan)
 
 
 def _hsic_matrix(centred: list[np.ndarray]) -> np.ndarray:

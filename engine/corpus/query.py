@@ -129,7 +129,15 @@ def embed_word(engine, manifest: Manifest, text: str, word: str) -> tuple[np.nda
                           "ignoring case)")
     pos = low.index(word.lower())
     enc = engine.encode_words(manifest.model, [wt])[0]
-    return enc.word_vectors(manifest.pooling)[manifest.layers][:, pos], pos
+    vectors = enc.word_vectors(manifest.pooling)
+    # a manifest edited by hand, or a model id whose files changed since the build, would
+    # otherwise end in LanceDB's own error about the vector column
+    if vectors.shape[-1] != manifest.dim or max(manifest.layers) >= vectors.shape[0]:
+        raise EngineError(f"{manifest.model} gives {vectors.shape[0]} layers of {vectors.shape[-1]} "
+                          f"dimensions, but this index holds layers {manifest.layers[0]}-"
+                          f"{manifest.layers[-1]} of {manifest.dim}: it was not built with this "
+                          "model as it is now; build it again into a new folder")
+    return vectors[manifest.layers][:, pos], pos
 
 
 def neighbours(engine, index: CorpusIndex, text: str, word: str, layer: int, k: int = 10,
@@ -141,8 +149,9 @@ def neighbours(engine, index: CorpusIndex, text: str, word: str, layer: int, k: 
 
 def stats(index: CorpusIndex, sample: int = 2000, seed: int = 0, n_resamples: int = 1000):
     """Ethayarajh (2019) per-layer statistics over the index: a seeded sample of `sample`
-    sentences (0: all) read back as word-level encodings, with sentence-bootstrap 95%
-    intervals (engine.analysis.geometry, the same code as the app's Compare layers page)."""
+    sentences (0: all) read back as word-level encodings, with bootstrap 95% intervals
+    (resampling sentences; for self-similarity, the repeated words): engine.analysis.geometry,
+    the same code as the app's Compare layers page."""
     from engine.analysis.geometry import layer_metrics
     from engine.result import Encoding
 

@@ -82,6 +82,19 @@ def test_sentences_are_read_as_running_text_aligned_to_their_brown_tokens():
     assert [rt.tokens.text[a:b] for a, b in rt.tokens.spans] == list(s.words)
 
 
+def test_a_token_whose_engine_words_spill_past_it_is_left_out_of_the_geometry():
+    """'Mr.' before a closing quote is the engine words 'Mr' and '."': its vector would mix
+    in the quote, so the geometry blanks it (elsewhere 'Mr.' is 'Mr' and '.', kept)."""
+    from bench.layers import geometry_tokens
+
+    end = running_text(TaggedSentence("d", ('"', "Ask", "Mr.", '"'), ("``", "vb", "np", "''"),
+                                      '"Ask Mr."'))
+    assert end.words.words == ('"', "Ask", "Mr", '."')
+    assert geometry_tokens(end).words == ('"', "Ask", "", "")   # the quote shares '."' too
+    mid = running_text(TaggedSentence("d", ("Mr.", "Smith"), ("np", "np"), "Mr. Smith"))
+    assert geometry_tokens(mid).words == ("Mr.", "Smith")
+
+
 def test_a_brown_token_split_into_engine_words_gets_their_mean():
     from bench.layers import token_vectors
 

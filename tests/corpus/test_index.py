@@ -86,6 +86,26 @@ def test_neighbours_of_a_word_in_an_indexed_sentence_start_with_itself(tiny, tmp
         [(h.sentence_id, h.position) for h in exact]
 
 
+def test_neighbours_text_and_json_output_name_the_same_position(tiny, tmp_path, capsys):
+    import json
+
+    from engine import cli
+
+    sentences = _corpus(30, seed=1)
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(sentences))
+    corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1", progress=False)
+    word = split_words(sentences[5]).words[2]
+    args = ["neighbours", "--index", str(tmp_path / "ix"), "--text", sentences[5], "--word",
+            word, "--layer", "1", "-k", "3"]
+    assert cli.main(args + ["--json"]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert cli.main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [f"(sentence {h['sentence_id']}, position {h['position']})" for h in hits] == \
+        [line[line.index("(sentence"):line.index(")") + 1] for line in lines]
+
+
 def test_hits_name_the_stored_word_and_layer_and_texts_follow_the_ids(tiny, tmp_path):
     # a hit reads only (sentence_id, position) and takes its word from the sentence's split:
     # it must name the word the index stored there, punctuation and all
@@ -284,6 +304,28 @@ def test_an_index_for_another_model_or_layers_is_not_mixed(tiny, tmp_path):
     corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1", progress=False)
     with pytest.raises(Exception, match="another layers"):
         corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,2", progress=False)
+
+
+def test_neighbours_in_an_index_whose_vectors_the_model_no_longer_gives_is_one_line(
+        tiny, tmp_path, capsys):
+    """A manifest that does not match what its model gives now (edited, or the model's files
+    changed since the build) is one line, not LanceDB's error about the vector column."""
+    import json
+
+    from engine import cli
+
+    sentences = _corpus(20, seed=6)
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(sentences))
+    corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1", progress=False)
+    manifest = tmp_path / "ix" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**data, "dim": data["dim"] * 2}))
+    word = split_words(sentences[0]).words[0]
+    assert cli.main(["neighbours", "--index", str(tmp_path / "ix"), "--text", sentences[0],
+                     "--word", word, "--layer", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "it was not built with this model as it is now" in err
 
 
 def test_the_ann_index_finds_what_exact_search_finds(tiny, tmp_path, monkeypatch):

@@ -110,21 +110,21 @@ def test_bootstrap_replicates_cover_the_estimates_and_keep_context_free_words_at
     np.testing.assert_allclose(layer0[np.isfinite(layer0)], 1.0, atol=1e-6)
 
 
-def test_self_similarity_replicate_of_unit_weights_is_the_estimate():
-    from engine.analysis.geometry import _self_similarity_replicates
+def test_self_similarity_replicate_of_every_word_once_is_the_estimate():
+    """A resample that draws every repeated word once reproduces the estimate: the replicates
+    are the same mean over words, reweighted."""
+    from engine.analysis.geometry import _self_similarity_and_mev, _weighted_mean
 
     rng = np.random.default_rng(9)
     unit = rng.normal(size=(1, 5, 4))
     unit /= np.linalg.norm(unit, axis=-1, keepdims=True)
     groups = [np.array([0, 1, 2]), np.array([3, 4])]
     cos = unit[0] @ unit[0].T
-    expected = ((cos[0, 1] + cos[0, 2] + cos[1, 2]) / 3 + cos[3, 4]) / 2
-    reps = _self_similarity_replicates(unit, groups, np.ones((1, 5)))
-    assert reps[0, 0] == pytest.approx(expected, abs=1e-6)
-    # occurrences 3 and 4 drawn from one sentence twice: a copy is no second context, so the
-    # word has no pair and only the first word counts
-    reps = _self_similarity_replicates(unit, groups, np.array([[1, 1, 1, 2, 0]]))
-    assert reps[0, 0] == pytest.approx((cos[0, 1] + cos[0, 2] + cos[1, 2]) / 3, abs=1e-6)
+    sims, _ = _self_similarity_and_mev(unit, unit, groups)
+    np.testing.assert_allclose(sims[:, 0], [(cos[0, 1] + cos[0, 2] + cos[1, 2]) / 3, cos[3, 4]])
+    reps = _weighted_mean(sims, np.array([[1, 1], [2, 0]]))
+    assert reps[0, 0] == pytest.approx(sims[:, 0].mean())
+    assert reps[1, 0] == pytest.approx(sims[0, 0])
 
 
 def test_anisotropy_is_one_when_every_vector_points_the_same_way():
@@ -221,3 +221,34 @@ def test_case_sensitive_identity_keeps_a_case_sensitive_static_layer_at_one():
     encs = [make_encoding(s, np.stack([np.stack([vocab[w] for w in s])])) for s in SENTENCES]
     assert layer_metrics(encs, lowercase=False).self_similarity[0] == pytest.approx(1.0, abs=1e-12)
     assert layer_metrics(encs).self_similarity[0] < 1.0 - 1e-6
+
+
+def rare_coherent_frequent_noisy(n_sentences: int = 300, dim: int = 16, seed: int = 4):
+    """Each sentence: two of 30 frequent words (about 20 occurrences each, a fresh random
+    vector every time: self-similarity near 0) and one rare word that occurs in exactly two
+    sentences with nearly the same vector (self-similarity near 1); as in real text, where
+    function words are the most context-specific (Ethayarajh 2019, fig. 3)."""
+    rng = np.random.default_rng(seed)
+    rare = {i: rng.normal(size=dim) for i in range(n_sentences // 2)}
+    encs = []
+    for s in range(n_sentences):
+        words = [f"f{(2 * s) % 30}", f"f{(2 * s + 1) % 30}", f"w{s // 2}"]
+        vecs = np.stack([rng.normal(size=dim), rng.normal(size=dim),
+                         rare[s // 2] + 0.05 * rng.normal(size=dim)])
+        encs.append(make_encoding(words, vecs[None]))
+    return encs
+
+
+def test_self_similarity_interval_contains_its_estimate_when_word_frequency_matters():
+    """Self-similarity is a mean over words, so its interval resamples words. Resampling
+    sentences instead drops a word seen twice from every resample that misses one of its two
+    sentences (three in five), weighting the frequent words more than the estimate does: here
+    that put the whole interval below the estimate."""
+    from engine.analysis.bootstrap import interval
+
+    m = layer_metrics(rare_coherent_frequent_noisy(), n_resamples=400)
+    lo, hi = interval(m.replicates["self_similarity"])[:, 0]
+    assert lo < m.self_similarity[0] < hi
+    # an interval over the 180 words (150 near 1, 30 near 0; sd ~0.37):
+    # about 2 x 1.96 x 0.37 / sqrt(180) ~ 0.11 wide
+    assert 0.06 < hi - lo < 0.2
