@@ -154,6 +154,14 @@ def speed_rows(s: dict) -> list[list]:
     return rows
 
 
+def target_lines(s: dict) -> list[str]:
+    """The rows of speed.md that carry a target, one line each, for the terminal: what `make
+    bench` prints at the end of its speed part, so a run shows its verdicts without opening
+    the page."""
+    return [f"{result:>14}  {name}: {value} (target {target})"
+            for name, value, target, result in speed_rows(s) if "target" in str(result)]
+
+
 def speed_report(s: dict) -> str:
     out = ["# Speed and memory", "",
            "Every ratio compares two measurements taken in the same run on this machine. "
