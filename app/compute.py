@@ -88,11 +88,6 @@ def family(model_id: str) -> str:
     return get_engine().family(model_id)
 
 
-def model_info(model_id: str):
-    with st.spinner(f"Loading {model_id} …"):
-        return get_engine().adapter(model_id, progress=False).info
-
-
 def encodings(model_id: str, sentences: tuple[str, ...],
               attentions: bool = False) -> list[Encoding]:
     """Encodings from the engine's cache (no Streamlit element here: cached callers); attention

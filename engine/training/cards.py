@@ -32,28 +32,6 @@ counted on the whole training split.
 """
 
 
-def typed(config: dict) -> dict:
-    """A run's settings with their types: reports before 2026-11-25 kept every value as str(v)
-    ("0.0007", "True"); later ones keep JSON values. str() of a Python number parses back to
-    the same number, so both kinds of report render the same card."""
-    def value(v):
-        if not isinstance(v, str):
-            return v
-        if v in ("True", "False", "None"):
-            return {"True": True, "False": False, "None": None}[v]
-        for kind in (int, float):
-            try:
-                return kind(v)
-            except ValueError:
-                pass
-        return v
-    return {k: value(v) for k, v in config.items()}
-
-
-def with_typed_config(r: dict) -> dict:
-    return {**r, "config": typed(r["config"])} if "config" in r else r
-
-
 def budget_words(r: dict) -> int:
     return int(r["config"]["max_words"])
 
@@ -562,7 +540,7 @@ def previous_run_note(folder: Path, now: dict) -> str:
     path = folder / "training_report_previous.json"
     if not path.exists():
         return ""
-    r = with_typed_config(json.loads(path.read_text()))
+    r = json.loads(path.read_text())
     if budget_words(r) >= budget_words(now):
         raise ValueError(f"{path} is not a smaller budget of the shipped run")
     diff = _recipe_diff(r["config"], now["config"])
@@ -752,14 +730,14 @@ CARDS = {"gpt-brown": gpt_card, "bert-brown-mlm": bert_card, "elmo-brown": elmo_
 
 def render(model_id: str) -> str:
     folder = MODELS / model_id
-    report = with_typed_config(json.loads((folder / "training_report.json").read_text()))
+    report = json.loads((folder / "training_report.json").read_text())
     # the average of runs that continued the distilled model (stage 3) keeps stage 2's report
     soup = report if "soup" in report and (folder / DISTILL_REPORT).exists() else None
-    distilled = (with_typed_config(json.loads((folder / DISTILL_REPORT).read_text())) if soup
+    distilled = (json.loads((folder / DISTILL_REPORT).read_text()) if soup
                  else report)
     if "teacher" in distilled and (folder / LM_REPORT).exists():
         # distilled on top of an LM run: that run's report is the one its history extends
-        lm = with_typed_config(json.loads((folder / LM_REPORT).read_text()))
+        lm = json.loads((folder / LM_REPORT).read_text())
         note = previous_run_note(folder, lm).replace("; it ships at", "; stage 1 stops at")
         return elmo_distilled_card(distilled, lm, soup) + note + STOPPED_RUNS.get(model_id, "")
     return (CARDS[model_id](report) + previous_run_note(folder, report)
