@@ -105,11 +105,24 @@ def hugging_face(spec: str) -> Corpus:
     column = parts[3] if len(parts) > 3 and parts[3] else "text"
     if not name:
         raise EngineError("write a Hugging Face dataset as hf:NAME[:split[:column]]")
+    import os
+
+    from engine.fetch import HUB_HOST, _reachable
+
+    cache_only = "1" in (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("HF_DATASETS_OFFLINE"))
+    # without this probe an unreachable hub costs ~25 s of the library's retries
+    if not cache_only and not _reachable(HUB_HOST):
+        raise EngineError(f"hf: corpora need a network, and {HUB_HOST} cannot be reached (a "
+                          "dataset already in the local cache loads with HF_HUB_OFFLINE=1)")
     try:
         import datasets
+        from huggingface_hub.utils import logging as hub_logging
     except ImportError:
-        raise EngineError("hf: corpora need the `datasets` package (pip install datasets) "
-                          "and a network") from None
+        raise EngineError("hf: corpora need the `datasets` package (pip install datasets)"
+                          ) from None
+    # the libraries' own warnings would print before our one line
+    datasets.logging.set_verbosity_error()
+    hub_logging.set_verbosity_error()
     try:
         ds = datasets.load_dataset(name, split=split)
     except Exception as err:  # noqa: BLE001 - offline, unknown name, bad split: one line

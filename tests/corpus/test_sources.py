@@ -45,3 +45,29 @@ def test_an_empty_corpus_is_refused(tmp_path):
     f.write_text("\n\n  \n")
     with pytest.raises(EngineError, match="no usable sentences"):
         sources.load(str(f))
+
+
+def test_an_hf_dataset_loads_through_the_datasets_library(tmp_path, monkeypatch):
+    """hf:NAME goes through datasets.load_dataset; a dataset folder of text files (the `text`
+    builder, a `text` column, split `train`) stands in for the hub, read in offline mode."""
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    data = tmp_path / "my_dataset"
+    data.mkdir()
+    (data / "part.txt").write_text("The bank is open .\n\nA river bank .\n")
+    c = sources.load(f"hf:{data}")
+    assert c.sentences == ("The bank is open .", "A river bank .")
+    with pytest.raises(EngineError, match="has no column 'body' \\(it has text\\)"):
+        sources.load(f"hf:{data}:train:body")
+
+
+def test_an_hf_source_without_a_network_is_one_line_without_the_librarys_retries(monkeypatch):
+    import datasets
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setattr("engine.fetch._reachable", lambda host, port=443: False)
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: pytest.fail("tried the hub"))
+    with pytest.raises(EngineError, match="hf: corpora need a network, and huggingface.co "
+                                          "cannot be reached"):
+        sources.load("hf:stanfordnlp/imdb")
