@@ -250,26 +250,23 @@ def logit_lens(model_id: str, text: str):
         return get_engine().logit_lens(model_id, text)
 
 
-# The masked LM the Predictions page starts with when the sidebar's BERT has no MLM head:
-# the first one installed (minilm-l6-mlm: real pretrained MiniLM + a head trained here).
-PREFERRED_MASKED_LMS = ("minilm-l6-mlm", "bert-base-uncased", "bert-brown-mlm")
-
-
 def families_that(capability: str) -> tuple[str, ...]:
     """The families (engine/families/__init__.py) whose models can do `capability`."""
     return tuple(name for name, f in FAMILIES.items() if f.can(capability))
 
 
 def masked_lms(current: str | None = None) -> list[str]:
-    """Installed models with a masked-LM head: `current` first when it has one, then the
-    preferred order above, then the rest (local model folders included)."""
+    """Installed models with a masked-LM head: `current` first when it has one, then in the
+    registry's fill_order (assets/models.toml: the best first), then the rest (local model
+    folders included), by id."""
     eng = get_engine()
     fillers = [m for fam in families_that("masked_lm") for m in available_models(fam)
                if eng.fills_blank(m) == "masked-lm"]
 
     def rank(m: str) -> tuple:
-        return (m != current, PREFERRED_MASKED_LMS.index(m) if m in PREFERRED_MASKED_LMS
-                else len(PREFERRED_MASKED_LMS), m)
+        entry = eng.entry(m)
+        order = entry.fill_order if entry is not None and entry.fill_order > 0 else 10 ** 6
+        return (m != current, order, m)
     return sorted(fillers, key=rank)
 
 

@@ -37,6 +37,8 @@ class ModelEntry:
     fills_blank: str = ""    # "masked-lm" (a trained MLM head), "both-sides" (GPT re-ranking,
                              # ELMo forward x backward LM) or "" (cannot fill a [MASK])
     base: str = ""           # registry id whose weights this model overlays (an added head)
+    fill_order: int = 0      # where the app lists it among the masked LMs (1 first; 0: after
+                             # those with an order, by id)
 
     @property
     def source(self) -> str:

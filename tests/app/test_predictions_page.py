@@ -108,3 +108,21 @@ def test_the_rescore_toggle_redraws_the_masked_lm_with_the_re_ranked_fill(tiny_e
     assert any("pseudo-log-likelihood" in c.value for c in at.caption)
     # the GPT's and ELMo's fills are not touched by it
     _same(figure(at, "Fill from both sides"), Engine().predict_masked(m.gpt, BLANK, top_k=8))
+
+
+def test_masked_lms_are_offered_in_the_registrys_fill_order(tiny_engine, monkeypatch):
+    """The best masked LM first (assets/models.toml fill_order), local folders after; the order
+    is the registry's, not a list in app/."""
+    from dataclasses import replace
+
+    from app import compute
+
+    eng = compute.get_engine()
+    offered = compute.masked_lms()
+    assert offered[:2] == ["minilm-l6-mlm", "bert-brown-mlm"]
+    assert tiny_engine.bert_mlm in offered[2:]
+    monkeypatch.setitem(eng.registry, "bert-brown-mlm",
+                        replace(eng.registry["bert-brown-mlm"], fill_order=0))
+    now = compute.masked_lms()       # without an order it goes with the rest, by id
+    assert now[0] == "minilm-l6-mlm" and now[1:] == sorted(offered[1:])
+    assert compute.masked_lms(current="bert-brown-mlm")[0] == "bert-brown-mlm"
