@@ -252,7 +252,9 @@ def report(r: dict) -> str:
         ["the whole build, ANN and scalar indexes included, vs plain embed",
          f"{b['vs_embed']:.2f}×", f"≥ {TARGETS['vs_embed']}×",
          ok(b["vs_embed"] >= TARGETS["vs_embed"])],
-        *([[f"the same, a build tried on {e['when']} ({e['what']})",
+        *([[f"the same, a build tried on {e['when']} ({e['what']}"
+            + ("; its recall has no interval: that run kept no per-query results)"
+               if "recall" in e["what"] and "[" not in e["what"] else ")"),
             f"{e['vs_embed']:.2f}× ({e['seconds'] / 60:.1f} min, indexes "
             f"{e['finish_s'] / 60:.1f} min)", "(reported)", ""] for e in b.get("tried", [])]),
         [f"neighbour query p50 / p95 ({q['queries']} queries, ANN, the first pass "

@@ -165,12 +165,13 @@ def geometry(vectors: list[np.ndarray], texts: Sequence[WordText], family: str) 
     values = {"anisotropy": m.anisotropy, "self_similarity": m.self_similarity,
               "intra_sentence": m.intra_sentence,
               "self_similarity_adjusted": adj.self_similarity,
-              "intra_sentence_adjusted": adj.intra_sentence}
+              "intra_sentence_adjusted": adj.intra_sentence,
+              "mev": m.mev, "mev_adjusted": adj.mev}
     reps = dict(m.replicates)
     for name in ("self_similarity", "intra_sentence"):     # minus the same resample's baseline
         reps[f"{name}_adjusted"] = reps[name] - reps["anisotropy"]
-    return {**{k: v.tolist() for k, v in values.items()}, "mev": m.mev.tolist(),
-            "mev_adjusted": adj.mev.tolist(),
+    reps["mev_adjusted"] = reps["mev"] - reps.pop("mev_baseline")   # the same resampled words
+    return {**{k: v.tolist() for k, v in values.items()},
             "n_words_repeated": m.n_words_repeated, "n_sentences": len(texts),
             **uncertainty(values, reps, "sentence", len(texts))}
 
@@ -196,12 +197,22 @@ def pos_probe(train_vecs, train_sents, test_vecs, test_sents) -> dict:
     hits = np.zeros((len(lengths), correct.shape[1]))
     np.add.at(hits, np.repeat(np.arange(len(lengths)), lengths), correct)
     accuracy = np.array([s.accuracy for s in scores])
-    reps = ratio_replicates(hits, lengths, resample_counts(len(lengths)))
+    counts = resample_counts(len(lengths))
+    reps = ratio_replicates(hits, lengths, counts)
+    # the majority-class baseline resampled over the same sentences, so it carries an interval
+    # like the probes it is read against
+    majority = np.unique(y_tr, return_counts=True)
+    majority_tag = majority[0][int(np.argmax(majority[1]))]
+    majority_hits = np.zeros(len(lengths))
+    np.add.at(majority_hits, np.repeat(np.arange(len(lengths)), lengths), y_te == majority_tag)
     return {"accuracy": accuracy.tolist(),
             "majority_baseline": scores[0].majority_baseline,
             "n_train": scores[0].n_train, "n_test": scores[0].n_test,
             "n_tags": len(keep) + 1,
-            **uncertainty({"accuracy": accuracy}, {"accuracy": reps}, "sentence", len(lengths))}
+            **uncertainty({"accuracy": accuracy, "majority_baseline": scores[0].majority_baseline},
+                          {"accuracy": reps,
+                           "majority_baseline": ratio_replicates(majority_hits, lengths, counts)},
+                          "sentence", len(lengths))}
 
 
 def _sense_data(vectors: list[np.ndarray], examples: Sequence[SenseExample]) -> SenseData:

@@ -105,7 +105,8 @@ def geometry_report(results: list[dict], source: str, png: str) -> str:
            "than the estimate does and put some intervals below their own estimates in the "
            "reports before 2026-11-27. An adjusted self-similarity's replicate subtracts an "
            "anisotropy replicate drawn independently, which if anything widens its interval. "
-           "MEV has no interval.", "",
+           "MEV is a mean over the same words and resamples them too; its baseline is taken "
+           "for the same resampled words.", "",
            f"![geometry per layer]({png})", ""]
     out += findings_section(results, "geometry.md")
     out += ["## Invariants", ""]
@@ -119,7 +120,8 @@ def geometry_report(results: list[dict], source: str, png: str) -> str:
                 "at least twice.", ""]
         keys = ("anisotropy", "self_similarity", "self_similarity_adjusted", "intra_sentence",
                 "intra_sentence_adjusted")
-        rows = [[i, name, *[_layer_ci(g, k, i) for k in keys], g["mev"][i], g["mev_adjusted"][i]]
+        rows = [[i, name, *[_layer_ci(g, k, i) for k in keys], _layer_ci(g, "mev", i),
+                 _layer_ci(g, "mev_adjusted", i)]
                 for i, name in enumerate(_names(r))]
         out += [table(["layer", "name", "anisotropy", "self-sim", "self-sim − base",
                        "intra-sent", "intra-sent − base", "MEV", "MEV − base"], rows), ""]
@@ -222,7 +224,7 @@ def pos_report(results: list[dict], source: str, png: str) -> str:
         p = r["pos"]
         acc = p["accuracy"]
         best = int(np.argmax(acc))
-        rows.append([r["model"], p["majority_baseline"], _layer_ci(p, "accuracy", 0),
+        rows.append([r["model"], _scalar_ci(p, "majority_baseline"), _layer_ci(p, "accuracy", 0),
                      f"{_layer_ci(p, 'accuracy', best)} (L{best})",
                      _layer_ci(p, "accuracy", len(acc) - 1),
                      "yes" if best < len(acc) - 1 else "no"])

@@ -46,7 +46,7 @@ def _layer_rows(layers: list[dict]) -> list[list]:
         inv = f"{sum(ok for _, ok, _ in checks)}/{len(checks)} pass"
         p = r["pos"]
         best = int(np.argmax(p["accuracy"]))
-        pos = f"{_ci(p, 'accuracy', best)} at L{best} (majority {p['majority_baseline']:.3f})"
+        pos = f"{_ci(p, 'accuracy', best)} at L{best} (majority {_ci(p, 'majority_baseline')})"
         s = r.get("senses")
         sense = "n/a"
         if s is not None:

@@ -47,7 +47,8 @@ class LayerMetrics:
     self_similarity and mev (the same for every layer, hence an int).
     replicates: with layer_metrics(n_resamples=B), bootstrap replicates [B, layers] of
     "anisotropy" and "intra_sentence" (the unit is the encoding, i.e. the sentence) and of
-    "self_similarity" (the unit is the repeated word); engine.analysis.bootstrap.
+    "self_similarity", "mev" and "mev_baseline" (the unit is the repeated word);
+    engine.analysis.bootstrap.
     """
 
     anisotropy: np.ndarray
@@ -156,14 +157,13 @@ def _self_similarity_and_mev(unit: np.ndarray, raw: np.ndarray,
 
 
 def _mev_baseline(raw: np.ndarray, groups: list[np.ndarray], seed: int) -> np.ndarray:
-    # Ethayarajh 2019 §3.4 adjusts MEV for anisotropy too: the same statistic on as many
-    # randomly drawn occurrences (of mostly different words) as each repeated word has
+    """[words, layers]: for each repeated word, the MEV of as many randomly drawn occurrences
+    (of mostly different words) as it has. Ethayarajh 2019 §3.4 adjusts MEV for anisotropy
+    with this: the same statistic where no word is shared."""
     rng = np.random.default_rng(seed + 2)
     n = raw.shape[1]
-    if not groups:
-        return np.full(raw.shape[0], np.nan)
     rows = [_mev(raw[:, rng.choice(n, size=len(idx), replace=False)]) for idx in groups]
-    return _nanmean_rows(np.stack(rows))
+    return np.stack(rows) if rows else np.empty((0, raw.shape[0]))
 
 
 def _intra_sentence(raw: np.ndarray, unit: np.ndarray,
@@ -195,8 +195,8 @@ def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: i
     A word seen more than `max_occurrences` times contributes a seeded random sample of
     its occurrences (this bounds the SVDs behind MEV for words like "the").
     n_resamples > 0 adds bootstrap replicates of anisotropy and intra-sentence similarity
-    (resampling sentences) and of self-similarity (resampling the repeated words, the units it
-    averages), not of MEV, to the result.
+    (resampling sentences) and of self-similarity, MEV and MEV's baseline (resampling the
+    repeated words, the units they average) to the result.
     """
     occ = _collect(encodings, pool, lowercase)
     unit = unit_rows(occ.vectors)
@@ -212,6 +212,7 @@ def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: i
                 idx = np.sort(rng.choice(idx, size=max_occurrences, replace=False))
             groups.append(idx)
     word_sims, word_mevs = _self_similarity_and_mev(unit, occ.vectors, groups)
+    word_mev_base = _mev_baseline(occ.vectors, groups, seed)
     nan = np.full(unit.shape[0], np.nan)
     self_sim = word_sims.mean(axis=0) if groups else nan
     mev = _nanmean_rows(word_mevs) if groups else nan
@@ -221,16 +222,19 @@ def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: i
     replicates = None
     if n_resamples:
         counts = resample_counts(len(encodings), n_resamples, resample_seed)
+        # self-similarity and MEV are means over words, so their unit is the word: resampling
+        # sentences would drop a word seen twice from every resample missing one of its
+        # sentences and so weigh frequent (context-specific) words more than the estimate
+        # does, biasing the interval low (on Brown, intervals that excluded their own estimate)
+        words = (resample_counts(len(groups), n_resamples, resample_seed) if groups
+                 else np.zeros((n_resamples, 0), np.int64))
         replicates = {
             "anisotropy": _weighted_mean(cosines.T, counts[:, occ.sentence_ids[a]]
                                          * counts[:, occ.sentence_ids[b]]),
-            # a mean over words, so its unit is the word: resampling sentences would drop a
-            # word seen twice from every resample missing one of its sentences and so weigh
-            # frequent (context-specific) words more than the estimate does, biasing the
-            # interval low (on Brown, intervals that excluded their own estimate)
-            "self_similarity": (_weighted_mean(word_sims, resample_counts(
-                len(groups), n_resamples, resample_seed)) if groups
-                else np.full((n_resamples, unit.shape[0]), np.nan)),
+            "self_similarity": _weighted_mean(word_sims, words),
+            # the baseline of the same resampled words, so mev - mev_baseline pairs them
+            "mev": _weighted_mean(word_mevs, words),
+            "mev_baseline": _weighted_mean(word_mev_base, words),
             "intra_sentence": _weighted_mean(intra, counts[:, intra_ids])}
     return LayerMetrics(
         anisotropy=cosines.mean(axis=1) if len(a) else nan,
@@ -239,7 +243,7 @@ def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: i
         mev=mev,
         n_words_repeated=len(groups),
         layer_names=encodings[0].layer_names,
-        mev_baseline=_mev_baseline(occ.vectors, groups, seed),
+        mev_baseline=_nanmean_rows(word_mev_base) if groups else nan,
         replicates=replicates,
     )
 
@@ -247,10 +251,14 @@ def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: i
 # -- bootstrap ----------------------------------------------------------------------------
 
 def _weighted_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """values [items, layers], weights [resamples, items] -> [resamples, layers]."""
-    total = weights.sum(axis=1, keepdims=True).astype(np.float64)
+    """values [items, layers], weights [resamples, items] -> [resamples, layers]; a NaN value
+    (an item without one at that layer, e.g. an all-zero MEV) is left out of its layer's mean,
+    as _nanmean_rows leaves it out of the estimate."""
+    finite = np.isfinite(values)
+    total = weights.astype(np.float64) @ finite
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total > 0, (weights @ values) / np.where(total > 0, total, 1), np.nan)
+        return np.where(total > 0, (weights @ np.where(finite, values, 0.0))
+                        / np.where(total > 0, total, 1), np.nan)
 
 
 def _hsic_matrix(centred: list[np.ndarray]) -> np.ndarray:

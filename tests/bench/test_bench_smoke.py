@@ -109,7 +109,7 @@ def test_a_brown_token_split_into_engine_words_gets_their_mean():
 def test_tiny_run_gives_an_interval_for_every_reported_value(tiny_run):
     n = tiny_run["n_layers"]
     for section, keys in (("geometry", ("anisotropy", "self_similarity_adjusted",
-                                        "intra_sentence_adjusted")),
+                                        "intra_sentence_adjusted", "mev", "mev_adjusted")),
                           ("pos", ("accuracy",)), ("senses", ("centroid", "pairs"))):
         part = tiny_run[section]
         assert part["bootstrap"]["n_resamples"] == 1000
@@ -117,6 +117,8 @@ def test_tiny_run_gives_an_interval_for_every_reported_value(tiny_run):
             ci = np.array(part["ci"][k])
             assert ci.shape == (n, 2) and (ci[:, 0] <= ci[:, 1] + 1e-12).all()
     assert tiny_run["pos"]["bootstrap"]["unit"] == "sentence"
+    lo, hi = tiny_run["pos"]["ci"]["majority_baseline"]      # the baseline has one too
+    assert lo <= tiny_run["pos"]["majority_baseline"] <= hi and lo < hi
     assert tiny_run["senses"]["bootstrap"]["unit"] == "held-out lemma"
     assert len(tiny_run["senses"]["ci"]["mix_centroid"]) == 2
     assert tiny_run["senses"]["mix_layer_norm"] is False

@@ -249,6 +249,11 @@ def test_self_similarity_interval_contains_its_estimate_when_word_frequency_matt
     m = layer_metrics(rare_coherent_frequent_noisy(), n_resamples=400)
     lo, hi = interval(m.replicates["self_similarity"])[:, 0]
     assert lo < m.self_similarity[0] < hi
+    # MEV averages the same words and resamples them too, its baseline with them
+    lo_m, hi_m = interval(m.replicates["mev"])[:, 0]
+    assert lo_m < m.mev[0] < hi_m
+    base = m.replicates["mev_baseline"][:, 0]
+    assert np.nanmin(base) <= m.mev_baseline[0] <= np.nanmax(base)
     # an interval over the 180 words (150 near 1, 30 near 0; sd ~0.37):
     # about 2 x 1.96 x 0.37 / sqrt(180) ~ 0.11 wide
     assert 0.06 < hi - lo < 0.2
