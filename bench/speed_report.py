@@ -286,7 +286,12 @@ def speed_report(s: dict) -> str:
                 "moved that chart from 4.1 to 3.3 s (medians of 3 starts), but on the app's "
                 "first start, in 5 alternating starts each, first chart 4.84 -> 4.76 s and "
                 "page settled 7.75 -> 8.21 s (medians): nothing gained on the chart, and the "
-                "page settled later."
+                "page settled later. Nor (2026-11-27 12:14 UTC) the page drawn before the "
+                "sidebar's widgets (the entrypoint reading the sidebar's values from the session "
+                "first and drawing its widgets after the page): with encodings kept, first chart "
+                "5.27, 5.06, 5.11 s against 4.75, 4.87, 5.04 s for the shipped order measured "
+                "just before (one-chart floor 2.68-2.85 and 2.32-2.75 s in the two runs); the "
+                "browser, not the script's order, holds the chart."
                 + "".join(f" Earlier: {r['first_chart_s']:.1f} s ({r['why']})."
                           for r in a.get("earlier_runs", [])), ""]
     gr = s.get("grid", {})
