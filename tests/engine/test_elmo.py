@@ -298,6 +298,11 @@ def test_lm_predictions_rank_vocab_words_from_the_right_direction(tiny, kind):
     expected = _manual_probs(tiny, h)
     assert pred.candidates[0].token == TINY_VOCAB[int(expected.argmax())]
     assert pred.candidates[0].prob == pytest.approx(float(expected.max()), abs=1e-9)
+    # the unknown-word marker, when listed, is said to be one (11 words in the tiny vocab)
+    every = getattr(tiny, f"predict_{kind}")(text, top_k=len(TINY_VOCAB))
+    assert "<UNK>" in [c.token for c in every.candidates]
+    assert every.method.endswith("; <UNK> is any word outside its 11-word vocabulary")
+    assert ("<UNK>" in [c.token for c in pred.candidates]) == ("<UNK>" in pred.method)
 
 
 def test_predictions_need_the_softmax_companion(tmp_path):

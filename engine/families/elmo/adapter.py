@@ -119,6 +119,9 @@ class ElmoAdapter:
         # excluded markers have probability 0: never listed, even when top_k asks for more
         candidates = tuple(Candidate(vocab[i], float(p))
                            for p, i in zip(best.values.tolist(), best.indices.tolist()) if p > 0)
+        if any(c.token == "<UNK>" for c in candidates):
+            # a small LM's likeliest "word" is often its unknown-word marker: say what it is
+            method += f"; <UNK> is any word outside its {len(vocab):,}-word vocabulary"
         return Prediction(self.info.model_id, kind, text.text, candidates, method=method)
 
     # bilm-tf's vocabulary markers: never a word that fills a blank inside a sentence
