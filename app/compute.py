@@ -362,6 +362,36 @@ def corpus_neighbours_of(folder: str, word: str, layer: int, limit: int, point: 
     return _index(folder).search(vec[point], layer, k)
 
 
+@engine_cached("Reading every layer …")
+def corpus_layer_occurrences(folder: str, word: str, limit: int):
+    """The same occurrences at every layer of the index: ([layers, n, dim], ids, positions)."""
+    return _index(folder).occurrences_at_layers(word, None, limit)
+
+
+@engine_cached("Projecting every layer …")
+def corpus_grid_projection(folder: str, word: str, limit: int, method: str) -> np.ndarray:
+    """[layers, n, 2]: every layer's projection, aligned across layers as the Layers side by
+    side page aligns them (engine/analysis/projection.py)."""
+    vec, _, _ = corpus_layer_occurrences(folder, word, limit)
+    return get_engine().project(vec, method=method, seed=0).coords
+
+
+@engine_cached("Clustering …")
+def corpus_grid_clusters(folder: str, word: str, limit: int, layer: int) -> np.ndarray:
+    vec, _, _ = corpus_layer_occurrences(folder, word, limit)
+    return senses.suggest_senses(vec[_index(folder).manifest.layers.index(layer)], k=None)
+
+
+@engine_cached("Searching the corpus …")
+def corpus_grid_neighbours_of(folder: str, word: str, limit: int, point: int, panel: int,
+                              k: int):
+    """Nearest contexts of one point of the grid, at its panel's layer; itself comes first."""
+    vec, _, _ = corpus_layer_occurrences(folder, word, limit)
+    if not (0 <= panel < vec.shape[0] and 0 <= point < vec.shape[1]):
+        raise EngineError("that point is not on the map any more; click it again")
+    return _index(folder).search(vec[panel, point], _index(folder).manifest.layers[panel], k)
+
+
 @engine_cached("Searching the corpus …")
 def corpus_search(folder: str, text: str, word: str, layer: int, k: int):
     from engine.corpus.query import neighbours

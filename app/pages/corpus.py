@@ -13,6 +13,7 @@ from app import selection as sel
 
 METHODS = {"PCA": "pca", "UMAP": "umap"}
 MAX_POINTS = 3000
+GRID_POINTS = 1000     # in every layer's panel at once: 7 panels of 1,000 points stay quick
 QUERY_TEXT, QUERY_WORD = "corpus_query_text", "corpus_query_word"
 
 
@@ -48,31 +49,43 @@ def build_offer() -> None:
         st.rerun()
 
 
-def word_map(inputs: state.Inputs, folder: str, manifest, word: str, layer: int, method: str,
-             labels_spec: str):
-    vec, sids, pos = compute.corpus_occurrences(folder, word, layer, MAX_POINTS)
-    total = compute.corpus_count(folder, word, layer)
-    if len(vec) == 0:
+def _too_few(word: str, n: int) -> bool:
+    if n == 0:
         st.warning(f"'{word}' does not occur in this index (words are matched whole, "
                    "ignoring case).")
-        return None
-    if len(vec) < 3:
-        st.warning(f"'{word}' occurs {len(vec)} times: too few to map.")
-        return None
+    elif n < 3:
+        st.warning(f"'{word}' occurs {n} times: too few to map.")
+    return n < 3
+
+
+def _points(folder: str, word: str, sids, labels_spec: str, clusters):
+    """(sentences, colour labels, how they were coloured, hover texts) of a map's points;
+    clusters() is called only without keyword labels."""
     texts = compute.corpus_texts(folder, tuple(int(s) for s in sids))
     sentences = [texts.get(int(s), "") for s in sids]
     rules = parse_rules(labels_spec)
     if rules:
-        colour = [label_by_rules(s, rules) for s in sentences]
-        how = "your keyword labels"
+        colour, how = [label_by_rules(s, rules) for s in sentences], "your keyword labels"
     else:
-        colour = [f"cluster {c + 1}" for c in compute.corpus_clusters(folder, word, layer,
-                                                                        MAX_POINTS)]
+        colour = [f"cluster {c + 1}" for c in clusters()]
         how = f"{len(set(colour))} clusters (k-means, k chosen by silhouette)"
-    coords = compute.corpus_projection(folder, word, layer, MAX_POINTS, method)
+    # the sentence is escaped before the word is bolded: corpus text never renders as HTML
     hover = [f"{int(s)}: " + re.sub(rf"\b({re.escape(html.escape(word))})\b", r"<b>\1</b>",
                                     html.escape(t), count=1, flags=re.IGNORECASE)
              for s, t in zip(sids, sentences)]
+    return sentences, colour, how, hover
+
+
+def word_map(inputs: state.Inputs, folder: str, manifest, word: str, layer: int, method: str,
+             labels_spec: str):
+    vec, sids, pos = compute.corpus_occurrences(folder, word, layer, MAX_POINTS)
+    if _too_few(word, len(vec)):
+        return None
+    total = compute.corpus_count(folder, word, layer)
+    sentences, colour, how, hover = _points(
+        folder, word, sids, labels_spec,
+        lambda: compute.corpus_clusters(folder, word, layer, MAX_POINTS))
+    coords = compute.corpus_projection(folder, word, layer, MAX_POINTS, method)
     fig = figures.layer_grid([(manifest.layer_names[manifest.layers.index(layer)], coords)],
                              colour, hover,
                              title=f"'{word}' in {manifest.corpus}: {len(vec):,} of {total:,} "
@@ -89,6 +102,43 @@ def word_map(inputs: state.Inputs, folder: str, manifest, word: str, layer: int,
                                             corpus=manifest.corpus, word=word, layer=layer,
                                             projection=method, colour=how,
                                             points=int(len(vec))))
+    return sids, pos, sentences
+
+
+def grid_map(inputs: state.Inputs, folder: str, manifest, word: str, layer: int, method: str,
+             labels_spec: str):
+    """The same occurrences at every layer of the index, one aligned panel a layer (as on
+    Layers side by side), coloured by the clusters at the chosen layer or by keyword labels."""
+    vec, sids, pos = compute.corpus_layer_occurrences(folder, word, GRID_POINTS)
+    if _too_few(word, len(sids)):
+        return None
+    total = compute.corpus_count(folder, word, manifest.layers[0])
+    name = manifest.layer_names[manifest.layers.index(layer)]
+    sentences, colour, how, hover = _points(
+        folder, word, sids, labels_spec,
+        lambda: compute.corpus_grid_clusters(folder, word, GRID_POINTS, layer))
+    if not parse_rules(labels_spec):
+        how += f" at {name}"
+    coords = compute.corpus_grid_projection(folder, word, GRID_POINTS, method)
+    fig = figures.layer_grid(list(zip(manifest.layer_names, coords)), colour, hover,
+                             title=f"'{word}' in {manifest.corpus}: {len(sids):,} of {total:,} "
+                                   f"occurrences at every layer, {manifest.model}")
+    rows = -(-len(manifest.layers) // figures.GRID_COLS)
+    fig.update_layout(height=120 + 300 * rows, legend_title_text="colour")
+    st.plotly_chart(fig, key="corpus-grid", on_select="rerun",
+                    selection_mode=("points", "box", "lasso"))
+    st.caption(f"Coloured by {how}; the same {len(sids):,} occurrences in every panel "
+               f"(at most {GRID_POINTS:,} here). Click a point for its sentence and its nearest "
+               "contexts in the whole corpus at that panel's layer.")
+    table = pd.DataFrame({"sentence_id": sids, "position": pos + 1, "label": colour,
+                          "sentence": sentences})
+    for k, lay in enumerate(manifest.layers):
+        table[f"x_L{lay}"], table[f"y_L{lay}"] = coords[k, :, 0], coords[k, :, 1]
+    export.figure_downloads(fig, f"corpus-{word}-layers", table,
+                            inputs.settings(index=folder, model=manifest.model,
+                                            corpus=manifest.corpus, word=word, layer=layer,
+                                            layers=list(manifest.layers), projection=method,
+                                            colour=how, points=int(len(sids))))
     return sids, pos, sentences
 
 
@@ -132,6 +182,21 @@ def clicked(folder, manifest, word, layer, found) -> None:
     neighbour_table(hits)
 
 
+def grid_clicked(folder, manifest, word, found) -> None:
+    sids, _, sentences = found
+    picked, panel = sel.clicked_occurrences(st.session_state.get("corpus-grid"), len(sids),
+                                            len(manifest.layers))
+    if not picked:
+        st.caption("Click a point in any panel to see its nearest contexts in the corpus at "
+                   "that layer.")
+        return
+    i = picked[0]
+    st.text(f"{int(sids[i])}: {sentences[i]}")
+    hits = compute.corpus_grid_neighbours_of(folder, word, GRID_POINTS, i, panel, 10)
+    st.markdown(f"**Nearest contexts at {manifest.layer_names[panel]}**")
+    neighbour_table(hits)
+
+
 def search_box(folder, manifest, layer) -> None:
     st.subheader("Search the corpus for contexts like this one")
     st.caption("A sentence of your own (or the point selected on Layers side by side) and the "
@@ -171,7 +236,15 @@ def render(inputs: state.Inputs) -> None:
         spec = st.text_area("One label a line: label: keyword, keyword", key=state.url_key(
             "corpus_labels", str, default=""), placeholder="river: river, water, shore\n"
                                                            "money: money, loan, account")
-    if word:
+    every_layer = st.toggle(
+        "Every layer side by side", key=state.url_key("corpus_grid", bool, default=False),
+        help="The same occurrences at every layer of the index, one aligned panel a layer; the "
+             "Layer slider then picks the layer whose clusters colour them.")
+    if word and every_layer:
+        found = grid_map(inputs, folder, manifest, word, layer, method, spec)
+        if found is not None:
+            grid_clicked(folder, manifest, word, found)
+    elif word:
         main, side = st.columns([3, 2])
         with main:
             found = word_map(inputs, folder, manifest, word, layer, method, spec)

@@ -104,6 +104,37 @@ class CorpusIndex:
                          np.float32).reshape(tbl.num_rows, self.manifest.dim)
         return (vec, tbl["sentence_id"].to_numpy(), tbl["position"].to_numpy())
 
+    def occurrences_at_layers(self, word: str, layers=None, limit: int = 1000):
+        """The same occurrences of a word at several layers (default: every layer in the
+        index): ([layers, n, dim] float32, sentence ids, positions). The occurrences are the
+        first layer's `occurrences(word, layer, limit)`; each other layer's rows are read for
+        those sentences and matched by (sentence, position), as a layer table's own `limit`
+        may pick other rows (tables are written in the order batches finish)."""
+        layers = list(self.manifest.layers if layers is None else layers)
+        for layer in layers:
+            self.check_layer(layer)
+        vec0, sids, pos = self.occurrences(word, layers[0], limit)
+        out = np.empty((len(layers), len(sids), self.manifest.dim), np.float32)
+        out[0] = vec0
+        if len(sids) == 0:
+            return out, sids, pos
+        where = (f"key = '{word.lower().replace(chr(39), chr(39) * 2)}' AND sentence_id IN "
+                 f"({', '.join(str(int(i)) for i in np.unique(sids))})")
+        want = {(int(s), int(p)): i for i, (s, p) in enumerate(zip(sids, pos))}
+        for k, layer in enumerate(layers[1:], 1):
+            tbl = (self.table(layer).search().where(where)
+                   .select(["sentence_id", "position", "vector"]).limit(None).to_arrow())
+            vec = np.asarray(tbl["vector"].combine_chunks().values.to_numpy(
+                zero_copy_only=False), np.float32).reshape(tbl.num_rows, self.manifest.dim)
+            got = [want.get((int(s), int(p))) for s, p in zip(tbl["sentence_id"].to_pylist(),
+                                                              tbl["position"].to_pylist())]
+            rows = [j for j, i in enumerate(got) if i is not None]
+            if len(rows) != len(sids):
+                raise EngineError(f"layer {layer} of this index lacks some occurrences of "
+                                  f"{word!r} that layer {layers[0]} holds: build it again")
+            out[k, [got[j] for j in rows]] = vec[rows]
+        return out, sids, pos
+
     def count(self, word: str, layer: int) -> int:
         key = word.lower().replace("'", "''")
         return self.table(layer).count_rows(f"key = '{key}'")

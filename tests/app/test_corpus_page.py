@@ -154,3 +154,34 @@ def test_a_clicked_point_finds_itself_first_from_the_maps_own_vectors(indexes):
         assert hits[0].cosine > 0.999 and hits[0].word.lower() == "bank"
     with pytest.raises(Exception, match="not on the map"):
         compute.corpus_neighbours_of(folder, "bank", 2, MAX_POINTS, len(vec), 5)
+
+
+def test_every_layer_side_by_side_shows_the_same_occurrences_in_one_panel_a_layer(indexes):
+    at = _corpus_page(corpus_word="bank", corpus_layer="1", corpus_grid="true")
+    n = sum(w.lower() == "bank" for s in indexes for w in split_words(s).words)
+    fig = figure(at, "'bank' in ")
+    assert f"{n:,} of {n:,} occurrences at every layer" in fig["layout"]["title"]["text"]
+    panels = {}
+    for tr in fig["data"]:
+        panels.setdefault(tr.get("xaxis", "x"), []).extend(
+            tuple(c) for c in tr["customdata"])
+    assert len(panels) == 3                                  # layers 0, 1, 2 of the index
+    points = [sorted(p for p, _ in v) for v in panels.values()]
+    assert all(p == list(range(n)) for p in points)          # every occurrence in every panel
+    assert all(tr["name"].startswith("cluster ") for tr in fig["data"])
+    assert any("Coloured by" in c.value and "at layer 1" in c.value for c in at.caption)
+    assert at.query_params["corpus_grid"] in ("true", ["true"], "True", ["True"], "1", ["1"])
+
+
+def test_a_point_clicked_in_a_panel_finds_itself_first_at_that_panels_layer(indexes):
+    from app import compute
+    from app.pages.corpus import GRID_POINTS
+
+    folder = str(catalog.index_dirs()[0] / "tiny")
+    vec, sids, pos = compute.corpus_layer_occurrences(folder, "bank", GRID_POINTS)
+    for panel, layer in enumerate((0, 1, 2)):
+        hits = compute.corpus_grid_neighbours_of(folder, "bank", GRID_POINTS, 3, panel, 5)
+        assert (hits[0].sentence_id, hits[0].position) == (sids[3], pos[3])
+        assert hits[0].cosine > 0.999 and hits[0].layer == layer
+    with pytest.raises(Exception, match="not on the map"):
+        compute.corpus_grid_neighbours_of(folder, "bank", GRID_POINTS, 0, 3, 5)

@@ -106,6 +106,28 @@ def test_neighbours_text_and_json_output_name_the_same_position(tiny, tmp_path, 
         [line[line.index("(sentence"):line.index(")") + 1] for line in lines]
 
 
+def test_a_words_occurrences_at_every_layer_are_the_same_occurrences(tiny, tmp_path):
+    """The Corpus page's all-layers grid: one point per occurrence in every panel, so row i
+    at every layer is the same (sentence, position), with that layer's own vector."""
+    sentences = _corpus(60, seed=2)
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(sentences))
+    corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1,2", progress=False)
+    idx = CorpusIndex(tmp_path / "ix")
+    word = "bank"
+    total = idx.count(word, 0)
+    assert total > 6
+    for limit in (total, 5):
+        vecs, sids, pos = idx.occurrences_at_layers(word, limit=limit)
+        assert vecs.shape == (3, min(limit, total), idx.manifest.dim)
+        for k, layer in enumerate(idx.manifest.layers):
+            v, s, p = idx.occurrences(word, layer, total)
+            row = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(s, p))}
+            for i, key in enumerate(zip(sids.tolist(), pos.tolist())):
+                np.testing.assert_array_equal(vecs[k, i], v[row[key]])
+    assert not np.allclose(vecs[0], vecs[2])          # the layers' own vectors, not copies
+
+
 def test_hits_name_the_stored_word_and_layer_and_texts_follow_the_ids(tiny, tmp_path):
     # a hit reads only (sentence_id, position) and takes its word from the sentence's split:
     # it must name the word the index stored there, punctuation and all

@@ -655,6 +655,26 @@ def test_corpus_page_maps_a_word_and_finds_nearest_contexts(server, browser):
     page.screenshot(path=str(SHOTS / "corpus.png"), full_page=True)
 
 
+def test_corpus_every_layer_grid_clicks_to_the_nearest_contexts_at_that_layer(server, browser):
+    """Corpus, every layer side by side: the same 24 occurrences in each of the index's three
+    panels (layers 0, 4, 6); a click in a panel opens the nearest contexts at that layer."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1300})
+    page.goto(f"{server}/corpus?corpus_word=bank&corpus_layer=6&corpus_grid=true")
+    page.wait_for_selector("text=/24 of 24 occurrences at every layer/", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    plot = page.locator(".js-plotly-plot").filter(has_text="every layer").first
+    assert plot.locator(".annotation-text").count() == 3           # one title a panel
+    points = plot.locator(".scatterlayer .trace .points path")
+    assert points.count() == 24 * 3
+    points.nth(24 * 3 - 1).click(force=True)     # a point of the last trace's last panel
+    _settle(page)
+    page.wait_for_selector("text=/Nearest contexts at layer/", timeout=60_000)
+    heading = page.get_by_text("Nearest contexts at", exact=False).first.inner_text()
+    assert re.search(r"Nearest contexts at (layer [46]|embeddings)", heading)
+    assert page.locator('[data-testid="stDataFrame"]').count() >= 1
+    assert not page.locator('[data-testid="stException"]').count()
+
+
 # the default page has settled when its last chart, sense separation under the tabs, is drawn
 SETTLED = ".st-key-sep-silhouette .js-plotly-plot"
 # records, from before the page's own scripts run, whether a model-loading box ever showed
