@@ -59,7 +59,7 @@ def projection_scatter(panels: Sequence[tuple[str, np.ndarray]], labels: Sequenc
                 x=coords[idx, 0], y=coords[idx, 1], mode="markers", name=lab,
                 legendgroup=lab, showlegend=col == 1,
                 marker=dict(size=12, color=colour, line=dict(width=1, color="white")),
-                text=[_wrap(hover[i]) for i in idx],
+                customdata=idx, text=[_wrap(hover[i]) for i in idx],
                 hovertemplate="%{text}<extra>" + lab + "</extra>"), row=1, col=col)
     for col, groups in enumerate(overlaps, start=1):
         if groups:

@@ -16,6 +16,11 @@ def points(event: Any) -> list[dict]:
 def clicked_tokens(event: Any) -> list[int]:
     """Token indices clicked in a head view: only the token markers carry a number as
     customdata (the lines carry none)."""
+    return clicked_points(event)
+
+
+def clicked_points(event: Any) -> list[int]:
+    """The indices a chart's markers carry as a number in customdata, in click order."""
     return [int(p["customdata"]) for p in points(event)
             if isinstance(p.get("customdata"), (int, float))]
 

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app import compute, export, figures, state, ui
+from app import selection as sel
 from engine.analysis import senses
 from engine.analysis.vectors import identical_groups
 from engine.families import FAMILIES
@@ -102,7 +103,9 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
         [(f"{tv.layer_names[0]} (baseline)", proj.coords[0]),
          (tv.layer_names[layer], proj.coords[layer])], point_labels, hover_bold,
         title=f"{model_id}: '{inputs.target}' in {len(tv.rows)} sentences", overlaps=overlaps)
-    st.plotly_chart(fig, key=f"scatter-{model_id}")
+    st.plotly_chart(fig, key=f"scatter-{model_id}", on_select="rerun",
+                    selection_mode=("points", "box", "lasso"))
+    to_corpus(inputs, model_id, tv)
     overlap_notes(inputs, model_id, tv, layer, overlaps)
     st.caption(proj.note + (f"; axes explain {sum(proj.explained):.0%} of the variance"
                             if proj.explained else ""))
@@ -120,6 +123,22 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
     export.embedding_downloads({"vectors": tv.vectors}, tv.vectors[layer], meta,
                                f"{inputs.target}-{model_id}-L{layer}")
     return tv
+
+
+def to_corpus(inputs, model_id: str, tv) -> None:
+    """A clicked point: its sentence, and (where a corpus index exists) a button that searches
+    the corpus for contexts like it on the Corpus page."""
+    picked = [i for i in sel.clicked_points(st.session_state.get(f"scatter-{model_id}"))
+              if 0 <= i < len(tv.rows)]
+    if not picked or not compute.corpus_indexes():
+        return
+    sentence = inputs.sentences[tv.rows[picked[0]]]
+    with st.container(key=f"corpus_from_{model_id}"):
+        st.text(f"{tv.rows[picked[0]] + 1}: {sentence}")     # st.text: typed text stays text
+    if st.button("Search the corpus for contexts like this", key=f"to_corpus_{model_id}"):
+        st.session_state["corpus_query_text"] = sentence
+        st.session_state["corpus_query_word"] = inputs.target
+        st.switch_page("app/pages/corpus.py")
 
 
 def separation_chart(inputs, models, labels) -> None:

@@ -675,6 +675,33 @@ def test_corpus_every_layer_grid_clicks_to_the_nearest_contexts_at_that_layer(se
     assert not page.locator('[data-testid="stException"]').count()
 
 
+def test_a_point_clicked_on_the_polysemy_page_searches_the_corpus_for_its_context(server,
+                                                                                   browser):
+    """Polysemy clusters: clicking a sentence's point offers 'Search the corpus for contexts
+    like this'; the button opens the Corpus page with that sentence and the target word in its
+    search box, and the corpus's nearest contexts listed."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.goto(f"{server}/?preset=mouse")
+    page.wait_for_selector(SETTLED, timeout=MODEL_WAIT_MS)
+    _settle(page)
+    plot = page.locator(".js-plotly-plot").filter(has_text="(baseline)").first
+    # a point of the contextual panel (the baseline's points may all sit under one "×8")
+    plot.locator(".scatterlayer .trace .points path").last.click(force=True)
+    _settle(page)
+    button = page.get_by_role("button", name="Search the corpus for contexts like this")
+    button.first.wait_for(timeout=60_000)
+    clicked = page.locator("[class*='st-key-corpus_from_']").first.inner_text()
+    button.first.click()
+    page.wait_for_url(re.compile(r"/corpus"), timeout=MODEL_WAIT_MS)
+    _settle(page)
+    box = page.locator(".st-key-corpus_query_text input")
+    assert box.input_value() and box.input_value() in clicked
+    assert page.locator(".st-key-corpus_query_word input").input_value().lower() == "mouse"
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stDataFrame\"]')"
+                           ".length >= 1", timeout=MODEL_WAIT_MS)
+    assert not page.locator('[data-testid="stException"]').count()
+
+
 # the default page has settled when its last chart, sense separation under the tabs, is drawn
 SETTLED = ".st-key-sep-silhouette .js-plotly-plot"
 # records, from before the page's own scripts run, whether a model-loading box ever showed
