@@ -169,31 +169,18 @@ def neighbour_table(hits) -> None:
                  hide_index=True, width="stretch")
 
 
-def clicked(folder, manifest, word, layer, found) -> None:
+def clicked(found, chart: str, n_panels: int, hint: str, nearest, layer_name) -> None:
+    """The clicked point's sentence and its nearest contexts in the corpus: nearest(point,
+    panel) finds them, layer_name(panel) names the layer they were read at."""
     sids, _, sentences = found
-    picked, _ = sel.clicked_occurrences(st.session_state.get("corpus-map"), len(sids), 1)
+    picked, panel = sel.clicked_occurrences(st.session_state.get(chart), len(sids), n_panels)
     if not picked:
-        st.caption("Click a point to see its nearest contexts in the corpus.")
+        st.caption(hint)
         return
     i = picked[0]
     st.text(f"{int(sids[i])}: {sentences[i]}")
-    hits = compute.corpus_neighbours_of(folder, word, layer, MAX_POINTS, i, 10)
-    st.markdown(f"**Nearest contexts at {manifest.layer_names[manifest.layers.index(layer)]}**")
-    neighbour_table(hits)
-
-
-def grid_clicked(folder, manifest, word, found) -> None:
-    sids, _, sentences = found
-    picked, panel = sel.clicked_occurrences(st.session_state.get("corpus-grid"), len(sids),
-                                            len(manifest.layers))
-    if not picked:
-        st.caption("Click a point in any panel to see its nearest contexts in the corpus at "
-                   "that layer.")
-        return
-    i = picked[0]
-    st.text(f"{int(sids[i])}: {sentences[i]}")
-    hits = compute.corpus_grid_neighbours_of(folder, word, GRID_POINTS, i, panel, 10)
-    st.markdown(f"**Nearest contexts at {manifest.layer_names[panel]}**")
+    hits = nearest(i, panel)
+    st.markdown(f"**Nearest contexts at {layer_name(panel)}**")
     neighbour_table(hits)
 
 
@@ -243,14 +230,23 @@ def render(inputs: state.Inputs) -> None:
     if word and every_layer:
         found = grid_map(inputs, folder, manifest, word, layer, method, spec)
         if found is not None:
-            grid_clicked(folder, manifest, word, found)
+            clicked(found, "corpus-grid", len(manifest.layers),
+                    "Click a point in any panel to see its nearest contexts in the corpus at "
+                    "that layer.",
+                    lambda i, k: compute.corpus_grid_neighbours_of(folder, word, GRID_POINTS,
+                                                                   i, k, 10),
+                    lambda k: manifest.layer_names[k])
     elif word:
         main, side = st.columns([3, 2])
         with main:
             found = word_map(inputs, folder, manifest, word, layer, method, spec)
         with side:
             if found is not None:
-                clicked(folder, manifest, word, layer, found)
+                clicked(found, "corpus-map", 1,
+                        "Click a point to see its nearest contexts in the corpus.",
+                        lambda i, _: compute.corpus_neighbours_of(folder, word, layer,
+                                                                  MAX_POINTS, i, 10),
+                        lambda _: manifest.layer_names[manifest.layers.index(layer)])
     search_box(folder, manifest, layer)
 
 
