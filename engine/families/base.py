@@ -16,12 +16,12 @@ class ModelInfo:
     n_layers: int          # transformer blocks / LSTM layers, not counting the embedding layer
     n_heads: int           # 0 for ELMo
     dim: int               # hidden size of the returned states
-    has_masked_lm: bool = False      # a trained masked-LM head (BERT)
-    can_fill_blank: bool = False     # fills one [MASK] from both sides (MLM head, or GPT's
-                                     # re-ranking, or ELMo's forward x backward LM)
-    has_next_word: bool = False
-    has_previous_word: bool = False
-    has_logit_lens: bool = False
+    # What this checkpoint can do beyond its family's row (engine/families/__init__.py), which
+    # says what the family's models can do at most: a BERT without an MLM head or an ELMo
+    # without its LM softmax predicts no word at all.
+    can_fill_blank: bool = False     # ships the head or LM its family predicts words with (an
+                                     # MLM head; GPT's LM head; ELMo's forward and backward LM)
+    has_logit_lens: bool = False     # its final norm and output head were found
     device: str = "cpu"
     dtype: str = "float32"
 

@@ -308,7 +308,7 @@ def test_lm_predictions_rank_vocab_words_from_the_right_direction(tiny, kind):
 def test_predictions_need_the_softmax_companion(tmp_path):
     path = write_tiny_elmo(tmp_path / "no-softmax", seed=0, with_softmax=False)
     adapter = elmo.load("bare", path, CPU, progress=False)
-    assert not adapter.info.has_next_word
+    assert not adapter.info.can_fill_blank
     text = from_words(["the", "bank"])
     for call in (adapter.predict_next, adapter.predict_previous):
         with pytest.raises(UnsupportedPrediction, match="no LM softmax"):

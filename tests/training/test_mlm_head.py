@@ -55,7 +55,7 @@ def test_the_engine_serves_the_exported_overlay_on_the_base_files(base, tmp_path
     stored = {k for f in files for k in load_file(str(f))}
     assert stored == {n for n, p in model.named_parameters() if p.requires_grad}
     served = bert.load("tiny-mlm", base, CPU, progress=False, overlay=tmp_path / "overlay")
-    assert served.info.has_masked_lm and served.info.can_fill_blank
+    assert served.info.can_fill_blank
     text = to_word_text("the bank of the [MASK] .")
     pred = served.predict_masked(text, top_k=5)
     ids = served.tokenizer("the bank of the [MASK] .", return_tensors="pt")
@@ -96,7 +96,7 @@ def test_a_registry_overlay_loads_its_base_through_the_engine(base, tmp_path):
     assert pred.candidates == direct.predict_masked(to_word_text("the bank of the [MASK] ."),
                                                     top_k=3).candidates
     # the base itself is untouched: still no head
-    assert not engine.adapter("tiny-base").info.has_masked_lm
+    assert not engine.adapter("tiny-base").info.can_fill_blank
     engine.registry["bad"] = dataclasses.replace(engine.registry["tiny-mlm"], id="bad",
                                                  base="nowhere")
     with pytest.raises(ModelUnavailable, match="overlays 'nowhere'"):
