@@ -152,8 +152,7 @@ def faiss_compare(index, layer: int, partitions: int, tmp: Path) -> dict:
          .select(["sentence_id", "position", "word", "vector"]).limit(None).to_arrow())
     start = time.perf_counter()
     pq.write_table(t, tmp / "layer.parquet")
-    vec = np.asarray(t["vector"].combine_chunks().values.to_numpy(zero_copy_only=False),
-                     np.float32).reshape(t.num_rows, -1)
+    vec = index.vectors(t)
     # in place, float32: engine.analysis.vectors.unit_rows works in float64, which would
     # double the memory of a Brown layer (1.16M x 384) for FAISS to cast it back
     vec /= np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)

@@ -246,9 +246,8 @@ def cmd_attention(args, engine_cls) -> int:
 
         fam = FAMILIES[enc.family]
         can = ", ".join(f.label for f in FAMILIES.values() if f.can("attention"))
-        raise EngineError(f"{args.model} is {'an' if fam.label[0] in 'AEIOU' else 'a'} "
-                          f"{fam.label} model: it has no attention maps (models that have: "
-                          f"{can})")
+        raise EngineError(f"{args.model} is {fam.a_label} model: it has no attention maps "
+                          f"(models that have: {can})")
     np.savez(out, attentions=enc.attentions, tokens=np.array(enc.tokens),
              token_to_word=enc.token_to_word, words=np.array(enc.words),
              model=np.array(args.model))

@@ -106,8 +106,7 @@ def model_column(inputs, family_name: str, model_id: str | None, masked: str, pr
                        rescore=rescore)
         return
     if model_id is None:
-        st.info(f"Choose {'an' if fam.label[0] in 'AEIOU' else 'a'} {fam.label} model in the "
-                "sidebar.")
+        st.info(f"Choose {fam.a_label} model in the sidebar.")
         return
     two_lms = fam.can("next_word") and fam.can("previous_word")
     st.markdown(f"**{fam.label} · {model_id}** — "

@@ -10,7 +10,9 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-ITEMS_DIR = Path(__file__).resolve().parents[2] / "assets" / "cloze"
+from engine.registry import ASSETS
+
+ITEMS_DIR = ASSETS / "cloze"
 ITEMS = ITEMS_DIR / "everyday.tsv"
 # a second set of everyday items, written later (2026-11-27) before any model saw them: every
 # choice the benchmark reports (the re-scoring, the GPT prompt) was made looking at ITEMS, so

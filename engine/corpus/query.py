@@ -93,16 +93,18 @@ class CorpusIndex:
                             else "", text.get(sid, ""), 1.0 - float(r["_distance"])))
         return hits
 
+    def vectors(self, tbl) -> np.ndarray:
+        """[rows, dim] float32 of an Arrow table's `vector` column (stored float16)."""
+        return np.asarray(tbl["vector"].combine_chunks().values.to_numpy(zero_copy_only=False),
+                          np.float32).reshape(tbl.num_rows, self.manifest.dim)
+
     def occurrences(self, word: str, layer: int, limit: int = 3000):
         """A word's occurrences at a layer (the lower-cased key): ([n, dim] float32 vectors,
         sentence ids, positions), at most `limit`, in corpus order."""
-        key = word.lower().replace("'", "''")
-        tbl = (self.table(layer).search().where(f"key = '{key}'")
+        tbl = (self.table(layer).search().where(_key_is(word))
                .select(["sentence_id", "position", "vector"]).limit(limit).to_arrow())
         tbl = tbl.sort_by([("sentence_id", "ascending"), ("position", "ascending")])
-        vec = np.asarray(tbl["vector"].combine_chunks().values.to_numpy(zero_copy_only=False),
-                         np.float32).reshape(tbl.num_rows, self.manifest.dim)
-        return (vec, tbl["sentence_id"].to_numpy(), tbl["position"].to_numpy())
+        return self.vectors(tbl), tbl["sentence_id"].to_numpy(), tbl["position"].to_numpy()
 
     def occurrences_at_layers(self, word: str, layers=None, limit: int = 1000):
         """The same occurrences of a word at several layers (default: every layer in the
@@ -118,14 +120,13 @@ class CorpusIndex:
         out[0] = vec0
         if len(sids) == 0:
             return out, sids, pos
-        where = (f"key = '{word.lower().replace(chr(39), chr(39) * 2)}' AND sentence_id IN "
+        where = (f"{_key_is(word)} AND sentence_id IN "
                  f"({', '.join(str(int(i)) for i in np.unique(sids))})")
         want = {(int(s), int(p)): i for i, (s, p) in enumerate(zip(sids, pos))}
         for k, layer in enumerate(layers[1:], 1):
             tbl = (self.table(layer).search().where(where)
                    .select(["sentence_id", "position", "vector"]).limit(None).to_arrow())
-            vec = np.asarray(tbl["vector"].combine_chunks().values.to_numpy(
-                zero_copy_only=False), np.float32).reshape(tbl.num_rows, self.manifest.dim)
+            vec = self.vectors(tbl)
             got = [want.get((int(s), int(p))) for s, p in zip(tbl["sentence_id"].to_pylist(),
                                                               tbl["position"].to_pylist())]
             rows = [j for j, i in enumerate(got) if i is not None]
@@ -136,8 +137,7 @@ class CorpusIndex:
         return out, sids, pos
 
     def count(self, word: str, layer: int) -> int:
-        key = word.lower().replace("'", "''")
-        return self.table(layer).count_rows(f"key = '{key}'")
+        return self.table(layer).count_rows(_key_is(word))
 
     def rows_of(self, sentence_ids, layers=None, columns=("sentence_id", "position", "layer",
                                                             "word", "vector")):
@@ -148,6 +148,11 @@ class CorpusIndex:
         parts = [self.table(layer).search().where(where).select(list(columns)).limit(None)
                  .to_arrow() for layer in (self.manifest.layers if layers is None else layers)]
         return pa.concat_tables(parts)
+
+
+def _key_is(word: str) -> str:
+    """The filter on a word's lower-cased key (a quote in the word doubled, as SQL wants)."""
+    return "key = '" + word.lower().replace("'", "''") + "'"
 
 
 def embed_word(engine, manifest: Manifest, text: str, word: str) -> tuple[np.ndarray, int]:
@@ -198,8 +203,7 @@ def stats(index: CorpusIndex, sample: int = 2000, seed: int = 0, n_resamples: in
         sid = tbl["sentence_id"].to_numpy()
         pos = tbl["position"].to_numpy()
         lay = tbl["layer"].to_numpy()
-        vec = np.asarray(tbl["vector"].combine_chunks().values.to_numpy(zero_copy_only=False),
-                         np.float32).reshape(tbl.num_rows, m.dim)
+        vec = index.vectors(tbl)
         words = tbl["word"].to_pylist()
         layer_at = {l: i for i, l in enumerate(m.layers)}
         for s in chunk:

@@ -51,6 +51,11 @@ class Family:
         return capability in self.capabilities
 
     @property
+    def a_label(self) -> str:
+        """The label with its article, for messages ("an ELMo", "a GPT")."""
+        return ("an " if self.label[0] in "AEIOU" else "a ") + self.label
+
+    @property
     def left_to_right(self) -> bool:
         """Its models read left to right only (a GPT; not ELMo, which reads both ways)."""
         return self.can("next_word") and not self.can("previous_word")

@@ -202,9 +202,7 @@ def claims_dir(path: Path) -> bool:
 
 
 def fills_blank_of_dir(path: Path) -> str:
-    import json
-
-    archs = json.loads((path / "config.json").read_text()).get("architectures") or []
+    archs = (hf.folder_config(path) or {}).get("architectures") or []
     return "masked-lm" if any(a.endswith("ForMaskedLM") for a in archs) else ""
 
 

@@ -41,15 +41,21 @@ class LayerOutputs:
     attentions: np.ndarray | None    # [layers, heads, tokens, tokens], when asked for
 
 
-def causal_config(path: Path) -> bool | None:
-    """Whether a Hugging Face model folder's config.json names a left-to-right LM (None: no
-    config.json), read without loading transformers."""
+def folder_config(path: Path) -> dict | None:
+    """A Hugging Face model folder's config.json (None without one), read without loading
+    transformers."""
     import json
 
     cfg_file = path / "config.json"
-    if not cfg_file.exists():
+    return json.loads(cfg_file.read_text()) if cfg_file.exists() else None
+
+
+def causal_config(path: Path) -> bool | None:
+    """Whether a Hugging Face model folder's config.json names a left-to-right LM (None: no
+    config.json)."""
+    cfg = folder_config(path)
+    if cfg is None:
         return None
-    cfg = json.loads(cfg_file.read_text())
     kinds = " ".join(cfg.get("architectures") or []) + " " + cfg.get("model_type", "")
     return any(k in kinds for k in ("CausalLM", "LMHead", "gpt", "llama"))
 
