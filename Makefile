@@ -48,12 +48,14 @@ test-fast: install
 bench: install
 	$(PY) -m bench
 
-# Corpus mode: Brown (57k sentences) at every layer of the default BERT model, into the folder
-# the Corpus page reads (~/.cache/ctxlens/indexes); run again to continue an interrupted build.
+# Corpus mode: Brown (57k sentences) for a model into the folder the Corpus page reads
+# (~/.cache/ctxlens/indexes/brown-MODEL, or brown-MODEL-L0-5-10 for some layers); run again to
+# continue an interrupted build. E.g. make index INDEX_MODEL=smollm2-135m INDEX_LAYERS=0,10,20,30
 INDEX_MODEL ?= minilm-l6
+INDEX_LAYERS ?= all
 index: install
-	$(PY) -m engine.cli index --model $(INDEX_MODEL) --corpus brown \
-		--output $(HOME)/.cache/ctxlens/indexes/brown-$(INDEX_MODEL) --replace-older
+	$(PY) -m engine.cli index --model $(INDEX_MODEL) --corpus brown --layers $(INDEX_LAYERS) \
+		--replace-older
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -289,24 +289,53 @@ def corpus_indexes():
                                lambda: [(p, m) for p, m in list_indexes() if m.complete])
 
 
-def brown_index_model() -> str | None:
-    from engine.corpus.catalog import brown_index_model as model
+def brown_index_models() -> list[str]:
+    from engine.corpus.catalog import brown_index_models as models
 
-    return model(get_engine().registry)
+    return models(get_engine().registry)
 
 
-def brown_index_path(model_id: str):
+@dataclass(frozen=True)
+class LayerShape:
+    """What a Brown index of a model would hold: its layers' names and width."""
+    names: tuple[str, ...]
+    dim: int
+
+
+@engine_cached("Loading the model …")
+def layer_shape(model_id: str) -> LayerShape:
+    # one short sentence through the engine: the same names and width the index's manifest
+    # records (it probes its first sentence the same way)
+    enc = get_engine().encode(model_id, ["The bank ."])[0]
+    return LayerShape(tuple(enc.layer_names or (f"layer {i}" for i in range(enc.n_layers))),
+                      int(enc.hidden_states.shape[-1]))
+
+
+def brown_index_path(model_id: str, layers=None, n_states: int | None = None):
     from engine.corpus.catalog import brown_index_path as path
 
-    return path(model_id)
+    return path(model_id, layers, n_states)
 
 
-def build_brown_index(model_id: str, on_progress) -> None:
+def brown_index_state(model_id: str, layers, n_states: int) -> str:
+    """"new", "partial" (a build stopped before the end: building continues it) or
+    "complete" for the app's Brown index of this model and these layers."""
+    from engine.corpus.index import Manifest
+
+    folder = brown_index_path(model_id, layers, n_states)
+    try:
+        return "complete" if Manifest.read(folder).complete else "partial"
+    except (EngineError, ValueError, TypeError):      # none yet, or an older format (rebuilt)
+        return "new"
+
+
+def build_brown_index(model_id: str, layers, n_states: int, on_progress) -> None:
     from engine.corpus.index import build
 
     # the folder is the app's own: an index of an older format there is built again
-    build(model_id, "brown", brown_index_path(model_id), progress=False,
-          engine=get_engine(), on_progress=on_progress, replace_older=True)
+    build(model_id, "brown", brown_index_path(model_id, layers, n_states),
+          layers=list(layers), progress=False, engine=get_engine(), on_progress=on_progress,
+          replace_older=True)
 
 
 def _index(folder: str):

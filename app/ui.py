@@ -1,6 +1,7 @@
 """Page scaffolding shared by every page: the error guard, model preparation, common messages."""
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import streamlit as st
@@ -105,3 +106,35 @@ def missing_target_note(target: str, missing: tuple[int, ...], n: int) -> bool:
     st.warning(f"The target word '{target}' is missing from sentence{plural} {where} "
                f"(of {n}); {'they are' if plural else 'it is'} left out.")
     return True
+
+
+def build_progress(bar, label: str, clock=time.perf_counter):
+    """on_progress(done, total) for an index build's st.progress bar: sentences done, the rate
+    since the build's first report (a resumed build's earlier sentences are not counted in it)
+    and the time left."""
+    first = []
+
+    def update(done: int, total: int) -> None:
+        now = clock()
+        if not first:
+            first.append((now, done))
+        t0, done0 = first[0]
+        if done >= total:
+            bar.progress(1.0, text=f"All {total:,} sentences embedded; building the search "
+                                   "indexes (a few minutes) …")
+            return
+        text = f"{label}: {done:,} of {total:,} sentences"
+        if done > done0 and now > t0:
+            rate = (done - done0) / (now - t0)
+            text += f", {rate:,.0f} a second, about {duration((total - done) / rate)} left"
+        bar.progress(done / total, text=text)
+    return update
+
+
+def duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    if minutes < 1:
+        return "under a minute"
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"

@@ -79,7 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     model_args(ix)
     ix.add_argument("--corpus", required=True, help="brown, a text file (one sentence a "
                     "line), a folder of .txt files, or hf:NAME[:split[:column]]")
-    ix.add_argument("--output", required=True, help="index folder")
+    ix.add_argument("--output", help="index folder; for --corpus brown it may be left out: "
+                    "the folder the app's Corpus page reads (~/.cache/ctxlens/indexes/"
+                    "brown-MODEL[-L0-5-10])")
     ix.add_argument("--layers", default="all", help="all, or layer numbers like 0,3,6")
     ix.add_argument("--pool", default="mean", choices=POOLINGS)
     ix.add_argument("--engine", default="local", choices=["local", "ray"])
@@ -325,18 +327,31 @@ COMMANDS = {"models": cmd_models, "embed": cmd_embed, "attention": cmd_attention
 def cmd_index(args, engine_cls) -> int:
     from engine.corpus.index import build
 
-    m = build(args.model, args.corpus, args.output, layers=args.layers, pool=args.pool,
+    engine = engine_cls(device=args.device, dtype=args.dtype, cache_size=0)
+    output = args.output or brown_output(engine, args)
+    m = build(args.model, args.corpus, output, layers=args.layers, pool=args.pool,
               engine_kind=args.engine, batch_size=args.batch_size, device=args.device,
               dtype=args.dtype, ray_address=args.ray_address, ray_workers=args.workers,
               commit_sentences=args.commit_sentences, replace_older=args.replace_older,
-              engine=engine_cls(device=args.device, dtype=args.dtype, cache_size=0))
+              engine=engine)
     per = m.rows / max(1, len(m.layers))
-    print(f"ctxlens: {args.output}: {m.n_sentences:,} sentences, {per:,.0f} occurrences x "
+    print(f"ctxlens: {output}: {m.n_sentences:,} sentences, {per:,.0f} occurrences x "
           f"{len(m.layers)} layers = {m.rows:,} rows, {m.bytes_on_disk / 2**20:,.1f} MiB "
           f"({m.bytes_on_disk / max(1, m.rows):,.0f} bytes per occurrence-layer)"
           + (f"; {m.skipped_lines} line{'s' if m.skipped_lines > 1 else ''} left out (over "
              "the caps)" if m.skipped_lines else ""))
     return 0
+
+
+def brown_output(engine, args) -> str:
+    """The app's own folder for Brown at these layers (the Corpus page lists it)."""
+    from engine.corpus.catalog import brown_index_path
+    from engine.corpus.embed import parse_layers
+
+    if args.corpus != "brown":
+        raise EngineError("--output is needed (only --corpus brown has a folder of its own)")
+    n_states = engine.adapter(args.model, progress=False).info.n_layers + 1
+    return str(brown_index_path(args.model, parse_layers(args.layers, n_states), n_states))
 
 
 def cmd_neighbours(args, engine_cls) -> int:

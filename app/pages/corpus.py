@@ -10,11 +10,14 @@ import streamlit as st
 
 from app import compute, export, figures, state, ui
 from app import selection as sel
+from engine.corpus.catalog import (BROWN_OCCURRENCES, DEFAULT_MAX_LAYERS, bytes_per_row,
+                                   default_layers)
 
 METHODS = {"PCA": "pca", "UMAP": "umap"}
 MAX_POINTS = 3000
 GRID_POINTS = 1000     # in every layer's panel at once: 7 panels of 1,000 points stay quick
 QUERY_TEXT, QUERY_WORD = "corpus_query_text", "corpus_query_word"
+JUST_BUILT = "_corpus_just_built"
 
 
 def choose_index():
@@ -24,29 +27,67 @@ def choose_index():
     labels = {str(p): f"{p.name}: {m.model}, {m.corpus}, {m.n_sentences:,} sentences, "
                       f"layers {m.layers[0]}–{m.layers[-1]}" for p, m in found}
     key = state.url_key("corpus_index", str, default=str(found[0][0]), choices=labels)
+    built = st.session_state.pop(JUST_BUILT, None)     # set before the widget exists, as asked
+    if built in labels:
+        st.session_state[key] = built
     return st.selectbox("Index", list(labels), format_func=labels.__getitem__, key=key)
 
 
-def build_offer() -> None:
-    model = compute.brown_index_model()
-    if model is None:
-        st.info("No index yet, and no installed model to build one with (`ctxlens models`).")
+def build_offer(have_indexes: bool) -> None:
+    """Build Brown for any installed model at the layers chosen: the page's main content with
+    no index yet, an expander under the index otherwise."""
+    models = compute.brown_index_models()
+    if not models:
+        if not have_indexes:
+            st.info("No index yet, and no installed model to build one with (`ctxlens models`).")
         return
-    target = compute.brown_index_path(model)
-    st.info(f"No corpus index yet. Build one of the Brown corpus (57k sentences, 1.16M words) "
-            f"for {model}, every layer, into {target} (about 11 minutes on 2 cores; `make "
-            "index` does the same from a terminal; an interrupted build continues where it "
-            "stopped).")
-    if st.button(f"Build the Brown index for {model}", key="corpus_build"):
-        bar = st.progress(0.0, text="Loading the corpus and the model …")
+    if not have_indexes:
+        st.info("No corpus index yet. Build one of the Brown corpus (57k sentences, 1.16M "
+                "words) here, or with `make index` from a terminal; an interrupted build "
+                "continues where it stopped.")
+    # a toggle, not an expander: an expander's content runs (and would load a model) closed
+    elif not st.toggle("Build a Brown index for another model or other layers",
+                       key="corpus_build_more"):
+        return
+    with st.container(border=have_indexes):
+        model = st.selectbox("Model", models, key="corpus_build_model")
         try:
-            compute.build_brown_index(model, lambda done, total: bar.progress(
-                done / total, text=f"Indexed {done:,} of {total:,} sentences"))
+            shape = compute.layer_shape(model)
         except Exception as exc:  # noqa: BLE001 - one line, the page stays
             ui.show_error(exc)
             return
-        bar.progress(1.0, text="Done")
-        st.rerun()
+        n = len(shape.names)
+        layers = st.multiselect(
+            "Layers", list(range(n)), default=default_layers(n),
+            format_func=lambda i: f"{i}: {shape.names[i]}", key=f"corpus_build_layers-{model}",
+            help=f"Every layer for a model of up to {DEFAULT_MAX_LAYERS}; a deeper one gets "
+                 f"{DEFAULT_MAX_LAYERS} evenly spaced unless you choose others.")
+        if not layers:
+            st.warning("Choose at least one layer to index.")
+            return
+        target = compute.brown_index_path(model, layers, n)
+        state = compute.brown_index_state(model, layers, n)
+        if state == "complete":
+            st.caption(f"Already built: {target.name}, in the Index list above.")
+            return
+        size = BROWN_OCCURRENCES * len(layers) * bytes_per_row(shape.dim)
+        st.caption(f"{len(layers)} of {n} layers ({shape.dim} dimensions each) into {target}: "
+                   f"about {size / 2**30:.1f} GiB on disk. The time depends on the model; the "
+                   "bar shows the time left once the first sentences are in."
+                   + (" A build of these layers stopped before the end: this continues it."
+                      if state == "partial" else ""))
+        verb = "Continue" if state == "partial" else "Build"
+        if st.button(f"{verb} the Brown index for {model}", key="corpus_build"):
+            bar = st.progress(0.0, text=f"Embedding Brown with {model} …")
+            try:
+                compute.build_brown_index(model, layers, n, ui.build_progress(
+                    bar, f"Embedding Brown with {model}"))
+            except Exception as exc:  # noqa: BLE001 - one line, the page stays
+                ui.show_error(exc)
+                return
+            bar.progress(1.0, text="Done")
+            st.session_state[JUST_BUILT] = str(target)     # the page opens the new index
+            st.rerun()
 
 
 def _too_few(word: str, n: int) -> bool:
@@ -208,8 +249,9 @@ def render(inputs: state.Inputs) -> None:
                "(`ctxlens index`), mapped and clustered here.")
     folder = choose_index()
     if folder is None:
-        build_offer()
+        build_offer(have_indexes=False)
         return
+    build_offer(have_indexes=True)
     manifest = compute.corpus_manifest(folder)
     c1, c2, c3 = st.columns([2, 3, 2])
     word = c1.text_input("Word", key=state.url_key("corpus_word", str,

@@ -34,18 +34,51 @@ def list_indexes() -> list[tuple[Path, Manifest]]:
     return out
 
 
-def brown_index_model(registry) -> str | None:
-    """BROWN_INDEX_MODEL when it is installed, else the registry's first installed model (every
-    family gives hidden states, all an index needs); None when no model is installed."""
+# Brown as the engine splits it into words (the rows of one layer table; results/corpus.md)
+BROWN_OCCURRENCES = 1_156_281
+# every layer for a model up to this many; a deeper one (smollm2-135m: 31, 41 GB at every
+# layer) gets this many, evenly spaced from the embedding layer to the top
+DEFAULT_MAX_LAYERS = 7
+
+
+def default_layers(n_states: int) -> list[int]:
+    """The layers a Brown index of a model with n_states hidden states (embedding layer
+    included) holds unless the user picks others."""
+    if n_states <= DEFAULT_MAX_LAYERS:
+        return list(range(n_states))
+    step = (n_states - 1) / (DEFAULT_MAX_LAYERS - 1)
+    return sorted({round(i * step) for i in range(DEFAULT_MAX_LAYERS)})
+
+
+def bytes_per_row(dim: int) -> int:
+    """About what one occurrence at one layer takes on disk: its float16 vector, its 1-bit
+    RaBitQ code in the ANN index, and 37 bytes of the other columns and indexes (fitted on the
+    Brown index of minilm-l6, 853 bytes at 384 dims)."""
+    return 2 * dim + dim // 8 + 37
+
+
+def brown_index_models(registry) -> list[str]:
+    """Every installed model can index Brown (all families give hidden states): the one the
+    page suggests first, then the rest in the registry's order."""
     from engine.registry import availability
 
     usable = [mid for mid, e in registry.items() if availability(e) in ("bundled", "installed")]
-    if BROWN_INDEX_MODEL in usable:
-        return BROWN_INDEX_MODEL
+    return sorted(usable, key=lambda mid: mid != BROWN_INDEX_MODEL)
+
+
+def brown_index_model(registry) -> str | None:
+    """BROWN_INDEX_MODEL when it is installed, else the registry's first installed model (every
+    family gives hidden states, all an index needs); None when no model is installed."""
+    usable = brown_index_models(registry)
     return usable[0] if usable else None
 
 
-def brown_index_path(model_id: str) -> Path:
-    """Where the Corpus page (and `make index`) builds Brown for a bundled model."""
+def brown_index_path(model_id: str, layers=None, n_states: int | None = None) -> Path:
+    """Where the Corpus page (and `make index`) builds Brown for a bundled model: brown-MODEL
+    for every layer (layers None, or all n_states of them), brown-MODEL-L0-5-10 for some, so
+    two choices of layers never meet in one folder."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_id)
-    return DEFAULT_DIR / f"brown-{safe}"
+    chosen = sorted(set(layers)) if layers is not None else None
+    if chosen is None or (n_states is not None and chosen == list(range(n_states))):
+        return DEFAULT_DIR / f"brown-{safe}"
+    return DEFAULT_DIR / f"brown-{safe}-L{'-'.join(map(str, chosen))}"

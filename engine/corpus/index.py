@@ -212,9 +212,9 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
           engine=None, on_progress=None, replace_older: bool = False) -> Manifest:
     """Embed every word of the corpus at the chosen layers into the index at `out`, resuming
     where a previous run stopped. Returns the final manifest. on_progress(done, total) is
-    called after each commit (sentences). `replace_older`: an index of an older ctxlens
-    format in `out` is deleted and built again (for folders the app owns), instead of a
-    one-line refusal."""
+    called as the embedding starts and after each commit (sentences). `replace_older`: an
+    index of an older ctxlens format in `out` is deleted and built again (for folders the app
+    owns), instead of a one-line refusal."""
     from engine.api import Engine
 
     if engine_kind not in ("local", "ray"):
@@ -286,6 +286,8 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
             if on_progress is not None:           # the app's progress bar
                 on_progress(bar.n, len(corpus.sentences))
 
+        if on_progress is not None:       # where this run starts: a bar can time from here
+            on_progress(before, len(corpus.sentences))
         try:
             if engine_kind == "local":
                 _write_local(eng, model_id, todo, corpus.sentences, chosen, pool, batch_size,

@@ -185,3 +185,74 @@ def test_a_point_clicked_in_a_panel_finds_itself_first_at_that_panels_layer(inde
         assert hits[0].cosine > 0.999 and hits[0].layer == layer
     with pytest.raises(Exception, match="not on the map"):
         compute.corpus_grid_neighbours_of(folder, "bank", GRID_POINTS, 0, 3, 5)
+
+
+def test_with_an_index_the_page_builds_brown_for_another_model_at_the_layers_chosen(
+        indexes, monkeypatch):
+    """Brown for any installed model, not only the suggested one, and at the layers picked:
+    the build lands in its own folder and the index list offers it."""
+    from engine.corpus import sources
+
+    monkeypatch.setattr(sources, "brown", lambda build=True, progress=True: sources.Corpus(
+        "brown", tuple(_corpus(40, seed=13))))
+    at = _corpus_page(corpus_word="bank")
+    assert not any(s.key == "corpus_build_model" for s in at.selectbox)   # until asked
+    at.toggle(key="corpus_build_more").set_value(True).run()
+    models = at.selectbox(key="corpus_build_model").options
+    assert models[0] == catalog.BROWN_INDEX_MODEL and "elmo-brown" in models
+    at.selectbox(key="corpus_build_model").set_value("elmo-brown").run()
+    layers = at.multiselect(key="corpus_build_layers-elmo-brown")
+    assert layers.value == [0, 1, 2]                       # every layer of a 3-layer model
+    layers.set_value([0, 2]).run()
+    no_failures(at)
+    assert any("2 of 3 layers" in c.value and "GiB on disk" in c.value for c in at.caption)
+    at.button(key="corpus_build").click().run()
+    no_failures(at)
+    folder = catalog.brown_index_path("elmo-brown", [0, 2], 3)
+    built = corpus_index.Manifest.read(folder)
+    assert built.complete and built.model == "elmo-brown" and built.layers == [0, 2]
+    chosen = next(s for s in at.selectbox if s.label == "Index")
+    assert len(chosen.options) == 2 and chosen.value == str(folder)    # opened at once
+    assert "elmo-brown" in figure(at, "'bank' in ")["layout"]["title"]["text"]
+    # the same choice again is not built twice
+    at.toggle(key="corpus_build_more").set_value(True).run()
+    at.selectbox(key="corpus_build_model").set_value("elmo-brown").run()
+    at.multiselect(key="corpus_build_layers-elmo-brown").set_value([0, 2]).run()
+    assert any("Already built" in c.value for c in at.caption)
+    assert not any(b.key == "corpus_build" for b in at.button)
+
+
+def test_a_deep_models_build_offers_seven_layers_and_says_how_big_it_gets(indexes):
+    at = _corpus_page(corpus_word="bank")
+    at.toggle(key="corpus_build_more").set_value(True).run()
+    at.selectbox(key="corpus_build_model").set_value("smollm2-135m").run()
+    no_failures(at)
+    assert at.multiselect(key="corpus_build_layers-smollm2-135m").value == \
+        [0, 5, 10, 15, 20, 25, 30]
+    size = next(c.value for c in at.caption if "7 of 31 layers" in c.value)
+    # 1,156,281 occurrences x 7 layers x (576 x 2 + 72 + 37) bytes
+    assert "about 9.5 GiB" in size
+
+
+class _Bar:
+    def __init__(self):
+        self.shown = []
+
+    def progress(self, value, text=""):
+        self.shown.append((value, text))
+
+
+def test_the_build_bar_times_this_run_only_and_says_when_the_indexes_are_built():
+    """A resumed build (1,000 of 10,000 sentences already in) is timed from its own start, so
+    its rate is this run's: 2,000 sentences in 100 s -> 20 a second, 7,000 left -> 6 min."""
+    from app import ui
+
+    bar, now = _Bar(), iter([0.0, 100.0, 200.0])
+    update = ui.build_progress(bar, "Embedding Brown with m", clock=lambda: next(now))
+    update(1000, 10_000)
+    assert bar.shown[-1] == (0.1, "Embedding Brown with m: 1,000 of 10,000 sentences")
+    update(3000, 10_000)
+    assert bar.shown[-1][1].endswith("3,000 of 10,000 sentences, 20 a second, about 6 min left")
+    update(10_000, 10_000)
+    assert bar.shown[-1][0] == 1.0 and "building the search indexes" in bar.shown[-1][1]
+    assert ui.duration(20) == "under a minute" and ui.duration(3 * 3600 + 5 * 60) == "3 h 05 min"

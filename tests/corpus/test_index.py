@@ -304,6 +304,7 @@ def _open_tables(folder, layers):
     (["neighbours", "--index", "NOWHERE", "--text", "x", "--word", "x", "--layer", "1"],
      "not a ctxlens index"),
     (["index", "--corpus", "LATIN1", "--output", "OUT2"], "not UTF-8"),
+    (["index", "--corpus", "CORPUS"], "--output is needed"),
 ])
 def test_bad_input_gets_one_line(tiny, tmp_path, capsys, argv, message):
     src = tmp_path / "c.txt"
@@ -408,3 +409,23 @@ def fill_a_small_disk(tiny, tmp_path, **build):
             assert kept > 0 and len(table.to_arrow()) == kept      # still readable
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+def test_brown_without_output_goes_where_the_corpus_page_reads(tiny, tmp_path, monkeypatch,
+                                                               capsys):
+    """`ctxlens index --corpus brown` with no --output (what `make index` runs) builds into the
+    app's folder for those layers: every layer -> brown-MODEL, some -> brown-MODEL-L0-2."""
+    from engine.corpus import catalog, sources
+
+    monkeypatch.setattr(catalog, "DEFAULT_DIR", tmp_path / "default")
+    monkeypatch.setattr(sources, "brown", lambda build=True, progress=True: sources.Corpus(
+        "brown", tuple(_corpus(12, seed=6))))
+    assert cli.main(["index", "--model", tiny, "--corpus", "brown", "--layers", "0,2"]) == 0
+    some = catalog.brown_index_path(tiny, [0, 2])
+    assert some.name.endswith("-L0-2") and str(some) in capsys.readouterr().out
+    assert corpus_index.Manifest.read(some).layers == [0, 2]
+    assert cli.main(["index", "--model", tiny, "--corpus", "brown"]) == 0
+    n_states = Engine(cache_size=0).adapter(tiny, progress=False).info.n_layers + 1
+    every = catalog.brown_index_path(tiny, range(n_states), n_states)
+    assert every == catalog.brown_index_path(tiny) and every != some
+    assert corpus_index.Manifest.read(every).layers == list(range(n_states))

@@ -655,6 +655,25 @@ def test_corpus_page_maps_a_word_and_finds_nearest_contexts(server, browser):
     page.screenshot(path=str(SHOTS / "corpus.png"), full_page=True)
 
 
+def test_corpus_page_offers_brown_for_another_model_beside_an_index(server, browser):
+    """With an index open, a toggle opens the Brown build form: model, layers (every one of
+    minilm-l6's seven by default), the size on disk, and the build button."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.goto(f"{server}/corpus?corpus_word=bank&corpus_layer=6")
+    page.wait_for_selector("text=/'bank' in .*24 of 24 occurrences/", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    page.get_by_text("Build a Brown index for another model or other layers").click()
+    page.wait_for_selector("text=/7 of 7 layers \\(384 dimensions each\\)/",
+                           timeout=MODEL_WAIT_MS)
+    _settle(page)
+    caption = page.get_by_text("7 of 7 layers", exact=False).first.inner_text()
+    assert re.search(r"about 6\.4 GiB on disk", caption)
+    assert page.locator("button", has_text="Build the Brown index for minilm-l6").count() == 1
+    tags = page.locator("[data-testid='stMultiSelect'] [data-tag-index]")
+    assert tags.count() == 7 and tags.first.get_attribute("aria-label") == "0: embeddings"
+    assert not page.locator('[data-testid="stException"]').count()
+
+
 def test_corpus_every_layer_grid_clicks_to_the_nearest_contexts_at_that_layer(server, browser):
     """Corpus, every layer side by side: the same 24 occurrences in each of the index's three
     panels (layers 0, 4, 6); a click in a panel opens the nearest contexts at that layer."""
