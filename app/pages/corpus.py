@@ -11,7 +11,7 @@ import streamlit as st
 from app import compute, export, figures, state, ui
 from app import selection as sel
 from engine.corpus.catalog import (BROWN_OCCURRENCES, DEFAULT_MAX_LAYERS, bytes_per_row,
-                                   default_layers)
+                                   default_layers, free_bytes)
 
 METHODS = {"PCA": "pca", "UMAP": "umap"}
 MAX_POINTS = 3000
@@ -76,6 +76,11 @@ def build_offer(have_indexes: bool) -> None:
                    "bar shows the time left once the first sentences are in."
                    + (" A build of these layers stopped before the end: this continues it."
                       if state == "partial" else ""))
+        free = free_bytes(target)
+        if size > free:
+            st.warning(f"That disk has {free / 2**30:.1f} GiB free, less than the index needs: "
+                       "choose fewer layers, or free some space first (a build that fills the "
+                       "disk stops and keeps what it wrote).")
         verb = "Continue" if state == "partial" else "Build"
         if st.button(f"{verb} the Brown index for {model}", key="corpus_build"):
             bar = st.progress(0.0, text=f"Embedding Brown with {model} …")

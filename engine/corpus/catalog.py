@@ -57,6 +57,16 @@ def bytes_per_row(dim: int) -> int:
     return 2 * dim + dim // 8 + 37
 
 
+def free_bytes(folder: Path) -> int:
+    """Free space on the disk that `folder` is (or would be) on."""
+    import shutil
+
+    folder = Path(folder)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return shutil.disk_usage(folder).free
+
+
 def brown_index_models(registry) -> list[str]:
     """Every installed model can index Brown (all families give hidden states): the one the
     page suggests first, then the rest in the registry's order."""

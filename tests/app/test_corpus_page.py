@@ -222,7 +222,13 @@ def test_with_an_index_the_page_builds_brown_for_another_model_at_the_layers_cho
     assert not any(b.key == "corpus_build" for b in at.button)
 
 
-def test_a_deep_models_build_offers_seven_layers_and_says_how_big_it_gets(indexes):
+def test_a_deep_models_build_offers_seven_layers_and_says_how_big_it_gets(indexes,
+                                                                          monkeypatch):
+    import shutil
+
+    # 5 GiB free: less than smollm2-135m's seven layers need (9.5 GiB), more than three (4.1)
+    usage = shutil.disk_usage("/")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage._replace(free=5 * 2**30))
     at = _corpus_page(corpus_word="bank")
     at.toggle(key="corpus_build_more").set_value(True).run()
     at.selectbox(key="corpus_build_model").set_value("smollm2-135m").run()
@@ -232,6 +238,10 @@ def test_a_deep_models_build_offers_seven_layers_and_says_how_big_it_gets(indexe
     size = next(c.value for c in at.caption if "7 of 31 layers" in c.value)
     # 1,156,281 occurrences x 7 layers x (576 x 2 + 72 + 37) bytes
     assert "about 9.5 GiB" in size
+    assert any("5.0 GiB free, less than the index needs" in w.value for w in at.warning)
+    at.multiselect(key="corpus_build_layers-smollm2-135m").set_value([0, 15, 30]).run()
+    assert any("3 of 31 layers" in c.value and "about 4.1 GiB" in c.value for c in at.caption)
+    assert not any("less than the index needs" in w.value for w in at.warning)
 
 
 class _Bar:
