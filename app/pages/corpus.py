@@ -73,7 +73,8 @@ def build_offer(have_indexes: bool) -> None:
         size = BROWN_OCCURRENCES * len(layers) * bytes_per_row(shape.dim)
         st.caption(f"{len(layers)} of {n} layers ({shape.dim} dimensions each) into {target}: "
                    f"about {size / 2**30:.1f} GiB on disk. The time depends on the model; the "
-                   "bar shows the time left once the first sentences are in."
+                   "bar shows the time left once the first sentences are in. Leaving the page "
+                   "or changing a setting stops the build; building again continues it."
                    + (" A build of these layers stopped before the end: this continues it."
                       if state == "partial" else ""))
         free = free_bytes(target)

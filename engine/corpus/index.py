@@ -269,22 +269,26 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
     from tqdm import tqdm
 
     before = len(done)
+    # sentences in the tables: counted here, as a disabled tqdm (progress=False, the app's
+    # builds) leaves its own count where it started
+    written = [before]
     with tqdm(total=len(corpus.sentences), initial=before, unit="sent",
               desc=f"index {model_id}", disable=not progress, mininterval=1.0) as bar:
         def advance(n_sent: int, at: float | None = None) -> None:
             """`n_sent` more sentences written (at perf_counter `at`, if not now); progress
             moves in the calling thread, the one the app's progress bar belongs to."""
             bar.update(n_sent)
+            written[0] += n_sent
             seconds = round((at or time.perf_counter()) - t0, 2)
             # from the first block's worth of sentences on, the build runs at its steady rate,
             # without the start-up (for Ray: the cluster and one model per actor); the trace
             # of every commit lets a benchmark fit that rate instead of reading two points
-            runs[-1].setdefault("progress", []).append([seconds, bar.n - before])
-            if bar.n - before >= min(commit_sentences, len(todo)):
+            runs[-1].setdefault("progress", []).append([seconds, written[0] - before])
+            if written[0] - before >= min(commit_sentences, len(todo)):
                 runs[-1].setdefault("first_block", {"seconds": seconds,
-                                                    "sentences": bar.n - before})
+                                                    "sentences": written[0] - before})
             if on_progress is not None:           # the app's progress bar
-                on_progress(bar.n, len(corpus.sentences))
+                on_progress(written[0], len(corpus.sentences))
 
         if on_progress is not None:       # where this run starts: a bar can time from here
             on_progress(before, len(corpus.sentences))
@@ -301,9 +305,9 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
                                               info.dim):
                     advance(n_sent)
         except Exception as err:  # noqa: BLE001 - lance (or an actor, wrapped by Ray)
-            if _disk_full(err):   # reports a full disk its way; bar.n: sentences written
+            if _disk_full(err):   # reports a full disk its way
                 raise EngineError(
-                    f"the disk under {folder} is full: {bar.n:,} of "
+                    f"the disk under {folder} is full: {written[0]:,} of "
                     f"{len(corpus.sentences):,} sentences are indexed and kept; free some "
                     "space and run the same command again to continue") from None
             raise

@@ -266,3 +266,40 @@ def test_the_build_bar_times_this_run_only_and_says_when_the_indexes_are_built()
     update(10_000, 10_000)
     assert bar.shown[-1][0] == 1.0 and "building the search indexes" in bar.shown[-1][1]
     assert ui.duration(20) == "under a minute" and ui.duration(3 * 3600 + 5 * 60) == "3 h 05 min"
+
+
+def test_a_build_stopped_part_way_is_offered_as_continue_and_ends_complete(indexes,
+                                                                          monkeypatch):
+    """A page build stops when the user leaves or changes a setting (Streamlit ends the script
+    at the bar's next update): the page then offers to continue it, and continuing completes
+    the same index without building it again from the start."""
+    from engine.corpus import sources
+
+    monkeypatch.setattr(sources, "brown", lambda build=True, progress=True: sources.Corpus(
+        "brown", tuple(_corpus(40, seed=13))))
+    folder = catalog.brown_index_path("elmo-brown", [0, 2], 3)
+
+    class Left(Exception):
+        pass
+
+    def leave(done, total):
+        if done:
+            raise Left
+
+    with pytest.raises(Left):
+        corpus_index.build("elmo-brown", "brown", folder, layers=[0, 2], progress=False,
+                           commit_sentences=16, on_progress=leave)
+    assert not corpus_index.Manifest.read(folder).complete
+    at = _corpus_page(corpus_word="bank")
+    at.toggle(key="corpus_build_more").set_value(True).run()
+    at.selectbox(key="corpus_build_model").set_value("elmo-brown").run()
+    at.multiselect(key="corpus_build_layers-elmo-brown").set_value([0, 2]).run()
+    assert any("stopped before the end: this continues it" in c.value for c in at.caption)
+    button = at.button(key="corpus_build")
+    assert button.label == "Continue the Brown index for elmo-brown"
+    button.click().run()
+    no_failures(at)
+    built = corpus_index.Manifest.read(folder)
+    assert built.complete and built.rows == 2 * sum(len(split_words(s).words)
+                                                    for s in _corpus(40, seed=13))
+    assert built.build["runs"][-1]["sentences_indexed_before"] == 16

@@ -1,6 +1,7 @@
 """ctxlens index / neighbours / stats on a tiny BERT: rows, resume after a kill, bad input."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -400,6 +401,9 @@ def fill_a_small_disk(tiny, tmp_path, **build):
             corpus_index.build(tiny, str(src), mnt / "ix", layers="all", commit_sentences=50,
                                progress=False, **build)
         assert len(str(err.value).splitlines()) == 1
+        # the count it gives is of whole commits written (it read 0 in a build without a bar)
+        said = int(re.search(r"is full: ([\d,]+) of", str(err.value)).group(1).replace(",", ""))
+        assert said > 0 and said % 50 == 0
         import lancedb
 
         db = lancedb.connect(str(mnt / "ix" / "db"))
@@ -407,6 +411,8 @@ def fill_a_small_disk(tiny, tmp_path, **build):
             table = db.open_table(corpus_index.layer_table(layer))
             kept = table.count_rows()
             assert kept > 0 and len(table.to_arrow()) == kept      # still readable
+            ids = set(table.to_arrow().column("sentence_id").to_pylist())
+            assert len(ids) >= said
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
 
@@ -429,3 +435,17 @@ def test_brown_without_output_goes_where_the_corpus_page_reads(tiny, tmp_path, m
     every = catalog.brown_index_path(tiny, range(n_states), n_states)
     assert every == catalog.brown_index_path(tiny) and every != some
     assert corpus_index.Manifest.read(every).layers == list(range(n_states))
+
+
+def test_a_build_without_a_terminal_bar_still_reports_its_progress(tiny, tmp_path):
+    """The app builds with progress=False (no tqdm bar) and draws its own bar from
+    on_progress: it must hear the sentences written (it heard 0 after every commit)."""
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(_corpus(40, seed=8)))
+    heard = []
+    corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1", progress=False,
+                       commit_sentences=16, on_progress=lambda done, total: heard.append(
+                           (done, total)))
+    assert heard == [(0, 40), (16, 40), (32, 40), (40, 40)]
+    runs = corpus_index.Manifest.read(tmp_path / "ix").build["runs"]
+    assert [n for _, n in runs[-1]["progress"]] == [16, 32, 40]
