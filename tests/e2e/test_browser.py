@@ -57,13 +57,17 @@ def index_dir(tmp_path_factory):
 
 
 @contextmanager
-def _streamlit(env: dict, log):
+def _streamlit(env: dict, log, prelude: str = ""):
     """`streamlit run` of the app on a free port, as `make run` serves it (the repository's
-    .streamlit/config.toml: headless, no file watcher); yields its URL once it is healthy."""
+    .streamlit/config.toml: headless, no file watcher); yields its URL once it is healthy.
+    `prelude`: Python run in the server's process first (a test's stand-ins)."""
     port = _free_port()
+    run = ["streamlit", "run", str(ROOT / "streamlit_app.py"), "--server.port", str(port)]
+    start = ([sys.executable, "-c", f"{prelude}\nimport sys\nsys.argv = {run!r}\n"
+              "from streamlit.web.cli import main\nmain()"] if prelude
+             else [sys.executable, "-m", *run])
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"),
-         "--server.port", str(port)], cwd=ROOT,
+        start, cwd=ROOT,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **env},
         stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -672,6 +676,45 @@ def test_corpus_page_offers_brown_for_another_model_beside_an_index(server, brow
     tags = page.locator("[data-testid='stMultiSelect'] [data-tag-index]")
     assert tags.count() == 7 and tags.first.get_attribute("aria-label") == "0: embeddings"
     assert not page.locator('[data-testid="stException"]').count()
+
+
+def test_the_corpus_page_builds_brown_with_a_moving_bar_and_opens_the_index(browser,
+                                                                          tmp_path):
+    """No index yet: the page builds Brown (here a 24-sentence stand-in, in a server of its
+    own) into the app's folder; the bar reaches every sentence before the search indexes are
+    built (it stayed at 0: the app's builds reported no progress), and the new index opens."""
+    from tests.corpus.test_done_when import MONEY, RIVER
+
+    src = tmp_path / "brown.txt"
+    src.write_text("\n".join(RIVER + MONEY))
+    prelude = "\n".join([
+        "import time",
+        "from pathlib import Path",
+        "from engine.corpus import catalog, index, sources",
+        f"catalog.DEFAULT_DIR = Path({str(tmp_path / 'default')!r})",
+        f"lines = tuple(Path({str(src)!r}).read_text().splitlines())",
+        "sources.brown = lambda build=True, progress=True: sources.Corpus('brown', lines)",
+        # the search indexes of 24 sentences take a moment; Brown's take minutes: hold the
+        # bar in that state long enough for the browser to show it
+        "finish = index.finish",
+        "index.finish = lambda *a, **k: (time.sleep(4), finish(*a, **k))[1]",
+    ])
+    with open(tmp_path / "server.log", "w") as log, \
+            _streamlit({"CTXLENS_INDEX_DIRS": str(tmp_path / "none")}, log, prelude) as url:
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.goto(f"{url}/corpus?corpus_word=bank")
+        page.wait_for_selector("text=No corpus index yet", timeout=MODEL_WAIT_MS)
+        _settle(page)
+        page.locator("button", has_text="Build the Brown index for minilm-l6").click()
+        page.wait_for_selector("text=/All 24 sentences embedded; building the search indexes/",
+                               timeout=MODEL_WAIT_MS)
+        page.wait_for_selector("text=/'bank' in brown: 24 of 24 occurrences, minilm-l6/",
+                               timeout=MODEL_WAIT_MS)
+        _settle(page)
+        index = page.locator("input[aria-label='Index']").input_value()
+        assert index.startswith("brown-minilm-l6: minilm-l6, brown, 24 sentences")
+        assert not page.locator('[data-testid="stException"]').count()
+    assert (tmp_path / "default" / "brown-minilm-l6" / "manifest.json").is_file()
 
 
 def test_corpus_every_layer_grid_clicks_to_the_nearest_contexts_at_that_layer(server, browser):
