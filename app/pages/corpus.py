@@ -35,7 +35,7 @@ def choose_index():
 
 def build_offer(have_indexes: bool) -> None:
     """Build Brown for any installed model at the layers chosen: the page's main content with
-    no index yet, an expander under the index otherwise."""
+    no index yet, behind a toggle under the index choice otherwise."""
     models = compute.brown_index_models()
     if not models:
         if not have_indexes:
