@@ -10,8 +10,8 @@ from engine.corpus.index import Manifest
 from engine.errors import EngineError
 
 DEFAULT_DIR = Path.home() / ".cache" / "ctxlens" / "indexes"
-# the model the Corpus page offers to index Brown with, as `make index` does (the Makefile's
-# INDEX_MODEL): the bundled real pretrained encoder
+# the model the Corpus page offers first to index Brown with, as `make index` does (the
+# Makefile's INDEX_MODEL): the bundled real pretrained encoder
 BROWN_INDEX_MODEL = "minilm-l6"
 
 
@@ -74,13 +74,6 @@ def brown_index_models(registry) -> list[str]:
 
     usable = [mid for mid, e in registry.items() if availability(e) in ("bundled", "installed")]
     return sorted(usable, key=lambda mid: mid != BROWN_INDEX_MODEL)
-
-
-def brown_index_model(registry) -> str | None:
-    """BROWN_INDEX_MODEL when it is installed, else the registry's first installed model (every
-    family gives hidden states, all an index needs); None when no model is installed."""
-    usable = brown_index_models(registry)
-    return usable[0] if usable else None
 
 
 def brown_index_path(model_id: str, layers=None, n_states: int | None = None) -> Path:
