@@ -234,8 +234,8 @@ def clicked(found, chart: str, n_panels: int, hint: str, nearest, layer_name) ->
 def search_box(folder, manifest, layer) -> None:
     st.subheader("Search the corpus for contexts like this one")
     st.caption("A sentence of your own (or the point clicked on Polysemy clusters or selected on "
-               "Layers side by side) and the word to look up; its vector at this layer is compared with every occurrence "
-               f"in the index ({manifest.model}, cosine).")
+               "Layers side by side) and the word to look up; its vector at this layer is "
+               f"compared with every occurrence in the index ({manifest.model}, cosine).")
     c1, c2 = st.columns([4, 1])
     text = c1.text_input("Sentence", key=state.url_key(QUERY_TEXT, str, default=""),
                          max_chars=1000)

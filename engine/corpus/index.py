@@ -29,6 +29,7 @@ import shutil
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -162,6 +163,36 @@ def _disk_full(err: BaseException) -> bool:
             or "os error 28" in str(err))
 
 
+LOCK = ".build.lock"
+
+
+@contextmanager
+def _build_lock(folder: Path):
+    """One build at a time in a folder: a second (another browser session, a terminal) would
+    count the first's half-committed batch as a killed run's and delete it (align_tables), and
+    drop its data files in flight. flock: the kernel frees it when the holder dies, so a killed
+    run leaves nothing to clean up."""
+    import fcntl
+
+    with open(folder / LOCK, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise EngineError(f"another ctxlens build is writing {folder} now: wait for it to "
+                              "end (or stop it), then run this again to continue") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _clear(folder: Path) -> None:
+    """Everything in the folder but the lock held while clearing it."""
+    for child in folder.iterdir():
+        if child.name != LOCK:
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+
+
 def older_format(folder: Path) -> str | None:
     """The format of a ctxlens index in `folder` that this version no longer reads, else None."""
     try:
@@ -222,12 +253,6 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
     if batch_size < 1 or commit_sentences < 1:
         raise EngineError("--batch-size must be at least 1")
     folder = Path(out).expanduser()
-    old_schema = older_format(folder)
-    if old_schema and replace_older:
-        if progress:
-            print(f"ctxlens: {folder} holds a {old_schema} index, which this ctxlens does not "
-                  f"read; building it again ({MANIFEST_SCHEMA})", flush=True)
-        shutil.rmtree(folder)
     corpus = sources.load(src, progress=progress)
     eng = engine or Engine(device=device, dtype=dtype, cache_size=0)
     info = eng.adapter(model_id, progress=progress).info
@@ -239,85 +264,92 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
                         [names[i] for i in chosen], info.dim, skipped_lines=len(corpus.skipped),
                         versions=_versions())
     folder.mkdir(parents=True, exist_ok=True)
-    if (folder / "manifest.json").exists():
-        old = Manifest.read(folder)
-        _check_same(old, manifest, folder)
-        if old.complete:
-            return old
-        manifest.build = old.build
-    manifest.write(folder)
-    db = _connect(folder)
-    if SENT not in _tables(db) or db.open_table(SENT).count_rows() != len(corpus.sentences):
-        import pyarrow as pa
+    with _build_lock(folder):
+        old_schema = older_format(folder)
+        if old_schema and replace_older:
+            if progress:
+                print(f"ctxlens: {folder} holds a {old_schema} index, which this ctxlens does "
+                      f"not read; building it again ({MANIFEST_SCHEMA})", flush=True)
+            _clear(folder)
+        if (folder / "manifest.json").exists():
+            old = Manifest.read(folder)
+            _check_same(old, manifest, folder)
+            if old.complete:
+                return old
+            manifest.build = old.build
+        manifest.write(folder)
+        db = _connect(folder)
+        if SENT not in _tables(db) or db.open_table(SENT).count_rows() != len(corpus.sentences):
+            import pyarrow as pa
 
-        db.create_table(SENT, pa.table({"sentence_id": np.arange(len(corpus.sentences)),
-                                        "text": list(corpus.sentences)}), mode="overwrite")
-    _drop_partial_files(folder)
-    have = _tables(db)
-    tables = {layer: (db.open_table(layer_table(layer)) if layer_table(layer) in have
-                      else db.create_table(layer_table(layer), schema=schema(info.dim)))
-              for layer in chosen}
-    done = align_tables(tables)
-    todo = np.setdiff1d(np.arange(len(corpus.sentences)), done).tolist()
-    runs = manifest.build.setdefault("runs", [])
-    runs.append({"engine": engine_kind,
-                 "started_at_sentence": todo[0] if todo else len(corpus.sentences),
-                 "sentences_indexed_before": len(done),
-                 "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
-    manifest.write(folder)
-    t0 = time.perf_counter()
-    from tqdm import tqdm
+            db.create_table(SENT, pa.table({"sentence_id": np.arange(len(corpus.sentences)),
+                                            "text": list(corpus.sentences)}), mode="overwrite")
+        _drop_partial_files(folder)
+        have = _tables(db)
+        tables = {layer: (db.open_table(layer_table(layer)) if layer_table(layer) in have
+                          else db.create_table(layer_table(layer), schema=schema(info.dim)))
+                  for layer in chosen}
+        done = align_tables(tables)
+        todo = np.setdiff1d(np.arange(len(corpus.sentences)), done).tolist()
+        runs = manifest.build.setdefault("runs", [])
+        runs.append({"engine": engine_kind,
+                     "started_at_sentence": todo[0] if todo else len(corpus.sentences),
+                     "sentences_indexed_before": len(done),
+                     "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
+        manifest.write(folder)
+        t0 = time.perf_counter()
+        from tqdm import tqdm
 
-    before = len(done)
-    # sentences in the tables: counted here, as a disabled tqdm (progress=False, the app's
-    # builds) leaves its own count where it started
-    written = [before]
-    with tqdm(total=len(corpus.sentences), initial=before, unit="sent",
-              desc=f"index {model_id}", disable=not progress, mininterval=1.0) as bar:
-        def advance(n_sent: int, at: float | None = None) -> None:
-            """`n_sent` more sentences written (at perf_counter `at`, if not now); progress
-            moves in the calling thread, the one the app's progress bar belongs to."""
-            bar.update(n_sent)
-            written[0] += n_sent
-            seconds = round((at or time.perf_counter()) - t0, 2)
-            # from the first block's worth of sentences on, the build runs at its steady rate,
-            # without the start-up (for Ray: the cluster and one model per actor); the trace
-            # of every commit lets a benchmark fit that rate instead of reading two points
-            runs[-1].setdefault("progress", []).append([seconds, written[0] - before])
-            if written[0] - before >= min(commit_sentences, len(todo)):
-                runs[-1].setdefault("first_block", {"seconds": seconds,
-                                                    "sentences": written[0] - before})
-            if on_progress is not None:           # the app's progress bar
-                on_progress(written[0], len(corpus.sentences))
+        before = len(done)
+        # sentences in the tables: counted here, as a disabled tqdm (progress=False, the app's
+        # builds) leaves its own count where it started
+        written = [before]
+        with tqdm(total=len(corpus.sentences), initial=before, unit="sent",
+                  desc=f"index {model_id}", disable=not progress, mininterval=1.0) as bar:
+            def advance(n_sent: int, at: float | None = None) -> None:
+                """`n_sent` more sentences written (at perf_counter `at`, if not now); progress
+                moves in the calling thread, the one the app's progress bar belongs to."""
+                bar.update(n_sent)
+                written[0] += n_sent
+                seconds = round((at or time.perf_counter()) - t0, 2)
+                # from the first block's worth of sentences on, the build runs at its steady rate,
+                # without the start-up (for Ray: the cluster and one model per actor); the trace
+                # of every commit lets a benchmark fit that rate instead of reading two points
+                runs[-1].setdefault("progress", []).append([seconds, written[0] - before])
+                if written[0] - before >= min(commit_sentences, len(todo)):
+                    runs[-1].setdefault("first_block", {"seconds": seconds,
+                                                        "sentences": written[0] - before})
+                if on_progress is not None:           # the app's progress bar
+                    on_progress(written[0], len(corpus.sentences))
 
-        if on_progress is not None:       # where this run starts: a bar can time from here
-            on_progress(before, len(corpus.sentences))
-        try:
-            if engine_kind == "local":
-                _write_local(eng, model_id, todo, corpus.sentences, chosen, pool, batch_size,
-                             commit_sentences, tables, info.dim, advance)
-            else:
-                from engine.corpus import ray_embed
+            if on_progress is not None:       # where this run starts: a bar can time from here
+                on_progress(before, len(corpus.sentences))
+            try:
+                if engine_kind == "local":
+                    _write_local(eng, model_id, todo, corpus.sentences, chosen, pool, batch_size,
+                                 commit_sentences, tables, info.dim, advance)
+                else:
+                    from engine.corpus import ray_embed
 
-                for n_sent in ray_embed.write(model_id, todo, corpus.sentences, chosen, pool,
-                                              batch_size, device, dtype, ray_address,
-                                              ray_workers, commit_sentences, folder / "db",
-                                              info.dim):
-                    advance(n_sent)
-        except Exception as err:  # noqa: BLE001 - lance (or an actor, wrapped by Ray)
-            if _disk_full(err):   # reports a full disk its way
-                raise EngineError(
-                    f"the disk under {folder} is full: {written[0]:,} of "
-                    f"{len(corpus.sentences):,} sentences are indexed and kept; free some "
-                    "space and run the same command again to continue") from None
-            raise
-        if engine_kind == "ray":
-            # the actors wrote to the tables: open them again at their latest version
-            tables = {layer: db.open_table(layer_table(layer)) for layer in chosen}
-    runs[-1]["seconds"] = round(time.perf_counter() - t0, 1)
-    runs[-1]["sentences"] = len(todo)
-    finish(folder, manifest, tables, progress)
-    return manifest
+                    for n_sent in ray_embed.write(model_id, todo, corpus.sentences, chosen, pool,
+                                                  batch_size, device, dtype, ray_address,
+                                                  ray_workers, commit_sentences, folder / "db",
+                                                  info.dim):
+                        advance(n_sent)
+            except Exception as err:  # noqa: BLE001 - lance (or an actor, wrapped by Ray)
+                if _disk_full(err):   # reports a full disk its way
+                    raise EngineError(
+                        f"the disk under {folder} is full: {written[0]:,} of "
+                        f"{len(corpus.sentences):,} sentences are indexed and kept; free some "
+                        "space and run the same command again to continue") from None
+                raise
+            if engine_kind == "ray":
+                # the actors wrote to the tables: open them again at their latest version
+                tables = {layer: db.open_table(layer_table(layer)) for layer in chosen}
+        runs[-1]["seconds"] = round(time.perf_counter() - t0, 1)
+        runs[-1]["sentences"] = len(todo)
+        finish(folder, manifest, tables, progress)
+        return manifest
 
 
 # layer tables indexed at once: one IVF build keeps about 1.5 of 2 cores busy (LanceDB's

@@ -22,7 +22,8 @@ def test_each_choice_of_layers_has_its_own_folder_and_every_layer_keeps_the_old_
     every = catalog.brown_index_path("minilm-l6")
     assert every == tmp_path / "brown-minilm-l6"
     assert catalog.brown_index_path("minilm-l6", range(7), 7) == every
-    assert catalog.brown_index_path("minilm-l6", [6, 0, 3], 7) == tmp_path / "brown-minilm-l6-L0-3-6"
+    assert catalog.brown_index_path("minilm-l6", [6, 0, 3], 7) == \
+        tmp_path / "brown-minilm-l6-L0-3-6"
     assert catalog.brown_index_path("minilm-l6", [0, 3, 6], 7) != \
         catalog.brown_index_path("minilm-l6", [0, 3], 7)
     # a folder model's id is a path: it becomes one folder name, not a path under DEFAULT_DIR

@@ -449,3 +449,25 @@ def test_a_build_without_a_terminal_bar_still_reports_its_progress(tiny, tmp_pat
     assert heard == [(0, 40), (16, 40), (32, 40), (40, 40)]
     runs = corpus_index.Manifest.read(tmp_path / "ix").build["runs"]
     assert [n for _, n in runs[-1]["progress"]] == [16, 32, 40]
+
+
+def test_a_second_build_into_a_folder_being_built_is_one_line_and_touches_nothing(tiny,
+                                                                                  tmp_path):
+    """Two builds of one folder at once (two browser sessions, or the page and a terminal):
+    the second would take the first's half-committed batch for a killed run's and delete it.
+    It stops in one line instead; once the first is done, the folder builds as usual."""
+    import fcntl
+
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(_corpus(20, seed=9)))
+    folder = tmp_path / "ix"
+    folder.mkdir()
+    with open(folder / corpus_index.LOCK, "w") as first:       # a build under way
+        fcntl.flock(first, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(EngineError, match="another ctxlens build is writing") as err:
+            corpus_index.build(tiny, str(src), folder, layers="0,1", progress=False)
+        assert len(str(err.value).splitlines()) == 1
+        assert sorted(p.name for p in folder.iterdir()) == [corpus_index.LOCK]
+    built = corpus_index.build(tiny, str(src), folder, layers="0,1", progress=False)
+    assert built.complete and built.rows == 2 * sum(len(split_words(s).words)
+                                                    for s in _corpus(20, seed=9))
