@@ -49,7 +49,7 @@ bench: install
 	$(PY) -m bench
 
 # Corpus mode: Brown (57k sentences) for a model into the folder the Corpus page reads
-# (~/.cache/ctxlens/indexes/brown-MODEL, or brown-MODEL-L0-5-10 for some layers); run again to
+# (CTXLENS_CACHE/indexes/brown-MODEL, or brown-MODEL-L0-5-10 for some layers); run again to
 # continue an interrupted build. E.g. make index INDEX_MODEL=smollm2-135m INDEX_LAYERS=0,10,20,30
 INDEX_MODEL ?= minilm-l6
 INDEX_LAYERS ?= all

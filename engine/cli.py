@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     ix.add_argument("--corpus", required=True, help="brown, a text file (one sentence a "
                     "line), a folder of .txt files, or hf:NAME[:split[:column]]")
     ix.add_argument("--output", help="index folder; for --corpus brown it may be left out: "
-                    "the folder the app's Corpus page reads (~/.cache/ctxlens/indexes/"
+                    "the folder the app's Corpus page reads (CTXLENS_CACHE/indexes/"
                     "brown-MODEL[-L0-5-10])")
     ix.add_argument("--layers", default="all", help="all, or layer numbers like 0,3,6")
     ix.add_argument("--pool", default="mean", choices=POOLINGS)

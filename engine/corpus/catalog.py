@@ -1,6 +1,7 @@
 """Where the app looks for indexes: CTXLENS_INDEX_DIRS (os.pathsep-separated) and the user
-cache; an index is any subfolder with a manifest.json. The app reads and builds indexes only
-here, never at a path typed into the browser."""
+cache (CTXLENS_CACHE/indexes, by default ~/.cache/ctxlens/indexes); an index is any subfolder
+with a manifest.json. The app reads and builds indexes only here, never at a path typed into
+the browser."""
 from __future__ import annotations
 
 import os
@@ -8,8 +9,10 @@ from pathlib import Path
 
 from engine.corpus.index import Manifest
 from engine.errors import EngineError
+from engine.registry import cache_dir
 
-DEFAULT_DIR = Path.home() / ".cache" / "ctxlens" / "indexes"
+# the app's own indexes live with the rest of ctxlens's cache (CTXLENS_CACHE)
+DEFAULT_DIR = cache_dir() / "indexes"
 # the model the Corpus page offers first to index Brown with, as `make index` does (the
 # Makefile's INDEX_MODEL): the bundled real pretrained encoder
 BROWN_INDEX_MODEL = "minilm-l6"

@@ -49,3 +49,17 @@ def test_the_size_estimate_matches_the_measured_brown_index():
     assert built["model"] == "minilm-l6" and built["occurrences"] == catalog.BROWN_OCCURRENCES
     assert catalog.bytes_per_row(384) == pytest.approx(built["bytes_per_row"], rel=0.02)
     assert catalog.bytes_per_row(576) > catalog.bytes_per_row(384) > catalog.bytes_per_row(256)
+
+
+def test_the_apps_indexes_live_under_ctxlens_cache(tmp_path):
+    """CTXLENS_CACHE moves converted weights and traced graphs; the app's indexes follow it
+    (they stayed in ~/.cache/ctxlens/indexes)."""
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", "from engine.corpus import catalog; "
+                          "print(catalog.brown_index_path('minilm-l6'))"],
+                         env={**os.environ, "CTXLENS_CACHE": str(tmp_path / "c")},
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == str(tmp_path / "c" / "indexes" / "brown-minilm-l6")
