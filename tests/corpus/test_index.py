@@ -401,9 +401,9 @@ def fill_a_small_disk(tiny, tmp_path, **build):
             corpus_index.build(tiny, str(src), mnt / "ix", layers="all", commit_sentences=50,
                                progress=False, **build)
         assert len(str(err.value).splitlines()) == 1
-        # the count it gives is of whole commits written (it read 0 in a build without a bar)
+        # the sentences it says are kept are kept (it said 0 in a build without a bar)
         said = int(re.search(r"is full: ([\d,]+) of", str(err.value)).group(1).replace(",", ""))
-        assert said > 0 and said % 50 == 0
+        assert said > 0
         import lancedb
 
         db = lancedb.connect(str(mnt / "ix" / "db"))
