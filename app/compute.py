@@ -349,6 +349,22 @@ def _index(folder: str):
     return get_engine().cached(("corpus-index", str(path)), lambda: CorpusIndex(path))
 
 
+def app_owned(folder: str) -> bool:
+    """An index the app built (under its own folder), which it may delete; never one of the
+    user's CTXLENS_INDEX_DIRS."""
+    from engine.corpus import catalog
+
+    return catalog.DEFAULT_DIR.resolve() in Path(folder).resolve().parents
+
+
+def remove_index(folder: str) -> None:
+    from engine.corpus.index import remove
+
+    if not app_owned(folder):
+        raise EngineError(f"{folder} is not one of the app's own indexes: delete it yourself")
+    remove(Path(folder))
+
+
 def corpus_manifest(folder: str):
     return _index(folder).manifest
 

@@ -3,6 +3,7 @@ al. 2019), clustered; click one for its sentence and its nearest contexts anywhe
 corpus (exBERT's search); or search the corpus for contexts like a sentence of your own."""
 import html
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,8 @@ def choose_index():
     built = st.session_state.pop(JUST_BUILT, None)     # set before the widget exists, as asked
     if built in labels:
         st.session_state[key] = built
+    elif st.session_state.get(key) not in labels:      # an index deleted since
+        st.session_state[key] = str(found[0][0])
     return st.selectbox("Index", list(labels), format_func=labels.__getitem__, key=key)
 
 
@@ -93,6 +96,24 @@ def build_offer(have_indexes: bool) -> None:
                 return
             bar.progress(1.0, text="Done")
             st.session_state[JUST_BUILT] = str(target)     # the page opens the new index
+            st.rerun()
+
+
+def delete_offer(folder: str, manifest) -> None:
+    """The app's own indexes (those built here) can go again: Brown at seven layers of a 135M
+    model takes 9.5 GiB."""
+    if not compute.app_owned(folder):
+        return
+    name = Path(folder).name
+    with st.popover(f"Delete {name}"):
+        st.caption(f"{manifest.bytes_on_disk / 2**30:.1f} GiB on disk; building it again takes "
+                   "as long as the first time.")
+        if st.button(f"Delete {name} now", key="corpus_delete", type="primary"):
+            try:
+                compute.remove_index(folder)
+            except Exception as exc:  # noqa: BLE001 - one line, the page stays
+                ui.show_error(exc)
+                return
             st.rerun()
 
 
@@ -259,6 +280,7 @@ def render(inputs: state.Inputs) -> None:
         return
     build_offer(have_indexes=True)
     manifest = compute.corpus_manifest(folder)
+    delete_offer(folder, manifest)
     c1, c2, c3 = st.columns([2, 3, 2])
     word = c1.text_input("Word", key=state.url_key("corpus_word", str,
                                                      default=inputs.target or "bank"),

@@ -178,8 +178,8 @@ def _build_lock(folder: Path):
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise EngineError(f"another ctxlens build is writing {folder} now: wait for it to "
-                              "end (or stop it), then run this again to continue") from None
+            raise EngineError(f"a ctxlens build is writing {folder} now: wait for it to end "
+                              "(or stop it) and try again") from None
         try:
             yield
         finally:
@@ -427,6 +427,10 @@ def _index_layer(layer: int, table, n: int, total: int, progress: bool
 
 
 def remove(folder: Path) -> None:
-    """Delete an index folder (only one that holds a manifest: never an arbitrary folder)."""
-    Manifest.read(folder)
-    shutil.rmtree(folder)
+    """Delete an index folder: only one that holds a manifest (of any ctxlens format; never an
+    arbitrary folder), and never while a build writes it."""
+    folder = Path(folder)
+    if not (folder / "manifest.json").is_file():
+        raise EngineError(f"{folder} is not a ctxlens index (no manifest.json)")
+    with _build_lock(folder):
+        shutil.rmtree(folder)

@@ -303,3 +303,25 @@ def test_a_build_stopped_part_way_is_offered_as_continue_and_ends_complete(index
     assert built.complete and built.rows == 2 * sum(len(split_words(s).words)
                                                     for s in _corpus(40, seed=13))
     assert built.build["runs"][-1]["sentences_indexed_before"] == 16
+
+
+def test_the_apps_own_index_can_be_deleted_and_a_users_index_cannot(indexes, monkeypatch):
+    """Delete: only for an index the page built (the app's folder), never one of the user's
+    CTXLENS_INDEX_DIRS; the page then opens the index that is left."""
+    from engine.corpus import sources
+
+    monkeypatch.setattr(sources, "brown", lambda build=True, progress=True: sources.Corpus(
+        "brown", tuple(_corpus(40, seed=13))))
+    at = _corpus_page(corpus_word="bank")
+    assert not any(b.key == "corpus_delete" for b in at.button)      # the user's own index
+    at.toggle(key="corpus_build_more").set_value(True).run()
+    at.selectbox(key="corpus_build_model").set_value("elmo-brown").run()
+    at.button(key="corpus_build").click().run()
+    folder = catalog.brown_index_path("elmo-brown")
+    assert next(s for s in at.selectbox if s.label == "Index").value == str(folder)
+    at.button(key="corpus_delete").click().run()
+    no_failures(at)
+    assert not folder.exists()
+    chosen = next(s for s in at.selectbox if s.label == "Index")
+    assert len(chosen.options) == 1 and chosen.value.endswith("tiny")   # the index left
+    assert "'bank' in " in figure(at, "'bank' in ")["layout"]["title"]["text"]

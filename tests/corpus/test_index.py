@@ -464,10 +464,28 @@ def test_a_second_build_into_a_folder_being_built_is_one_line_and_touches_nothin
     folder.mkdir()
     with open(folder / corpus_index.LOCK, "w") as first:       # a build under way
         fcntl.flock(first, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        with pytest.raises(EngineError, match="another ctxlens build is writing") as err:
+        with pytest.raises(EngineError, match="a ctxlens build is writing") as err:
             corpus_index.build(tiny, str(src), folder, layers="0,1", progress=False)
         assert len(str(err.value).splitlines()) == 1
         assert sorted(p.name for p in folder.iterdir()) == [corpus_index.LOCK]
     built = corpus_index.build(tiny, str(src), folder, layers="0,1", progress=False)
     assert built.complete and built.rows == 2 * sum(len(split_words(s).words)
                                                     for s in _corpus(20, seed=9))
+
+
+def test_an_index_is_removed_only_when_it_is_one_and_no_build_writes_it(tiny, tmp_path):
+    import fcntl
+
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(_corpus(10, seed=10)))
+    folder = tmp_path / "ix"
+    corpus_index.build(tiny, str(src), folder, layers="0,1", progress=False)
+    with pytest.raises(EngineError, match="not a ctxlens index"):
+        corpus_index.remove(tmp_path)                      # an arbitrary folder stays
+    with open(folder / corpus_index.LOCK, "w") as build:
+        fcntl.flock(build, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(EngineError, match="a ctxlens build is writing"):
+            corpus_index.remove(folder)
+        assert CorpusIndex(folder).manifest.complete       # untouched
+    corpus_index.remove(folder)
+    assert not folder.exists() and src.exists()
