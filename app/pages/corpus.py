@@ -26,7 +26,7 @@ def choose_index():
     if not found:
         return None
     labels = {str(p): f"{p.name}: {m.model}, {m.corpus}, {m.n_sentences:,} sentences, "
-                      f"layers {m.layers[0]}–{m.layers[-1]}" for p, m in found}
+                      f"{layers_label(m.layers)}" for p, m in found}
     key = state.url_key("corpus_index", str, default=str(found[0][0]), choices=labels)
     built = st.session_state.pop(JUST_BUILT, None)     # set before the widget exists, as asked
     if built in labels:
@@ -34,6 +34,17 @@ def choose_index():
     elif st.session_state.get(key) not in labels:      # an index deleted since
         st.session_state[key] = str(found[0][0])
     return st.selectbox("Index", list(labels), format_func=labels.__getitem__, key=key)
+
+
+def layers_label(layers) -> str:
+    """"layers 0–6" for a run of layers, "layers 0, 5, 10" for some (an index of seven of
+    smollm2-135m's 31 read "layers 0–30")."""
+    layers = list(layers)
+    if len(layers) == 1:
+        return f"layer {layers[0]}"
+    if layers == list(range(layers[0], layers[-1] + 1)):
+        return f"layers {layers[0]}–{layers[-1]}"
+    return "layers " + ", ".join(map(str, layers))
 
 
 def build_offer(have_indexes: bool) -> None:

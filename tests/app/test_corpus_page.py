@@ -213,6 +213,9 @@ def test_with_an_index_the_page_builds_brown_for_another_model_at_the_layers_cho
     assert built.complete and built.model == "elmo-brown" and built.layers == [0, 2]
     chosen = next(s for s in at.selectbox if s.label == "Index")
     assert len(chosen.options) == 2 and chosen.value == str(folder)    # opened at once
+    # the layers it holds, not the range they span (it read "layers 0–2")
+    assert sorted(o.split(" sentences, ")[1] for o in chosen.options) == ["layers 0, 2",
+                                                                          "layers 0–2"]
     assert "elmo-brown" in figure(at, "'bank' in ")["layout"]["title"]["text"]
     # the same choice again is not built twice
     at.toggle(key="corpus_build_more").set_value(True).run()
