@@ -363,6 +363,9 @@ def remove_index(folder: str) -> None:
     if not app_owned(folder):
         raise EngineError(f"{folder} is not one of the app's own indexes: delete it yourself")
     remove(Path(folder))
+    # the opened index and every result read from it are keyed by the folder, which a build may
+    # fill again: drop them all (a delete is rare; the encodings stay on disk)
+    get_engine().results.clear()
 
 
 def corpus_manifest(folder: str):

@@ -350,7 +350,7 @@ def brown_output(engine, args) -> str:
 
     if args.corpus != "brown":
         raise EngineError("--output is needed (only --corpus brown has a folder of its own)")
-    n_states = engine.adapter(args.model, progress=False).info.n_layers + 1
+    n_states = engine.adapter(args.model, progress=True).info.n_layers + 1
     return str(brown_index_path(args.model, parse_layers(args.layers, n_states), n_states))
 
 

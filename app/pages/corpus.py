@@ -97,6 +97,14 @@ def build_offer(have_indexes: bool) -> None:
                        "choose fewer layers, or free some space first (a build that fills the "
                        "disk stops and keeps what it wrote).")
         verb = "Continue" if state == "partial" else "Build"
+        if state == "partial" and st.button("Delete what the stopped build wrote",
+                                            key="corpus_delete_partial"):
+            try:
+                compute.remove_index(str(target))
+            except Exception as exc:  # noqa: BLE001 - one line, the page stays
+                ui.show_error(exc)
+                return
+            st.rerun()
         if st.button(f"{verb} the Brown index for {model}", key="corpus_build"):
             bar = st.progress(0.0, text=f"Embedding Brown with {model} …")
             try:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import functools
 import json
+import os
 import shutil
 import time
 import warnings
@@ -433,4 +434,8 @@ def remove(folder: Path) -> None:
     if not (folder / "manifest.json").is_file():
         raise EngineError(f"{folder} is not a ctxlens index (no manifest.json)")
     with _build_lock(folder):
-        shutil.rmtree(folder)
+        # out of the way first, under the lock: a build started while the files go then finds
+        # no folder (and makes a new one) instead of a half-deleted one with a free lock file
+        gone = folder.with_name(f".{folder.name}.deleting-{os.getpid()}")
+        folder.rename(gone)
+    shutil.rmtree(gone)

@@ -308,6 +308,32 @@ def test_a_build_stopped_part_way_is_offered_as_continue_and_ends_complete(index
     assert built.build["runs"][-1]["sentences_indexed_before"] == 16
 
 
+def test_what_a_stopped_build_wrote_can_be_deleted_from_the_page(indexes, monkeypatch):
+    """A stopped build is not in the Index list (it is not complete), so the form is the one
+    place that can remove what it wrote (gigabytes for a deep model)."""
+    from engine.corpus import sources
+
+    monkeypatch.setattr(sources, "brown", lambda build=True, progress=True: sources.Corpus(
+        "brown", tuple(_corpus(40, seed=13))))
+    folder = catalog.brown_index_path("elmo-brown", [0, 2], 3)
+
+    def leave(done, total):
+        if done:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        corpus_index.build("elmo-brown", "brown", folder, layers=[0, 2], progress=False,
+                           commit_sentences=16, on_progress=leave)
+    at = _corpus_page(corpus_word="bank")
+    at.toggle(key="corpus_build_more").set_value(True).run()
+    at.selectbox(key="corpus_build_model").set_value("elmo-brown").run()
+    at.multiselect(key="corpus_build_layers-elmo-brown").set_value([0, 2]).run()
+    at.button(key="corpus_delete_partial").click().run()
+    no_failures(at)
+    assert not folder.exists() and not list(folder.parent.glob(".*deleting*"))
+    assert at.button(key="corpus_build").label == "Build the Brown index for elmo-brown"
+
+
 def test_the_apps_own_index_can_be_deleted_and_a_users_index_cannot(indexes, monkeypatch):
     """Delete: only for an index the page built (the app's folder), never one of the user's
     CTXLENS_INDEX_DIRS; the page then opens the index that is left."""
@@ -328,3 +354,15 @@ def test_the_apps_own_index_can_be_deleted_and_a_users_index_cannot(indexes, mon
     chosen = next(s for s in at.selectbox if s.label == "Index")
     assert len(chosen.options) == 1 and chosen.value.endswith("tiny")   # the index left
     assert "'bank' in " in figure(at, "'bank' in ")["layout"]["title"]["text"]
+    # built again in the same folder from other text, the page reads the new build (the
+    # opened index and the results read from it were kept by folder)
+    other = _corpus(30, seed=14)
+    monkeypatch.setattr(sources, "brown", lambda build=True, progress=True: sources.Corpus(
+        "brown", tuple(other)))
+    at.toggle(key="corpus_build_more").set_value(True).run()
+    at.selectbox(key="corpus_build_model").set_value("elmo-brown").run()
+    at.button(key="corpus_build").click().run()
+    no_failures(at)
+    n = sum(w.lower() == "bank" for s in other for w in split_words(s).words)
+    title = figure(at, "'bank' in ")["layout"]["title"]["text"]
+    assert "elmo-brown" in title and f"{n:,} of {n:,} occurrences" in title

@@ -90,10 +90,15 @@ def _streamlit(env: dict, log, prelude: str = ""):
 
 
 @pytest.fixture(scope="module")
-def server(index_dir):
+def server(index_dir, tmp_path_factory):
+    # the app's own index folder is the test's, not ~/.cache/ctxlens/indexes: a Brown index
+    # built there by `make index` would change what the Corpus page offers
+    own = tmp_path_factory.mktemp("app-indexes")
+    prelude = f"from pathlib import Path\nfrom engine.corpus import catalog\n" \
+              f"catalog.DEFAULT_DIR = Path({str(own)!r})"
     # the terminal output is kept for test_the_server_terminal_stays_quiet
     with open(SERVER_LOG, "w") as log, \
-            _streamlit({"CTXLENS_INDEX_DIRS": str(index_dir)}, log) as url:
+            _streamlit({"CTXLENS_INDEX_DIRS": str(index_dir)}, log, prelude) as url:
         yield url
 
 
