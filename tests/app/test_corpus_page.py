@@ -271,11 +271,10 @@ def test_the_build_bar_times_this_run_only_and_says_when_the_indexes_are_built()
     assert ui.duration(20) == "under a minute" and ui.duration(3 * 3600 + 5 * 60) == "3 h 05 min"
 
 
-def test_a_build_stopped_part_way_is_offered_as_continue_and_ends_complete(indexes,
-                                                                          monkeypatch):
-    """A page build stops when the user leaves or changes a setting (Streamlit ends the script
-    at the bar's next update): the page then offers to continue it, and continuing completes
-    the same index without building it again from the start."""
+def _stopped_elmo_build(monkeypatch):
+    """elmo-brown's layers 0 and 2 of a 40-sentence stand-in for Brown, stopped after its first
+    16-sentence commit (as Streamlit stops a page build at the bar's next update), and the
+    page's build form opened on that same choice. Returns (the page, the folder)."""
     from engine.corpus import sources
 
     monkeypatch.setattr(sources, "brown", lambda build=True, progress=True: sources.Corpus(
@@ -297,6 +296,15 @@ def test_a_build_stopped_part_way_is_offered_as_continue_and_ends_complete(index
     at.toggle(key="corpus_build_more").set_value(True).run()
     at.selectbox(key="corpus_build_model").set_value("elmo-brown").run()
     at.multiselect(key="corpus_build_layers-elmo-brown").set_value([0, 2]).run()
+    return at, folder
+
+
+def test_a_build_stopped_part_way_is_offered_as_continue_and_ends_complete(indexes,
+                                                                          monkeypatch):
+    """A page build stops when the user leaves or changes a setting: the page then offers to
+    continue it, and continuing completes the same index without building it again from the
+    start."""
+    at, folder = _stopped_elmo_build(monkeypatch)
     assert any("stopped before the end: this continues it" in c.value for c in at.caption)
     button = at.button(key="corpus_build")
     assert button.label == "Continue the Brown index for elmo-brown"
@@ -311,23 +319,7 @@ def test_a_build_stopped_part_way_is_offered_as_continue_and_ends_complete(index
 def test_what_a_stopped_build_wrote_can_be_deleted_from_the_page(indexes, monkeypatch):
     """A stopped build is not in the Index list (it is not complete), so the form is the one
     place that can remove what it wrote (gigabytes for a deep model)."""
-    from engine.corpus import sources
-
-    monkeypatch.setattr(sources, "brown", lambda build=True, progress=True: sources.Corpus(
-        "brown", tuple(_corpus(40, seed=13))))
-    folder = catalog.brown_index_path("elmo-brown", [0, 2], 3)
-
-    def leave(done, total):
-        if done:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        corpus_index.build("elmo-brown", "brown", folder, layers=[0, 2], progress=False,
-                           commit_sentences=16, on_progress=leave)
-    at = _corpus_page(corpus_word="bank")
-    at.toggle(key="corpus_build_more").set_value(True).run()
-    at.selectbox(key="corpus_build_model").set_value("elmo-brown").run()
-    at.multiselect(key="corpus_build_layers-elmo-brown").set_value([0, 2]).run()
+    at, folder = _stopped_elmo_build(monkeypatch)
     at.button(key="corpus_delete_partial").click().run()
     no_failures(at)
     assert not folder.exists() and not list(folder.parent.glob(".*deleting*"))
