@@ -317,25 +317,23 @@ def brown_index_path(model_id: str, layers=None, n_states: int | None = None):
     return path(model_id, layers, n_states)
 
 
-def brown_index_state(model_id: str, layers, n_states: int) -> str:
+def brown_index_state(folder) -> str:
     """"new", "partial" (a build stopped before the end: building continues it) or
-    "complete" for the app's Brown index of this model and these layers."""
+    "complete" for the app's Brown index in `folder` (compute.brown_index_path)."""
     from engine.corpus.index import Manifest
 
-    folder = brown_index_path(model_id, layers, n_states)
     try:
-        return "complete" if Manifest.read(folder).complete else "partial"
+        return "complete" if Manifest.read(Path(folder)).complete else "partial"
     except (EngineError, ValueError, TypeError):      # none yet, or an older format (rebuilt)
         return "new"
 
 
-def build_brown_index(model_id: str, layers, n_states: int, on_progress) -> None:
+def build_brown_index(model_id: str, layers, folder, on_progress) -> None:
     from engine.corpus.index import build
 
     # the folder is the app's own: an index of an older format there is built again
-    build(model_id, "brown", brown_index_path(model_id, layers, n_states),
-          layers=list(layers), progress=False, engine=get_engine(), on_progress=on_progress,
-          replace_older=True)
+    build(model_id, "brown", folder, layers=list(layers), progress=False, engine=get_engine(),
+          on_progress=on_progress, replace_older=True)
 
 
 def _index(folder: str):

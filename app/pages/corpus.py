@@ -11,8 +11,8 @@ import streamlit as st
 
 from app import compute, export, figures, state, ui
 from app import selection as sel
-from engine.corpus.catalog import (BROWN_OCCURRENCES, DEFAULT_MAX_LAYERS, bytes_per_row,
-                                   default_layers, free_bytes)
+from engine.corpus.catalog import (DEFAULT_MAX_LAYERS, brown_index_bytes, default_layers,
+                                   free_bytes)
 
 METHODS = {"PCA": "pca", "UMAP": "umap"}
 MAX_POINTS = 3000
@@ -80,11 +80,11 @@ def build_offer(have_indexes: bool) -> None:
             st.warning("Choose at least one layer to index.")
             return
         target = compute.brown_index_path(model, layers, n)
-        state = compute.brown_index_state(model, layers, n)
+        state = compute.brown_index_state(target)
         if state == "complete":
             st.caption(f"Already built: {target.name}, in the Index list above.")
             return
-        size = BROWN_OCCURRENCES * len(layers) * bytes_per_row(shape.dim)
+        size = brown_index_bytes(len(layers), shape.dim)
         st.caption(f"{len(layers)} of {n} layers ({shape.dim} dimensions each) into {target}: "
                    f"about {size / 2**30:.1f} GiB on disk. The time depends on the model; the "
                    "bar shows the time left once the first sentences are in. Leaving the page "
@@ -99,16 +99,11 @@ def build_offer(have_indexes: bool) -> None:
         verb = "Continue" if state == "partial" else "Build"
         if state == "partial" and st.button("Delete what the stopped build wrote",
                                             key="corpus_delete_partial"):
-            try:
-                compute.remove_index(str(target))
-            except Exception as exc:  # noqa: BLE001 - one line, the page stays
-                ui.show_error(exc)
-                return
-            st.rerun()
+            delete_index(str(target))
         if st.button(f"{verb} the Brown index for {model}", key="corpus_build"):
             bar = st.progress(0.0, text=f"Embedding Brown with {model} …")
             try:
-                compute.build_brown_index(model, layers, n, ui.build_progress(
+                compute.build_brown_index(model, layers, target, ui.build_progress(
                     bar, f"Embedding Brown with {model}"))
             except Exception as exc:  # noqa: BLE001 - one line, the page stays
                 ui.show_error(exc)
@@ -128,12 +123,17 @@ def delete_offer(folder: str, manifest) -> None:
         st.caption(f"{manifest.bytes_on_disk / 2**30:.1f} GiB on disk; building it again takes "
                    "as long as the first time.")
         if st.button(f"Delete {name} now", key="corpus_delete", type="primary"):
-            try:
-                compute.remove_index(folder)
-            except Exception as exc:  # noqa: BLE001 - one line, the page stays
-                ui.show_error(exc)
-                return
-            st.rerun()
+            delete_index(folder)
+
+
+def delete_index(folder: str) -> None:
+    """Delete one of the app's indexes and draw the page again; a refusal is one line."""
+    try:
+        compute.remove_index(folder)
+    except Exception as exc:  # noqa: BLE001 - one line, the page stays
+        ui.show_error(exc)
+        return
+    st.rerun()
 
 
 def _too_few(word: str, n: int) -> bool:

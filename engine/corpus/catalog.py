@@ -70,6 +70,11 @@ def free_bytes(folder: Path) -> int:
     return shutil.disk_usage(folder).free
 
 
+def brown_index_bytes(n_layers: int, dim: int) -> int:
+    """About what a Brown index of n_layers layers of dim dimensions takes on disk."""
+    return BROWN_OCCURRENCES * n_layers * bytes_per_row(dim)
+
+
 def brown_index_models(registry) -> list[str]:
     """Every installed model can index Brown (all families give hidden states): the one the
     page suggests first, then the rest in the registry's order."""
