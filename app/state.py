@@ -80,16 +80,19 @@ def presets() -> dict[str, Preset]:
                          tuple(label for _, label in p["sentences"])) for name, p in raw.items()}
 
 
-def url_key(key: str, kind=int, default=None, choices=None) -> str:
+def url_key(key: str, kind=int, default=None, choices=None, bounds=None) -> str:
     """Register a page widget key for the URL, restore it once from the query string, and give
-    it a default (widgets then take no value= argument, which Streamlit would warn about)."""
+    it a default (widgets then take no value= argument, which Streamlit would warn about).
+    `bounds` (low, high) are the widget's: a linked value outside them (or NaN) keeps the
+    default, where Streamlit would replace the whole page with StreamlitValueAboveMaxError."""
     url_keys()[key] = kind
     restored = st.session_state.setdefault("_restored", set())
     raw = _link_value(key) if key not in restored else None
     if raw is not None:
         try:
             value = _parse(kind, raw)
-            if choices is None or value in choices:
+            inside = bounds is None or bounds[0] <= value <= bounds[1]  # False for NaN
+            if (choices is None or value in choices) and inside and value == value:
                 st.session_state[key] = value
         except ValueError:
             pass  # a hand-edited link with a bad value: keep the default

@@ -17,9 +17,10 @@ def view_options(enc) -> tuple[int, int | None, bool]:
         state.url_key(key, default=low)
         st.session_state[key] = min(max(st.session_state[key], low), top)
     layer = c1.slider("Layer", 1, n_layers, key="att_layer")
-    average = c3.toggle("Average over heads", key="att_average")
+    average = c3.toggle("Average over heads", key=state.url_key("att_average", bool,
+                                                                 default=False))
     head = None if average else c2.selectbox("Head", list(range(n_heads)), key="att_head")
-    hide = c4.toggle("Hide special tokens", key="att_hide",
+    hide = c4.toggle("Hide special tokens", key=state.url_key("att_hide", bool, default=False),
                      help="[CLS]/[SEP]/BOS: rows are renormalised over the remaining tokens")
     return layer, head, hide
 
@@ -170,15 +171,16 @@ def render(inputs: state.Inputs) -> None:
         return
     labels = [f"{i + 1}: {s}" for i, s in enumerate(inputs.sentences)]
     key = state.url_key("att_sentence", default=0)
-    if st.session_state[key] >= len(labels):
+    if not 0 <= st.session_state[key] < len(labels):
         st.session_state[key] = 0
     pick = st.selectbox("Sentence", range(len(labels)), format_func=labels.__getitem__, key=key)
     sentence = inputs.sentences[pick]
     with_att = [m for f, m in models if FAMILIES[f].can("attention")]
     if with_att:
-        if st.session_state.get("att_model") not in with_att:
-            st.session_state["att_model"] = with_att[0]
-        model_id = st.radio("Model", with_att, horizontal=True, key="att_model")
+        key = state.url_key("att_model", str, choices=with_att)
+        if st.session_state.get(key) not in with_att:
+            st.session_state[key] = with_att[0]
+        model_id = st.radio("Model", with_att, horizontal=True, key=key)
         enc = compute.encodings(model_id, (sentence,), attentions=True)[0]
         if enc.attentions is None:
             st.warning(f"{model_id} returned no attention maps for this sentence.")

@@ -6,8 +6,10 @@ import streamlit as st
 
 from app import compute, export, figures, state, ui
 from engine.analysis import projection, senses
+from engine.analysis.vectors import identical_groups
 
 S_RANGE = 10.0
+GAMMA_RANGE = (0.1, 4.0)
 
 
 def s_key(j: int) -> str:
@@ -18,7 +20,7 @@ def set_mix(s, gamma: float | None = None) -> None:
     for j, v in enumerate(s):
         st.session_state[s_key(j)] = float(np.clip(round(float(v), 2), -S_RANGE, S_RANGE))
     if gamma is not None:
-        st.session_state["mix_gamma"] = float(np.clip(round(gamma, 2), 0.1, 4.0))
+        st.session_state["mix_gamma"] = float(np.clip(round(gamma, 2), *GAMMA_RANGE))
 
 
 def learn(vectors: np.ndarray, labels: list[str], do_layer_norm: bool = False) -> None:
@@ -33,8 +35,8 @@ def learn(vectors: np.ndarray, labels: list[str], do_layer_norm: bool = False) -
 
 def controls(n_layers: int, names, vectors, labels) -> tuple[np.ndarray, float, bool]:
     for j in range(n_layers):
-        state.url_key(s_key(j), float, default=0.0)
-    state.url_key("mix_gamma", float, default=1.0)
+        state.url_key(s_key(j), float, default=0.0, bounds=(-S_RANGE, S_RANGE))
+    state.url_key("mix_gamma", float, default=1.0, bounds=GAMMA_RANGE)
     layer_norm = st.toggle(
         "Layer-normalise each layer first", key=state.url_key("mix_ln", bool, default=False),
         help="AllenNLP's ScalarMix(do_layer_norm=True): each layer minus its mean, over its "
@@ -51,7 +53,7 @@ def controls(n_layers: int, names, vectors, labels) -> tuple[np.ndarray, float, 
     cols = st.columns(n_layers + 1)
     s = np.array([cols[j].slider(f"s for {names[j]}", -S_RANGE, S_RANGE, step=0.1,
                                  key=s_key(j)) for j in range(n_layers)])
-    gamma = cols[-1].slider("γ", 0.1, 4.0, step=0.05, key="mix_gamma")
+    gamma = cols[-1].slider("γ", *GAMMA_RANGE, step=0.05, key="mix_gamma")
     return s, float(gamma), bool(layer_norm)
 
 
@@ -59,7 +61,7 @@ def fmt(value: float, digits: int = 3) -> str:
     return "n/a" if np.isnan(value) else f"{value:.{digits}f}"
 
 
-def learned_summary(sep_now, sep_top) -> None:
+def learned_summary(sep_now, sep_top, same_point: bool = False) -> None:
     """The learned mix against the uniform mix and against the top layer alone (Peters et al.
     2018 found the top layer best for word sense; a learned mix can lose to it)."""
     learned = st.session_state.get("mix_learned")
@@ -82,9 +84,16 @@ def learned_summary(sep_now, sep_top) -> None:
                        f"({mine - top:+.3f}) on these same sentences (an in-sample fit: a "
                        "softmax over layers with a small penalty, which cannot sit exactly on "
                        "one layer).")
-    st.caption(f"Current mix: silhouette {fmt(sep_now.silhouette[0])}, leave-one-out "
-               f"nearest-centroid accuracy {fmt(sep_now.nearest_centroid[0], 2)} (n/a: a sense "
-               "needs two sentences)")
+    now = (f"Current mix: silhouette {fmt(sep_now.silhouette[0])}, leave-one-out "
+           f"nearest-centroid accuracy {fmt(sep_now.nearest_centroid[0], 2)}")
+    if np.isnan(sep_now.silhouette[0]) or np.isnan(sep_now.nearest_centroid[0]):
+        now += " (n/a: it needs two senses, each labelled in at least two sentences)"
+    if same_point:
+        # "Layer 0 only" leaves ~1e-9 of the other layers: the scores would read rounding noise
+        now += (". Every occurrence has the same vector in this mix (the char CNN sees the "
+                "word alone), so nothing separates the senses: silhouette 0, and nearest "
+                "centroid scores what a guess between tied centroids would")
+    st.caption(now + ".")
 
 
 def render(inputs: state.Inputs) -> None:
@@ -111,7 +120,8 @@ def render(inputs: state.Inputs) -> None:
                         do_layer_norm=layer_norm))
     mixed = senses.scalar_mix(tv.vectors, s, gamma, do_layer_norm=layer_norm)
     learned_summary(senses.sense_separation(mixed[None], labels),
-                    senses.sense_separation(tv.vectors[-1][None], labels))
+                    senses.sense_separation(tv.vectors[-1][None], labels),
+                    same_point=[list(range(len(mixed)))] == identical_groups(mixed))
     proj = projection.project(mixed[None], "pca")
     hover = [inputs.sentences[r] for r in tv.rows]
     fig = figures.projection_scatter([("mixed vectors (PCA)", proj.coords[0])], labels, hover,

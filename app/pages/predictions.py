@@ -35,7 +35,7 @@ def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
     st.session_state.setdefault(wkey, default)
     w = c2.selectbox("Word to mask", range(len(wt.words)), key=wkey,
                      format_func=lambda i: f"{wt.words[i]} (#{i + 1})")
-    c3.slider("top k", 3, 20, key=state.url_key("top_k", default=8))
+    c3.slider("top k", 3, 20, key=state.url_key("top_k", default=8, bounds=(3, 20)))
     start, end = wt.spans[w]
     text = wt.text
     return text[:start] + MASK + text[end:], text[:start].strip(), text[end:].strip()

@@ -12,6 +12,7 @@ from scipy.optimize import minimize
 from scipy.special import expit, softmax
 
 from engine.analysis.vectors import EPS as _EPS
+from engine.analysis.vectors import TIE_TOLERANCE
 from engine.analysis.vectors import unit_rows
 from engine.families.elmo.mix import scalar_mix
 
@@ -38,9 +39,6 @@ class SenseData:
 
 
 # -- nearest sense centroid -----------------------------------------------------------------
-
-TIE_TOLERANCE = 1e-6   # cosines this close are the same vector up to float rounding
-
 
 def nearest_centroid_hits(vectors: np.ndarray, senses: np.ndarray,
                           lemmas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from engine.errors import EngineError
-from engine.analysis.vectors import unit_rows
+from engine.analysis.vectors import TIE_TOLERANCE, unit_rows
 # one scalar mix for the whole project (numpy only: this module is imported by the app)
 from engine.families.elmo.mix import mix_weights as softmax
 from engine.families.elmo.mix import layer_norm, scalar_mix
@@ -62,6 +62,9 @@ def silhouette(vectors: np.ndarray, labels: Sequence) -> float:
     # re-normalises per call, which dominated a per-layer sweep over a handful of points
     u = unit_rows(vectors)
     dist = np.clip(1.0 - u @ u.T, 0.0, 2.0)
+    # distances at float-rounding level are the same point: a context-free layer (or a mix
+    # that leaves 1e-9 of the others) would otherwise get a silhouette from rounding noise
+    dist[dist < TIE_TOLERANCE] = 0.0
     np.fill_diagonal(dist, 0.0)
     return float(silhouette_score(dist, codes, metric="precomputed"))
 
@@ -79,8 +82,12 @@ def nearest_centroid_accuracy(vectors: np.ndarray, labels: Sequence) -> float:
         held = sums.copy()
         held[c] -= x[i]
         cents = held / np.maximum(counts - (np.arange(len(counts)) == c), 1)[:, None]
-        correct += int(np.argmax(unit_rows(cents) @ x[i]) == c)
-    return correct / len(codes)
+        # centroids tied for nearest (the same vector, as a context-free layer gives) share
+        # the credit, as in engine.analysis.probes: argmax would pick by float rounding
+        sims = unit_rows(cents) @ x[i]
+        tied = sims >= sims.max() - TIE_TOLERANCE
+        correct += tied[c] / tied.sum()
+    return float(correct / len(codes))
 
 
 def sense_separation(vectors: np.ndarray, labels: Sequence) -> SenseSeparation:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 EPS = 1e-12
+TIE_TOLERANCE = 1e-6   # cosines this close are the same vector up to float rounding
 
 
 def unit_rows(x: np.ndarray) -> np.ndarray:

@@ -144,3 +144,29 @@ def test_neuron_view_shows_the_scores_whose_softmax_is_the_heads_map(tiny_engine
     assert keys.shape[0] == len(enc.tokens)
     if which == "gpt":       # a causal model cannot look ahead: those scores are -inf
         assert fig["data"][3]["text"][3:] == ["−∞"] * (len(enc.tokens) - 3)
+
+
+def test_a_link_restores_the_model_the_head_average_and_hidden_special_tokens(tiny_engine):
+    """A copied link came back as the first model with both toggles off."""
+    m = tiny_engine
+    at = _bert(page("attention").run(), m)
+    at.toggle(key="att_average").set_value(True).run()
+    at.toggle(key="att_hide").set_value(True).run()
+    no_failures(at)
+    link = {k: at.query_params[k] for k in ("att_model", "att_average", "att_hide")}
+    again = page("attention")
+    again.query_params.update({k: v[0] if isinstance(v, list) else v for k, v in link.items()})
+    again.run()
+    no_failures(again)
+    assert again.radio(key="att_model").value == m.bert
+    assert again.toggle(key="att_average").value and again.toggle(key="att_hide").value
+    heat = _heatmap(again, f"{m.bert}, layer 1, mean of heads")["data"][0]
+    assert "[CLS]" not in heat["x"] and len(heat["x"]) == 5
+
+
+def test_a_negative_sentence_in_the_link_shows_the_first():
+    at = page("attention")
+    at.query_params["att_sentence"] = "-1"
+    at.run()
+    no_failures(at)
+    assert at.selectbox(key="att_sentence").value == 0

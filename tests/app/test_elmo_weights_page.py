@@ -112,3 +112,30 @@ def test_layer_norm_toggle_mixes_and_learns_on_layer_normed_layers(tiny_engine):
                               do_layer_norm=True)
     assert np.allclose(at.session_state["mix_learned"].weights, direct.weights, atol=1e-4)
     assert at.query_params["mix_ln"] in (["1"], "1", ["true"], "true", ["True"], "True")
+
+
+def test_layer0_only_says_every_point_is_the_same_instead_of_scoring_rounding_noise():
+    """The char CNN gives every "mouse" one vector; scored on the 1e-9 left on the other layers
+    the page read silhouette -0.582, nearest centroid 0.62 on elmo-brown."""
+    at = page("elmo_weights").run()
+    _button(at, "Layer 0 only").click().run()
+    no_failures(at)
+    now = next(c.value for c in at.caption if c.value.startswith("Current mix"))
+    assert now.startswith("Current mix: silhouette 0.000, leave-one-out nearest-centroid "
+                          "accuracy 0.50. Every occurrence has the same vector")
+    assert "n/a" not in now
+    _button(at, "Uniform").click().run()
+    now = next(c.value for c in at.caption if c.value.startswith("Current mix"))
+    assert "same vector" not in now and "n/a" not in now
+
+
+@pytest.mark.parametrize("query", [{"mix_s0": "11"}, {"mix_gamma": "0"}, {"mix_s1": "nan"},
+                                   {"mix_s0": "1e9"}])
+def test_a_mix_value_out_of_range_in_the_link_keeps_the_default(query):
+    """Streamlit replaced the whole page with StreamlitValueAboveMaxError."""
+    at = page("elmo_weights")
+    at.query_params.update(query)
+    at.run()
+    no_failures(at)
+    assert len(at.slider) == 4 and np.allclose(_weights(at), 1 / 3)
+    assert at.slider(key="mix_gamma").value == 1.0

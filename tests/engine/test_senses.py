@@ -143,3 +143,17 @@ def test_split_quality_says_when_a_suggested_split_is_weak():
     assert lone.sizes == (5, 1) and lone.weak                    # a sense of one sentence
     noise = split_quality(rng.normal(size=(8, 8)), [0, 1] * 4)
     assert noise.silhouette < 0.1 and noise.weak
+
+
+def test_points_equal_up_to_rounding_separate_nothing():
+    """A context-free layer gives every occurrence one vector; ELMo's "Layer 0 only" mix leaves
+    ~1e-9 of the other layers on it. Rounding noise is not a separation: silhouette 0, and the
+    tied centroids share the nearest-centroid credit (chance, 1 / number of senses)."""
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=16)
+    x = base + 1e-9 * rng.normal(size=(8, 16))
+    labels = ["a", "b"] * 4
+    assert silhouette(x, labels) == 0.0
+    assert nearest_centroid_accuracy(x, labels) == pytest.approx(0.5)
+    three = np.tile(base, (9, 1))
+    assert nearest_centroid_accuracy(three, ["a", "b", "c"] * 3) == pytest.approx(1 / 3)
