@@ -133,6 +133,48 @@ def _unique(names: list[str]) -> list[str]:
     return out
 
 
+_NUMBER = re.compile(r"^(?P<num>[+\-−]?\d[\d,]*(?:\.(?P<dec>\d+))?)(?P<unit>%|×|x| s| ms| min)?"
+                     r"(?:\s+(?P<rest>\S.*))?$")
+_MISSING = {"", "—", "-", "n/a"}
+
+
+def sortable(table: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """The report's cells are text ("87.9% [81.7%, 92.2%]"), which a click on a column sorts as
+    text (87.9%, 8.7%, 69.8%...). A column whose every cell is a number in one unit becomes a
+    number column shown in that unit, and what followed the number (an interval, a note) moves
+    to a column beside it."""
+    out, config = {}, {}
+    for name in table.columns:
+        cells = [str(c).strip() for c in table[name]]
+        found = [_NUMBER.match(c) for c in cells if c not in _MISSING]
+        units = {m.group("unit") for m in found if m}
+        # "3 of 5" or "119.7 / 118.4" is not a number with an interval: it stays text
+        aside = all((m.group("rest") or "(")[0] in "[(" for m in found if m)
+        if not found or not all(found) or len(units) != 1 or not aside:
+            out[name] = table[name]
+            continue
+        unit = units.pop() or ""
+        digits = max(len(m.group("dec") or "") for m in found)
+        matches = {c: _NUMBER.match(c) for c in cells if c not in _MISSING}
+        values = [float(matches[c].group("num").replace(",", "").replace("−", "-"))
+                  if c in matches else None for c in cells]
+        rest = [(matches[c].group("rest") or "") if c in matches else "" for c in cells]
+        signed = any(m.group("num")[0] in "+−-" for m in found)
+        head = name.replace(" (95% CI)", "")
+        out[head] = pd.Series(values, dtype="float64")
+        config[head] = st.column_config.NumberColumn(
+            head, format=("%+" if signed else "%") + f".{digits}f" + unit.replace("%", "%%"))
+        if any(rest):
+            ci = head != name or all(r.startswith("[") for r in rest if r)
+            out[f"{head}: 95% CI" if ci else f"{name}: note"] = rest
+    return pd.DataFrame(out), config
+
+
+def table(body: pd.DataFrame) -> None:
+    frame, config = sortable(body)
+    st.dataframe(frame, hide_index=True, width="stretch", column_config=config)
+
+
 def clone_paths(text: str) -> str:
     """Method prose may name files of the machine that measured (training runs, the shared
     reference notes): a path that is not in this repository is said to be so."""
@@ -157,7 +199,7 @@ def show(path: Path, markdown: str) -> None:
             if heading:
                 st.markdown(f"**{heading}**")
                 heading = ""
-            st.dataframe(body, hide_index=True, width="stretch")
+            table(body)
         elif kind == "image":
             image = (path.parent / str(body)).resolve()
             if image.parent == RESULTS.resolve() and image.exists():
@@ -191,7 +233,7 @@ else:
                    "otherwise, with the likely reason.")
         for kind, body in parts(findings):
             if kind == "table":
-                st.dataframe(body, hide_index=True, width="stretch")
+                table(body)
     tabs = st.tabs([TOPICS.get(p.stem, (p.stem.replace("_", " "), ""))[0] for p in files])
     for tab, path in zip(tabs, files):
         with tab:

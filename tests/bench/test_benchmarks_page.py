@@ -54,3 +54,25 @@ def test_page_leads_with_the_reproduced_findings_table_and_names_no_missing_file
             assert f"{path} (not in this repository)" in shown, path
     assert "shared/reference-numbers.md" not in shown.replace(
         "shared/reference-numbers.md (not in this repository)", "")
+
+
+def test_number_columns_sort_as_numbers_and_keep_their_intervals():
+    """Every cell was text, so a click on "top-5 (95% CI)" sorted 87.9%, 8.7%, 8.1%, 69.8%...
+    A column of numbers in one unit is now numeric, its interval in a column beside it."""
+    lines = (ROOT / "results" / "cloze.md").read_text().splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith("| model | how it fills"))
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    rows = [[c.strip() for c in l.strip().strip("|").split("|")] for l in lines[start + 2:end]]
+    at = AppTest.from_file(str(PAGE), default_timeout=30).run()
+    assert not at.exception
+    shown = next(d.value for d in at.dataframe if list(d.value.columns)[:3] ==
+                 ["model", "how it fills", "top-1"])
+    assert str(shown["top-5"].dtype) == "float64"
+    assert shown["top-5"].tolist() == [float(r[3].split("%")[0]) for r in rows]
+    assert shown["top-5: 95% CI"].tolist() == [r[3].split(" ", 1)[1] for r in rows]
+    ordered = shown.sort_values("top-5", ascending=False)["top-5"].tolist()
+    assert ordered[:3] == sorted(ordered, reverse=True)[:3] and ordered[0] > 80 > ordered[-1]
+    # a cell that is not one number with an interval stays as written ("3 of 5")
+    summary = at.dataframe[1].value
+    assert not str(summary["published findings reproduced?"].dtype).startswith("float")
+    assert summary["published findings reproduced?"].tolist()[0].endswith("yes")
