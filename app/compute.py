@@ -25,6 +25,7 @@ from engine.families import FAMILIES
 from engine.registry import availability, family_of_dir
 from engine.registry import default_model as registry_default
 from engine.result import Encoding
+from engine.text import word_key
 
 
 
@@ -122,12 +123,13 @@ class TargetVectors:
     rows: tuple[int, ...]
     missing: tuple[int, ...]
     layer_names: tuple[str, ...]
+    repeated: tuple[int, ...] = ()   # sentences holding the target more than once
 
 
 def find_word(words: tuple[str, ...], target: str) -> int | None:
-    t = target.lower()
+    t = word_key(target)
     for i, w in enumerate(words):
-        if w.lower() == t:
+        if word_key(w) == t:
             return i
     return None
 
@@ -136,17 +138,19 @@ def find_word(words: tuple[str, ...], target: str) -> int | None:
 def target_vectors(model_id: str, sentences: tuple[str, ...], target: str,
                    pool: str) -> TargetVectors:
     encs = encodings(model_id, sentences)
-    rows, missing, vecs = [], [], []
+    rows, missing, vecs, repeated = [], [], [], []
     for i, enc in enumerate(encs):
         w = find_word(enc.words, target)
         if w is None:
             missing.append(i)
             continue
+        if find_word(enc.words[w + 1:], target) is not None:
+            repeated.append(i)
         rows.append(i)
         vecs.append(enc.word_vectors(pool)[:, w])
     names = encs[0].layer_names or tuple(f"layer {i}" for i in range(encs[0].n_layers))
     arr = np.stack(vecs, axis=1) if vecs else np.zeros((len(names), 0, 1), np.float32)
-    return TargetVectors(model_id, arr, tuple(rows), tuple(missing), names)
+    return TargetVectors(model_id, arr, tuple(rows), tuple(missing), names, tuple(repeated))
 
 
 @engine_cached("Projecting …")

@@ -7,6 +7,7 @@ when the user clicks, because kaleido drives a headless Chromium and costs ~0.3-
 """
 from __future__ import annotations
 
+import csv
 import io
 import json
 import os
@@ -91,7 +92,9 @@ def projector_zip(vectors: np.ndarray, metadata: pd.DataFrame) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("vectors.tsv", vec)
-        z.writestr("metadata.tsv", meta.to_csv(sep="\t", index=False))
+        # plain TSV, as the projector reads it: csv quoting would show '"No loans."' doubled
+        z.writestr("metadata.tsv", meta.to_csv(sep="\t", index=False, quoting=csv.QUOTE_NONE,
+                                               escapechar=None))
     return buf.getvalue()
 
 

@@ -212,10 +212,9 @@ def sidebar() -> Inputs:
     sb.radio("Subword pooling", POOLINGS, key="pool", horizontal=True,
              help="How a word split into several tokens becomes one vector")
     inputs = _session_inputs(tuple(models))
-    # built now, not deferred: a deferred callable runs on another thread without the session
-    sb.download_button("Settings (JSON)", manifest_json(current_settings(inputs)),
-                       file_name="ctxlens-settings.json", mime="application/json",
-                       on_click="ignore", help="Everything in this page's link, as JSON")
+    # filled by settings_button once the page has registered its widgets: built here, the file
+    # lacked the settings of a page on its first visit ("widgets": {})
+    st.session_state["_settings_slot"] = sb.empty()
     for key, times in st.session_state.get("_repeated_keys", {}).items():
         shown = str(key)[:40].replace("`", "'")          # a code span: never markdown
         sb.warning(f"The link gives `{shown}` {times} times; the last one is used.")
@@ -281,17 +280,32 @@ def url_keys() -> dict[str, type]:
 def current_settings(inputs: Inputs | None = None) -> dict:
     """The session's settings manifest: the sidebar's inputs in the one manifest schema
     (Inputs.settings), the preset, and every page widget in the link under "widgets"."""
-    widgets = {k: st.session_state[k] for k in url_keys()
-               if k not in sidebar_keys() and k in st.session_state}
+    widgets = {k: _value(k) for k in url_keys()
+               if k not in sidebar_keys() and _value(k) is not None}
     return (inputs or _session_inputs()).settings(preset=st.session_state.get("preset", CUSTOM),
                                                   widgets=widgets)
+
+
+def settings_button() -> None:
+    """The sidebar's "Settings (JSON)": everything in the link, built after the page ran. Built
+    now, not deferred: a deferred callable runs on another thread without the session."""
+    slot = st.session_state.pop("_settings_slot", None)
+    if slot is not None:
+        slot.download_button("Settings (JSON)", manifest_json(current_settings()),
+                             file_name="ctxlens-settings.json", mime="application/json",
+                             on_click="ignore", help="Everything in this page's link, as JSON")
+
+
+def _value(key: str):
+    """A registered key's value: Streamlit drops a page widget's value when the user leaves its
+    page, and the link would lose it (a clusters layer chosen, then another page visited)."""
+    return st.session_state.get(key, st.session_state.get(f"_kept_{key}"))
 
 
 def write_url() -> None:
     """Mirror the registered keys into the address bar (call at the end of a page)."""
     keys = url_keys()
-    params = {k: str(st.session_state[k]) for k in keys if k in st.session_state
-              and st.session_state[k] is not None}
+    params = {k: str(_value(k)) for k in keys if _value(k) is not None}
     # a shared link's settings for pages not visited yet stay in the address until those
     # pages register (and restore) them; dropping them lost every other page's settings
     restored = st.session_state.get("_restored", set())

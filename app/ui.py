@@ -48,6 +48,7 @@ def run_page(render: Callable[[state.Inputs], None]) -> None:
         show_error(exc)
     finally:
         state.write_url()
+        state.settings_button()
 
 
 def chosen_models(inputs: state.Inputs, families: tuple[str, ...] | None = None,
@@ -106,6 +107,17 @@ def missing_target_note(target: str, missing: tuple[int, ...], n: int) -> bool:
     st.warning(f"The target word '{target}' is missing from sentence{plural} {where} "
                f"(of {n}); {'they are' if plural else 'it is'} left out.")
     return True
+
+
+def repeated_target_note(target: str, repeated: tuple[int, ...]) -> None:
+    """One point a sentence, labelled by the sentence's sense: a second occurrence of the
+    target in a sentence is left out, and the user is told so instead of silently."""
+    if repeated:
+        where = ", ".join(str(i + 1) for i in repeated)
+        plural = "s" if len(repeated) > 1 else ""
+        st.caption(f"'{target}' occurs more than once in sentence{plural} {where}: this page "
+                   "plots its first occurrence in each sentence (Layers side by side plots "
+                   "every one).")
 
 
 def build_progress(bar, label: str, clock=time.perf_counter):

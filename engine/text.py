@@ -55,6 +55,13 @@ class WordText:
         return [i for i, w in enumerate(self.words) if w == MASK]
 
 
+def word_key(word: str) -> str:
+    """How a typed word is compared with a sentence's words: case ignored, and a typographic
+    apostrophe (what phones and Macs type in "don’t") the same as a straight one, since the
+    split above accepts both."""
+    return word.lower().replace("\u2019", "'")
+
+
 def _check(text: str, n_words: int) -> None:
     if not text.strip() or n_words == 0:
         raise TextError("the text is empty")

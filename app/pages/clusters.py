@@ -10,7 +10,7 @@ import streamlit as st
 from app import compute, export, figures, state, ui
 from app import selection as sel
 from engine.analysis import senses
-from engine.analysis.vectors import identical_groups
+from engine.analysis.vectors import identical_groups, unit_rows
 from engine.families import FAMILIES
 
 METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
@@ -61,6 +61,9 @@ def suggestion_note(q: senses.SplitQuality, model_id: str) -> tuple[str, str]:
     return "ok", text + "."
 
 
+NEAR_ONE_POINT = 0.9   # mean cosine above which the baseline's points are "nearly one vector"
+
+
 def overlap_notes(inputs, model_id: str, tv, layer: int, overlaps) -> None:
     """Say why points coincide instead of leaving a lone dot (Issue: a context-free layer, or a
     left-to-right model that has read only the shared words before the target)."""
@@ -68,6 +71,16 @@ def overlap_notes(inputs, model_id: str, tv, layer: int, overlaps) -> None:
     if overlaps[0] and len(overlaps[0][0]) == n:
         st.caption(f"{tv.layer_names[0]} is context-free: all {n} sentences give "
                    f"'{inputs.target}' the same vector there, so the baseline is one point.")
+    elif n > 1:
+        # BERT's and GPT-2's input layer adds the word's position in the sentence: the points
+        # differ a little, and a projection stretched to fill its panel makes that look large
+        unit = unit_rows(tv.vectors[0])
+        cos = float(((unit @ unit.T).sum() - n) / (n * (n - 1)))
+        if cos >= NEAR_ONE_POINT:
+            st.caption(f"{tv.layer_names[0]} holds the word and its position in the sentence, "
+                       f"not its context: its {n} points are nearly one vector (mean cosine "
+                       f"{cos:.3f}), spread out only because each panel is scaled to fill "
+                       "its box.")
     shared = overlaps[1]
     if layer == 0 or not shared:
         return
@@ -84,6 +97,7 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
     tv = compute.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
     if not ui.missing_target_note(inputs.target, tv.missing, len(inputs.sentences)):
         return None
+    ui.repeated_target_note(inputs.target, tv.repeated)
     proj = compute.project(model_id, inputs.sentences, inputs.target, inputs.pool, method)
     n_layers = len(tv.layer_names)
     key = state.url_key(f"layer_{model_id}")
@@ -91,7 +105,8 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
         st.session_state[key] = n_layers - 1
     st.session_state.setdefault(key, n_layers - 1)
     layer = st.slider("Layer", 0, n_layers - 1, key=key,
-                      help="0 is the context-free embedding layer")
+                      help="0 is the input embedding layer: the word (and, in BERT and "
+                           "GPT-2, its position), before any context")
     hover = [inputs.sentences[r] for r in tv.rows]
     # plotly reads hover text as a small HTML subset: the typed sentence is escaped first, so
     # only the bold we add is markup ("<a href=...>" typed by a user stays text)
@@ -176,7 +191,8 @@ def separation_chart(inputs, models, labels) -> None:
 def render(inputs: state.Inputs) -> None:
     st.title("Polysemy clusters")
     st.caption("Where does one word's meaning split by context? Each point is the target word "
-               "in one sentence; layer 0 (left) is the context-free baseline.")
+               "in one sentence; layer 0 (left) is the baseline: the input embedding, before any "
+               "context is read.")
     # Each tab loads its own model, so the first chart shows while the next models load.
     models = ui.target_models(inputs)
     if not models:

@@ -109,6 +109,7 @@ def render(inputs: state.Inputs) -> None:
     tv = compute.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
     if not ui.missing_target_note(inputs.target, tv.missing, len(inputs.sentences)):
         return
+    ui.repeated_target_note(inputs.target, tv.repeated)
     labels = [state.sense_labels(inputs.sentences)[r] for r in tv.rows]
     s, gamma, layer_norm = controls(len(tv.layer_names), tv.layer_names, tv.vectors, labels)
     weights = senses.softmax(s)

@@ -16,7 +16,7 @@ from app import compute, export, figures, state, ui
 from app import selection as sel
 from engine.analysis.projection import MIN_POINTS
 from engine.families import FAMILIES
-from engine.text import left_of_word, mask_word
+from engine.text import left_of_word, mask_word, word_key
 
 METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
 SCOPES = {"the target word": "target", "every word": "all"}
@@ -55,8 +55,8 @@ def take_event(chart_key: str, occ, keep: list[int], layers: list[int], model_id
 def point_labels(occ, labels: list[str], target: str, scope: str) -> list[str]:
     """Target occurrences take their sentence's sense label; other words share one grey-ish
     label so the senses stay the colours that matter."""
-    t = target.lower()
-    return [labels[s] if (scope == "target" or w.lower() == t) else OTHER
+    t = word_key(target)
+    return [labels[s] if (scope == "target" or word_key(w) == t) else OTHER
             for s, w in zip(occ.sentence, occ.word)]
 
 
@@ -111,8 +111,8 @@ def model_grid(inputs, p: dict, opts: dict, labels: list[str]) -> None:
     proj = compute.grid_projection(model_id, inputs.sentences, inputs.target, inputs.pool,
                                    opts["scope"], opts["method"], opts["dims"],
                                    tuple(keep) if p["isolated"] else None)
-    find = opts["find"].strip().lower()
-    found = [i for i, w in enumerate(occ.word) if find and w.lower() == find]
+    find = word_key(opts["find"].strip())
+    found = [i for i, w in enumerate(occ.word) if find and word_key(w) == find]
     if find and not found:
         st.caption(f"'{opts['find']}' is not among the points shown.")
     plabels = point_labels(occ, labels, inputs.target, opts["scope"])
@@ -261,7 +261,8 @@ def controls() -> dict:
 def render(inputs: state.Inputs) -> None:
     st.title("Layers side by side")
     st.caption("Every layer at once, aligned so that a point moves rather than the axes: "
-               "the context-free baseline first, then up the stack.")
+               "the input embedding first (the word, and in BERT and GPT-2 its position, before any "
+               "context), then up the stack.")
     models = ui.target_models(inputs)
     if not models:
         return

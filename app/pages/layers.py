@@ -15,6 +15,15 @@ METRICS = {  # key: (title, y axis, what it says)
     "mev": ("Maximum explainable variance", "share",
             "variance of a word's vectors explained by their first principal component"),
 }
+# why a chart is empty: said under it instead of an empty axis
+UNDEFINED = {
+    "self_similarity": "Undefined here: no word occurs in two places of your sentences.",
+    "mev": "Undefined here: no word occurs in two places of your sentences.",
+    "intra_sentence": "Undefined here: it needs a sentence of at least two words (punctuation "
+                      "is not counted).",
+    "anisotropy": "Undefined here: it pairs words from two different sentences (and not the "
+                  "same word twice); add a sentence.",
+}
 
 
 def metric_charts(inputs, results, adjusted: bool) -> None:
@@ -30,10 +39,22 @@ def metric_charts(inputs, results, adjusted: bool) -> None:
         with cols[i % 2]:
             st.plotly_chart(fig, key=f"metric-{key}")
             st.caption(meaning)
+            if all(np.isnan(v).all() for v in series.values()):
+                st.caption(why_undefined(key, results, adjusted))
             table = pd.concat([pd.DataFrame({"model": m, "layer": np.arange(len(v)), key: v})
                                for m, v in series.items()])
             export.figure_downloads(fig, f"layers-{key}", table,
                                     inputs.settings(metric=key, adjusted=adjusted))
+
+
+def why_undefined(key: str, results, adjusted: bool) -> str:
+    """The reason a chart has no point: its own, or, minus the baseline, the baseline's."""
+    own = all(np.isnan(getattr(m, key)).all() for m, _ in results.values())
+    base = all(np.isnan(m.anisotropy).all() for m, _ in results.values())
+    if own or key == "mev" or not (adjusted and base):
+        return UNDEFINED[key]
+    return ("Undefined here: it is this statistic minus the anisotropy baseline, which pairs "
+            "words from two different sentences; add a sentence, or turn off the subtraction.")
 
 
 def cka_heatmaps(inputs, results) -> None:

@@ -13,7 +13,7 @@ import streamlit as st
 from app import compute, export, figures, state, ui
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.families import FAMILIES
-from engine.text import MASK, split_words
+from engine.text import MASK, split_words, word_key
 
 
 def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
@@ -21,12 +21,13 @@ def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
     c1, c2, c3 = st.columns([3, 1, 1])
     labels = [f"{i + 1}: {s}" for i, s in enumerate(inputs.sentences)]
     key = state.url_key("pred_sentence", default=0)
-    if st.session_state[key] >= len(labels):
+    if not 0 <= st.session_state[key] < len(labels):
         st.session_state[key] = 0
     pick = c1.selectbox("Sentence", range(len(labels)), format_func=labels.__getitem__, key=key)
     wt = split_words(inputs.sentences[pick])
-    lowered = [w.lower() for w in wt.words]
-    default = lowered.index(inputs.target.lower()) if inputs.target.lower() in lowered else 0
+    lowered = [word_key(w) for w in wt.words]
+    t = word_key(inputs.target)
+    default = lowered.index(t) if t in lowered else 0
     # keyed by the sentence's text, not its line number: an edited line starts again from its
     # target word instead of keeping a position that now names another word (or none)
     wkey = f"pred_word_{zlib.crc32(wt.text.encode()):08x}"

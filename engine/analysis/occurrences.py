@@ -13,6 +13,7 @@ import numpy as np
 
 from engine.analysis.vectors import unit_rows
 from engine.result import Encoding
+from engine.text import word_key
 
 SCOPES = ("target", "all")
 
@@ -56,12 +57,12 @@ def collect(encodings: Sequence[Encoding], pool: str = "mean",
             target: str | None = None) -> Occurrences:
     """Every word of every sentence (target=None), or only the words equal to `target`
     (case ignored; every occurrence in a sentence, not just the first)."""
-    want = target.lower() if target else None
+    want = word_key(target) if target else None
     vecs, sent, pos, words = [], [], [], []
     for s, enc in enumerate(encodings):
         wv = enc.word_vectors(pool)                       # [layers, words, dim]
         for w, word in enumerate(enc.words):
-            if want is not None and word.lower() != want:
+            if want is not None and word_key(word) != want:
                 continue
             vecs.append(wv[:, w])
             sent.append(s)

@@ -281,3 +281,26 @@ def test_a_restarted_app_draws_the_page_from_stored_encodings(tiny_engine, tmp_p
         assert len(figures(again)) == 8                  # 2 per model tab, 2 for separation
     finally:
         compute.get_engine.clear()                       # later tests: the default engine
+
+
+def test_a_curly_apostrophe_in_the_target_finds_the_word(tiny_engine):
+    """"don’t" as a phone types it was "in none of the sentences" that hold "don't"."""
+    at = page("clusters")
+    at.query_params.update({"sentences": "I don't know .\nYou don't say .\nThey don't care .",
+                            "target": "don\u2019t"})
+    at.run()
+    no_failures(at)
+    assert not any("none of the sentences" in e for e in messages(at)["error"])
+    assert figure(at, f"{tiny_engine.bert}: 'don\u2019t' in 3 sentences")
+
+
+def test_a_target_twice_in_a_sentence_is_said_not_silently_dropped(tiny_engine):
+    at = page("clusters")
+    at.query_params.update({"sentences": "The bank said no . Then the bank closed .\n"
+                                         "A river bank .\nThe bank is open .",
+                            "target": "bank"})
+    at.run()
+    no_failures(at)
+    assert any(c.value.startswith("'bank' occurs more than once in sentence 1: this page "
+                                  "plots its first occurrence") for c in at.caption)
+

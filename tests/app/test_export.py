@@ -71,3 +71,14 @@ def test_exported_png_draws_cjk_and_emoji_not_tofu(word):
     drawn = _title_pixels(word)
     assert (drawn < 128).any(), "nothing was drawn"
     assert not np.array_equal(drawn, tofu), f"{word!r} was drawn as tofu boxes"
+
+
+def test_projector_metadata_keeps_quotation_marks_as_typed():
+    """csv quoting wrapped the sentence in quotes and doubled its own, which the Embedding
+    Projector shows as they are."""
+    meta = pd.DataFrame({"sentence": ['The bank said: "No loans." Then it closed.', "It's 'fine'"],
+                         "sense": ["a", "b"]})
+    z = zipfile.ZipFile(io.BytesIO(export.projector_zip(np.zeros((2, 3)), meta)))
+    rows = z.read("metadata.tsv").decode().strip().split("\n")
+    assert rows[1] == 'The bank said: "No loans." Then it closed.\ta'
+    assert rows[2] == "It's 'fine'\tb"

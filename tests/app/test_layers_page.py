@@ -70,3 +70,19 @@ def test_cka_heatmaps_of_deep_models_get_the_full_width():
     for n in (7, 13, 25, 31, 49):
         cols = cka_columns([n, n, n])
         assert 1200 / cols - 120 >= n * 18 or cols == 1
+
+
+def test_one_sentence_says_why_each_empty_chart_is_empty():
+    """With one sentence four empty charts on a -1..4 axis; only self-similarity's emptiness was
+    explained."""
+    at = page("layers").run()
+    set_sentences(at, ["Hi there."], "hi").run()
+    no_failures(at)
+    why = [c.value for c in at.caption if c.value.startswith("Undefined here")]
+    assert len(why) == 4
+    assert sum("(and not the same word twice); add a sentence." in w
+               for w in why) == 1                                  # the baseline itself
+    assert sum("minus the anisotropy baseline" in w for w in why) == 1      # intra − baseline
+    at.toggle(key="adjusted").set_value(False).run()
+    why = [c.value for c in at.caption if c.value.startswith("Undefined here")]
+    assert len(why) == 3 and not any("minus the anisotropy" in w for w in why)

@@ -163,3 +163,48 @@ def test_a_link_keeps_other_pages_settings_until_they_are_visited(tiny_engine):
     link.switch_page("app/pages/predictions.py").run()
     no_failures(link)
     assert link.session_state["top_k"] == 5 and link.session_state["pred_sentence"] == 2
+
+
+def _settings_files(monkeypatch) -> list[dict]:
+    """Every "ctxlens-settings.json" the app hands to Streamlit's media storage, parsed."""
+    import json
+
+    from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+
+    seen: list[dict] = []
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def record(self, path_or_data, mimetype, kind, filename=None):
+        if filename == "ctxlens-settings.json":
+            seen.append(json.loads(path_or_data))
+        return original(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+    return seen
+
+
+def test_the_settings_file_holds_the_page_opened_for_the_first_time(monkeypatch):
+    """It was built before the page registered its widgets: "widgets": {} on a first visit."""
+    seen = _settings_files(monkeypatch)
+    at = app().run()
+    at.switch_page("app/pages/grid.py").run()
+    no_failures(at)
+    widgets = seen[-1]["widgets"]
+    assert widgets["grid_3d"] is False and widgets["grid_every"] == 0
+    assert {k for k in widgets if k.startswith("grid_")} == \
+        {k for k in at.query_params if k.startswith("grid_")}
+
+
+def test_a_layer_chosen_on_one_page_stays_in_the_link_after_leaving_it(tiny_engine,
+                                                                       monkeypatch):
+    """Streamlit drops a page widget's value when the user leaves its page, and the link lost
+    the clusters page's layer and projection."""
+    seen = _settings_files(monkeypatch)
+    layer = f"layer_{tiny_engine.gpt}"
+    at = app().run()
+    at.slider(key=layer).set_value(1).run()
+    at.switch_page("app/pages/attention.py").run()
+    no_failures(at)
+    params = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert params[layer] == "1" and "projection" in params
+    assert seen[-1]["widgets"][layer] == 1

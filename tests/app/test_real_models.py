@@ -111,3 +111,19 @@ def test_elmo_brown_predicts_from_both_sides_of_the_blank():
     for side in ("Both LMs together", "Forward LM", "Backward LM"):
         probs = figure(at, side)["data"][0]["x"]
         assert len(probs) == 8 and all(0 < p <= 1 for p in probs)
+
+
+def test_a_baseline_that_differs_only_by_position_says_so():
+    """minilm-l6's input layer adds position embeddings: its 'bat' points are nearly one
+    vector, yet the panel, scaled to fill its box, drew them as far apart as the top layer's;
+    smollm2-135m's input layer has no positions, so its points are one (said already)."""
+    at = opened("clusters")
+    no_failures(at)
+    notes = [c.value for c in at.caption if "nearly one vector" in c.value]
+    assert len(notes) == 1 and notes[0].startswith("embeddings holds the word and its position")
+    cos = float(notes[0].split("mean cosine ")[1].split(")")[0])
+    tv = compute.target_vectors("minilm-l6", tuple(SENTENCES.splitlines()), "bat", "mean")
+    u = tv.vectors[0] / np.linalg.norm(tv.vectors[0], axis=1, keepdims=True)
+    assert cos == pytest.approx((u @ u.T)[np.triu_indices(3, 1)].mean(), abs=1e-3) and cos > 0.9
+    assert any(c.value.startswith("embeddings is context-free: all 3 sentences")
+               for c in at.caption)          # smollm2-135m's, unchanged
