@@ -51,6 +51,16 @@ def clicked_occurrences(event: Any, n_points: int, n_panels: int) -> tuple[list[
     return list(dict.fromkeys(picked)), panel
 
 
+def add_to_selection(current: Sequence[tuple[int, int]],
+                     picked: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Clicks that add: one point already selected is taken out again (a second click undoes
+    the first); anything else joins the selection, in the order chosen."""
+    current = list(current)
+    if len(picked) == 1 and picked[0] in current:
+        return [o for o in current if o != picked[0]]
+    return current + [o for o in picked if o not in current]
+
+
 def parse_occurrences(text: str) -> list[tuple[int, int]]:
     """A URL's "sentence:word,sentence:word" (0-based); malformed parts are skipped."""
     out = []

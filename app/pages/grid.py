@@ -22,6 +22,7 @@ METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
 SCOPES = {"the target word": "target", "every word": "all"}
 MAX_PANELS = 12          # auto: every k-th layer so that a grid holds at most this many panels
 MAX_PANELS_3D = 8        # each 3-D panel is a WebGL context; browsers allow ~16 per page
+WEBGL_PANELS = 15        # ... so stacked models share 15 (a 16th broke the first panel)
 OTHER = "other words"
 SEL, SEL_LAYER, SEL_MODEL = "grid_sel", "grid_sel_layer", "grid_sel_model"
 
@@ -37,17 +38,23 @@ def set_selection(ids: list[tuple[int, int]], layer: int, model_id: str) -> None
     st.session_state[SEL_MODEL] = model_id
 
 
-def take_event(chart_key: str, occ, keep: list[int], layers: list[int], model_id: str) -> bool:
+def take_event(chart_key: str, occ, keep: list[int], layers: list[int], model_id: str,
+               add: bool = False) -> bool:
     """A click or lasso on a grid arrives as that chart's widget state at the start of the next
     run: turn it into the selection before the grids are drawn, so every grid shows it now.
     (The chart is a new element once its highlights change, so its own state starts empty:
-    an empty event means "nothing new", and the Clear button clears.) True if it changed."""
+    an empty event means "nothing new", and the Clear button clears. That is also why
+    plotly's shift-click cannot add: the chart it would add to is gone; `add` does it here.)
+    True if it changed."""
     picked, panel = sel.clicked_occurrences(st.session_state.get(chart_key), len(keep),
                                             len(layers))
     if not picked:
         return False
     before = (selection(), st.session_state.get(SEL_LAYER), st.session_state.get(SEL_MODEL))
-    set_selection([occ.ids[keep[i]] for i in picked], layers[panel], model_id)
+    ids = [occ.ids[keep[i]] for i in picked]
+    if add:
+        ids = sel.add_to_selection(selection(), ids)
+    set_selection(ids, layers[panel], model_id)
     return before != (selection(), st.session_state.get(SEL_LAYER),
                       st.session_state.get(SEL_MODEL))
 
@@ -83,17 +90,19 @@ def plan(inputs, model_id: str, opts: dict) -> dict | None:
     chosen = [i for i in (occ_all.index(o) for o in selection()) if i is not None]
     isolated = opts["isolate"] and len(chosen) >= MIN_POINTS
     if opts["isolate"] and not isolated:
-        st.info(f"Isolate needs at least {MIN_POINTS} selected points (lasso or shift-click "
-                f"them); {len(chosen)} selected, so every point is shown.")
+        st.info(f"Isolate needs at least {MIN_POINTS} selected points (lasso them, or turn "
+                f"on \"Clicks add\"); {len(chosen)} selected, so every point is shown.")
     if isolated:
         keep = sorted(chosen)
     n_layers = len(occ_all.layer_names)
-    cap = MAX_PANELS_3D if opts["dims"] == 3 else MAX_PANELS
+    stacked = opts.get("n_models", 1)
+    cap = (min(MAX_PANELS_3D, WEBGL_PANELS // stacked) if opts["dims"] == 3 else MAX_PANELS)
     layers = sel.shown_layers(n_layers, opts["every"], cap)
     if len(layers) > cap:
         if opts["dims"] == 3:
+            shared = f", {stacked} models sharing what a browser can draw" if stacked > 1 else ""
             st.info(f"{len(layers)} panels asked for; 3D shows {cap} (the first {cap - 1} and "
-                    "the top layer): raise 'every k-th layer' to see the others.")
+                    f"the top layer{shared}): raise 'every k-th layer' to see the others.")
             layers = layers[:cap - 1] + [layers[-1]]
         else:
             st.caption(f"{len(layers)} panels: scroll to see them all.")
@@ -128,8 +137,9 @@ def model_grid(inputs, p: dict, opts: dict, labels: list[str]) -> None:
                     selection_mode=("points", "box", "lasso"))
     st.caption(proj.note + (f"; axes explain {sum(proj.explained):.0%} of the variance"
                             if proj.explained else "") +
-               ". Click a point (shift-click adds) or lasso several: every panel and model "
-               "rings them and the side panel reads them.")
+               ". Click a point or lasso several (with \"Clicks add\" on, each click adds a "
+               "point or takes it out): every panel and model rings them and the side panel "
+               "reads them.")
     rows = []
     for panel, l in enumerate(layers):
         for i in range(len(occ)):
@@ -158,7 +168,7 @@ def side_panel(inputs, opts: dict, labels: list[str]) -> None:
     ids = selection()
     model_id = st.session_state.get(SEL_MODEL)
     if not ids or model_id not in dict((m, f) for f, m in inputs.models):
-        st.caption("Click a point in any panel (shift-click or lasso for several) to see its "
+        st.caption("Click a point in any panel (or lasso several) to see its "
                    "sentence, its nearest neighbours, what the model predicts there and where "
                    "it attends.")
         return
@@ -246,7 +256,7 @@ def controls() -> dict:
     show_labels = c[3].toggle("Labels", key=state.url_key("grid_labels", bool, default=False))
     stack = c[4].toggle("All models", key=state.url_key("grid_all", bool, default=False),
                         help="One grid per chosen model, one under another")
-    d = st.columns([1, 2, 1])
+    d = st.columns([1, 2, 1, 1])
     every = d[0].number_input("Every k-th layer (0: auto)", 0, 32, key=state.url_key(
         "grid_every", int, default=0, bounds=(0, 32)), help=f"auto keeps a grid to {MAX_PANELS} panels")
     find = d[1].text_input("Find a word", key=state.url_key("grid_find", str, default=""),
@@ -254,8 +264,11 @@ def controls() -> dict:
     isolate = d[2].toggle("Isolate selection", key=state.url_key("grid_isolate", bool,
                                                                    default=False),
                           help="Re-project only the selected points")
+    add = d[3].toggle("Clicks add", key=state.url_key("grid_add", bool, default=False),
+                      help="A click adds its point to the selection (a selected point: takes "
+                           "it out) instead of replacing it")
     return dict(method=method, scope=scope, dims=dims, labels=show_labels, stack=stack,
-                every=int(every), find=find, isolate=isolate)
+                every=int(every), find=find, isolate=isolate, add=add)
 
 
 def render(inputs: state.Inputs) -> None:
@@ -276,6 +289,7 @@ def render(inputs: state.Inputs) -> None:
         pick = st.selectbox("Model", ids, key=state.url_key("grid_model", str, default=ids[0],
                                                             choices=ids))
         models = [(f, m) for f, m in models if m == pick]
+    opts["n_models"] = len(models)
     main, side = st.columns([3, 1])
     with main:
         plans = []
@@ -288,7 +302,7 @@ def render(inputs: state.Inputs) -> None:
         # every click first, then every grid: a selection made in the second grid rings its
         # points in the first one in the same run
         changed = [take_event(p["chart_key"], p["occ_all"], p["keep"], p["layers"],
-                              p["model_id"]) for p in plans]
+                              p["model_id"], opts["add"]) for p in plans]
         if any(changed) and opts["isolate"]:    # the points kept follow the new selection
             plans = [plan(inputs, p["model_id"], opts) for p in plans]
         for p in plans:

@@ -188,7 +188,26 @@ def readable_tokens(tokenizer, ids: Sequence[int]) -> tuple[str, ...]:
         if t.startswith("\u2581") and not s.startswith(" "):
             s = " " + s
         out.append(s)
-    return tuple(out)
+    return tuple(_name_byte_pieces(tokenizer, raw, out))
+
+
+def _name_byte_pieces(tokenizer, raw: Sequence[str], out: list[str]) -> list[str]:
+    """Byte-level BPE splits a character outside its merges ("银" in SmolLM2) into tokens of a
+    few bytes each, and each alone decodes to U+FFFD: a run of such tokens is decoded together
+    and each piece named after what it spells, "银 (1/3)", "银 (2/3)", "银 (3/3)"."""
+    i = 0
+    while i < len(out):
+        if "\ufffd" not in out[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(out) and "\ufffd" in out[j]:
+            j += 1
+        whole = tokenizer.convert_tokens_to_string(list(raw[i:j])).strip()
+        if whole and "\ufffd" not in whole:
+            out[i:j] = [f"{whole} ({k}/{j - i})" for k in range(1, j - i + 1)]
+        i = j
+    return out
 
 
 def tokenize(tokenizer, wt: WordText, max_tokens: int) -> TokenizedText:

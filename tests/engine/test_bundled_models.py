@@ -101,3 +101,13 @@ def test_smollm2_separates_bank_senses_in_upper_layers(engine):
     assert margins.shape == (31,)
     assert abs(margins[0]) < 1e-6          # Llama has no position embedding: layer 0 is context-free
     assert (margins[-6:] > 0.03).all(), margins
+
+
+def test_smollm2_names_the_byte_pieces_of_a_character_it_splits(engine):
+    """"银" is three byte tokens in SmolLM2; each alone decodes to U+FFFD, so the attention
+    page drew three rows labelled "�"."""
+    enc = engine.encode(require("smollm2-135m"), ["银行 is the word for bank 🙂 ."])[0]
+    assert enc.tokens[:4] == ("银 (1/3)", "银 (2/3)", "银 (3/3)", "行")
+    assert not any("\ufffd" in t for t in enc.tokens)
+    assert " 🙂" in enc.tokens and enc.words[0] == "银行"
+    assert enc.token_to_word[:4].tolist() == [0, 0, 0, 0]
