@@ -791,3 +791,70 @@ def test_a_restarted_server_draws_the_default_page_from_stored_encodings(browser
             assert page.locator(".js-plotly-plot").count() >= 4, visit
             page.close()
     assert not saw
+
+
+def test_grid_clicks_add_to_the_selection_when_asked(server, browser):
+    """The caption promised that shift-click adds, but the grid is redrawn after every click
+    and plotly's selection goes with it: each click replaced the selection. "Clicks add" adds
+    a point, and a second click on it takes it out again."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.goto(f"{server}/grid?grid_add=True")
+    page.wait_for_selector("text=/'mouse', 8 points/", timeout=MODEL_WAIT_MS)
+    _settle(page)
+
+    def click(n: int) -> None:
+        # points of the top layer's panel (the last traces): the baseline's coincide
+        plot = page.locator(".js-plotly-plot").filter(has_text="(baseline)").first
+        plot.locator(".scatterlayer .trace .points path").nth(n).click(force=True)
+        _settle(page)
+
+    click(-1)
+    page.wait_for_selector("text=/1 selected in .*, read at/", timeout=60_000)
+    click(-2)
+    page.wait_for_selector("text=/2 selected in .*, read at/", timeout=60_000)
+    page.wait_for_url(re.compile(r"grid_sel=\d+%3A\d+%2C\d+%3A\d+(&|$)"), timeout=30_000)
+    click(-2)
+    page.wait_for_selector("text=/1 selected in .*, read at/", timeout=60_000)
+    assert not page.locator('[data-testid="stException"]').count()
+    page.close()
+
+
+def test_a_pages_settings_stay_in_the_link_after_leaving_it(server, browser):
+    """Streamlit drops a page widget's value when its page is left: the address lost the
+    clusters page's layers and projection as soon as another page was opened."""
+    from urllib.parse import parse_qs, urlparse
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/?projection=UMAP")            # the clusters page lives at the root
+    page.wait_for_selector(".js-plotly-plot", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    before = {k: v for k, v in parse_qs(urlparse(page.url).query).items()
+              if k.startswith("layer_") or k == "projection"}
+    assert before.get("projection") == ["UMAP"] and len(before) >= 2, page.url
+    page.get_by_role("link", name="Attention").first.click()
+    page.wait_for_selector("h1:has-text('Attention')", timeout=MODEL_WAIT_MS)
+    # the address is written at the end of the page's run
+    page.wait_for_url(re.compile(r"att_every_head="), timeout=MODEL_WAIT_MS)
+    after = parse_qs(urlparse(page.url).query)
+    assert {k: after.get(k) for k in before} == before, page.url
+    page.close()
+
+
+def test_stacked_3d_grids_stay_within_the_browsers_webgl_contexts(server, browser):
+    """Three models stacked in 3D drew 3 + 8 + 7 = 18 WebGL scenes; Chromium keeps 16 and
+    blanked the oldest (the first model's baseline)."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    lost = []
+    page.on("console", lambda m: lost.append(m.text) if "WebGL" in m.text else None)
+    page.goto(f"{server}/grid?grid_3d=True&grid_all=True")
+    page.wait_for_selector("text=/'mouse', 8 points/", timeout=MODEL_WAIT_MS)
+    _settle(page, 4000)
+    scenes = page.evaluate("() => document.querySelectorAll('.js-plotly-plot .gl-container "
+                           "canvas').length")
+    titles = page.locator(".js-plotly-plot .gtitle").evaluate_all(
+        "els => els.map(e => e.textContent)")
+    assert len([t for t in titles if "'mouse', 8 points" in t]) == 3, titles
+    panels = [int(re.search(r"(\d+) of \d+ layers", t).group(1)) for t in titles]
+    assert sum(panels) <= 15 and max(panels) == 5, titles     # 3 + 5 + 5 (was 3 + 8 + 7)
+    assert 0 < scenes <= 16 and not [m for m in lost if "Too many" in m], (scenes, lost)
+    page.close()
