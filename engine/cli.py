@@ -117,6 +117,8 @@ PREDICT_KINDS = ("masked", "next", "previous")
 
 def _read_lines(path: str) -> list[str]:
     f = Path(path)
+    if f.is_dir():
+        raise EngineError(f"input {path} is a folder; give a text file, one text a line")
     if not f.is_file():
         raise EngineError(f"input file {path} does not exist")
     try:
@@ -317,7 +319,8 @@ def _predict_batch(args, engine_cls) -> int:
     print(f"ctxlens: {len(todo) - errors} of {len(todo)} texts predicted"
           + (f", {errors} with an error (see their \"error\" field)" if errors else ""),
           file=sys.stderr)
-    return 0
+    # a script must see that nothing came out; some lines failing is still a result
+    return EXIT_USAGE if errors == len(todo) else 0
 
 
 COMMANDS = {"models": cmd_models, "embed": cmd_embed, "attention": cmd_attention,
@@ -376,6 +379,9 @@ def cmd_stats(args, engine_cls) -> int:
     from engine.analysis.bootstrap import interval
     from engine.corpus.query import CorpusIndex, stats
 
+    if args.sample == 1 or args.sample < 0:
+        raise EngineError(f"--sample is a number of sentences, at least 2, or 0 for all "
+                          f"(got {args.sample})")
     index = CorpusIndex(args.index)
     metrics, n = stats(index, sample=args.sample)
     rows = []
@@ -427,6 +433,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ctxlens: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `ctxlens stats ... | head -3`: the reader has what it wanted; say nothing more (and
+        # point stdout at nothing so that Python's own flush at exit does not complain)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:  # noqa: BLE001 - the CLI promises one line, never a traceback
         print(f"ctxlens: internal error: {type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_INTERNAL

@@ -25,10 +25,17 @@ MASK = "[MASK]"
 # for it).
 _MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
 _CONTROL = "\x00-\x1f\x7f-\x9f"
+# Invisible format characters (Unicode Cf: zero-width space, byte-order mark, word joiner,
+# direction marks, soft hyphen...) are no word either: WordPiece drops them, so "He said \u200b
+# nothing" stopped a corpus build. Kept: the joiners U+200C/U+200D and the tag characters, which
+# hold emoji sequences (a family, a flag) together. No index held a text with one of these
+# characters (its build stopped there), so word positions in existing indexes do not move.
+_INVISIBLE = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u180e\u200b\u200e\u200f\u202a-\u202e"
+              "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb")
 # Corpus indexes store words by position in this split: a change here changes what a position
 # means, so it goes with a new engine/corpus/index.py MANIFEST_SCHEMA.
 WORD_RE = re.compile(rf"\[MASK\]|\w[\w{_MARKS}]*(?:['’\-]\w[\w{_MARKS}]*)*"
-                     rf"|(?:(?!\[MASK\])[^\w\s{_MARKS}{_CONTROL}])+", re.UNICODE)
+                     rf"|(?:(?!\[MASK\])[^\w\s{_MARKS}{_CONTROL}{_INVISIBLE}])+", re.UNICODE)
 
 MAX_WORDS = 128
 MAX_CHARS = 1000

@@ -42,8 +42,11 @@ def embed_rows(engine, model_id: str, sentence_ids: Sequence[int], texts: Sequen
     wts = [split_words(t) for t in texts]
     order = sorted(range(len(wts)), key=lambda i: len(wts[i].text))
     layers = list(layers)
-    vecs = engine.word_vectors(model_id, [wts[i] for i in order], batch_size=batch_size,
-                               layers=layers, pool=pool)
+    try:
+        vecs = engine.word_vectors(model_id, [wts[i] for i in order], batch_size=batch_size,
+                                   layers=layers, pool=pool)
+    except EngineError as err:
+        raise _name_the_sentence(engine, model_id, sentence_ids, wts, err) from None
     per: list = [None] * len(wts)                              # [chosen layers, W, D] each
     for i, v in zip(order, vecs):
         per[i] = v
@@ -66,6 +69,19 @@ def embed_rows(engine, model_id: str, sentence_ids: Sequence[int], texts: Sequen
             "layer": np.repeat(np.tile(np.asarray(layers, np.int16), len(wts)), block),
             "word": words[which], "key": keys[which],
             "vector": _stack(per, dim, np.dtype(vector_dtype))}
+
+
+def _name_the_sentence(engine, model_id: str, sentence_ids, wts, err: EngineError
+                       ) -> EngineError:
+    """A batch the model cannot take ("this model's tokenizer drops the word ..."): the first
+    sentence of it that fails alone, by its number in the corpus, so a user can find the line.
+    Only on this failure path does each sentence go to the model on its own."""
+    for sid, wt in zip(sentence_ids, wts):
+        try:
+            engine.word_vectors(model_id, [wt], batch_size=1)
+        except EngineError as own:
+            return EngineError(f"corpus sentence {sid + 1:,} ({wt.text[:60]!r}): {own}")
+    return err
 
 
 def _stack(per: list, dim: int, dtype: np.dtype) -> np.ndarray:

@@ -159,6 +159,18 @@ def align_tables(tables: dict) -> np.ndarray:
     return done
 
 
+def _engine_error(err: BaseException) -> EngineError | None:
+    """The EngineError an actor raised, if that is what `err` wraps (Ray hands it back as a
+    RayTaskError holding it as its cause)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, EngineError):
+            return err
+        seen.add(id(err))
+        err = getattr(err, "cause", None) or err.__cause__ or err.__context__
+    return None
+
+
 def _disk_full(err: BaseException) -> bool:
     return (getattr(err, "errno", None) == errno.ENOSPC or "No space left" in str(err)
             or "os error 28" in str(err))
@@ -253,7 +265,11 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
         raise EngineError(f"--engine is local or ray (got {engine_kind!r})")
     if batch_size < 1 or commit_sentences < 1:
         raise EngineError("--batch-size must be at least 1")
+    if ray_workers < 1:
+        raise EngineError(f"--workers must be at least 1 (got {ray_workers})")
     folder = Path(out).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise EngineError(f"--output {folder} is a file; give a folder for the index")
     corpus = sources.load(src, progress=progress)
     eng = engine or Engine(device=device, dtype=dtype, cache_size=0)
     info = eng.adapter(model_id, progress=progress).info
@@ -338,6 +354,9 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
                                                   info.dim):
                         advance(n_sent)
             except Exception as err:  # noqa: BLE001 - lance (or an actor, wrapped by Ray)
+                said = _engine_error(err)
+                if said is not None:  # an actor's one-line error, inside Ray's wrappers
+                    raise EngineError(str(said)) from None
                 if _disk_full(err):   # reports a full disk its way
                     raise EngineError(
                         f"the disk under {folder} is full: {written[0]:,} of "

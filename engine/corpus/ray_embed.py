@@ -25,6 +25,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from engine.errors import EngineError
+
 # Sentences per actor call: one commit per layer table each. On 2 cores (6,000 Brown
 # sentences, 2 actors writing, one run each, 2026-11-27) 200 a call ran at 280 sentences/s and
 # 500 at 288 once running; 500 makes 2.5 times fewer fragments to compact
@@ -55,11 +57,34 @@ class Embedder:
         from engine.corpus.tables import add_rows
 
         ids = batch["sentence_id"]
-        rows = embed_rows(self.engine, self.model_id, ids.tolist(),
-                          [str(t) for t in batch["text"]], self.layers, self.pool,
-                          self.batch_size, np.dtype(self.vector_dtype))
+        said = np.full(len(ids), "", dtype=object)
+        try:
+            rows = embed_rows(self.engine, self.model_id, ids.tolist(),
+                              [str(t) for t in batch["text"]], self.layers, self.pool,
+                              self.batch_size, np.dtype(self.vector_dtype))
+        except EngineError as err:
+            # handed back as data: raised, it reaches the driver as a RayTaskError whose
+            # cause is Ray's own wrapper and the one-line message only inside its traceback
+            said[:] = str(err)
+            return {"sentence_id": ids, "error": said}
         add_rows(self.tables, rows, self.layers, self.dim, self.vector_dtype)
-        return {"sentence_id": ids}
+        return {"sentence_id": ids, "error": said}
+
+
+def _reachable(address: str, seconds: float = 5.0) -> None:
+    """ray.init(address="host:port") retries for minutes when nothing listens there: a port
+    that does not answer is said at once. "auto" and other forms go to Ray as they are."""
+    import socket
+
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=seconds).close()
+    except OSError as err:
+        raise EngineError(f"no Ray cluster answers at {address} ({err.strerror or err}): start "
+                          "one there with `ray start --head`, or leave out --ray-address to "
+                          "run a local one") from None
 
 
 def start(address: str | None, workers: int) -> bool:
@@ -73,6 +98,7 @@ def start(address: str | None, workers: int) -> bool:
     common = dict(runtime_env={"env_vars": env}, log_to_driver=False,
                   logging_level=logging.WARNING)
     if address:
+        _reachable(address)
         ray.init(address=address, **common)
     else:
         # address="local": a new cluster here, even if an older `ray start` left its address
@@ -128,6 +154,9 @@ def write(model_id: str, todo: Sequence[int], sentences: Sequence[str], layers: 
                                        dtype=dtype, db=str(Path(db).resolve()), dim=dim,
                                        vector_dtype=vector_dtype))
         for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
+            failed = [str(e) for e in out["error"] if e]
+            if failed:
+                raise EngineError(failed[0])
             yield len(out["sentence_id"])
     finally:
         if started:

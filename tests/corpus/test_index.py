@@ -306,20 +306,34 @@ def _open_tables(folder, layers):
      "not a ctxlens index"),
     (["index", "--corpus", "LATIN1", "--output", "OUT2"], "not UTF-8"),
     (["index", "--corpus", "CORPUS"], "--output is needed"),
+    (["index", "--corpus", "CORPUS", "--output", "CORPUS"], "is a file; give a folder"),
+    (["index", "--corpus", "CORPUS", "--output", "OUT2", "--engine", "ray", "--workers", "0"],
+     "--workers must be at least 1"),
+    # nothing listens on port 1: ray.init retried for minutes
+    (["index", "--corpus", "CORPUS", "--output", "OUT2", "--engine", "ray", "--ray-address",
+      "127.0.0.1:1"], "no Ray cluster answers at 127.0.0.1:1"),
+    (["stats", "--index", "OUT", "--sample", "-5"], "--sample is a number of sentences"),
+    (["index", "--corpus", "DROPPED", "--output", "OUT2"],
+     "corpus sentence 4 ('the bank \\u200d river .'): this model's tokenizer drops the word"),
 ])
 def test_bad_input_gets_one_line(tiny, tmp_path, capsys, argv, message):
     src = tmp_path / "c.txt"
     src.write_text("\n".join(_corpus(10, seed=4)))
     (tmp_path / "latin1.txt").write_bytes("caf\xe9 .\n".encode("latin-1"))
+    # a lone zero-width joiner is a word (it holds emoji together) that WordPiece drops
+    (tmp_path / "dropped.txt").write_text("\n".join(_corpus(3, seed=5)
+                                                    + ["the bank \u200d river ."]))
     corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1", progress=False)
     subst = {"CORPUS": str(src), "OUT": str(tmp_path / "ix"), "OUT2": str(tmp_path / "ix2"),
-             "NOWHERE": str(tmp_path / "nowhere"), "LATIN1": str(tmp_path / "latin1.txt")}
+             "NOWHERE": str(tmp_path / "nowhere"), "LATIN1": str(tmp_path / "latin1.txt"),
+             "DROPPED": str(tmp_path / "dropped.txt")}
     argv = [subst.get(a, a) for a in argv]
     if argv[0] == "index":
         argv += ["--model", tiny]
     assert cli.main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert message in err and len(err.splitlines()) == 1
+    # the one line, under the build's progress bar where the build had started
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if "sent/s]" not in ln]
+    assert len(err) == 1 and message in err[0]
 
 
 def test_an_index_for_another_model_or_layers_is_not_mixed(tiny, tmp_path):
@@ -489,3 +503,17 @@ def test_an_index_is_removed_only_when_it_is_one_and_no_build_writes_it(tiny, tm
         assert CorpusIndex(folder).manifest.complete       # untouched
     corpus_index.remove(folder)
     assert not folder.exists() and src.exists()
+
+
+def test_invisible_characters_do_not_stop_a_build(tiny, tmp_path):
+    """A byte-order mark at the start of a file, or a zero-width space in a line, stopped the
+    build at that line ("this model's tokenizer drops the word '\\ufeff'"), and a rerun stopped
+    there again: they are no words, so the line indexes without them."""
+    src = tmp_path / "c.txt"
+    src.write_text("\ufeffthe bank is here .\nhe said \u200b the river .\n" +
+                   "\n".join(_corpus(4, seed=6)))
+    m = corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0", progress=False)
+    assert m.complete and m.n_sentences == 6
+    words = set(_rows(tmp_path / "ix")[2])
+    assert {"the", "bank", "said", "river"} <= words
+    assert not any(ch in w for w in words for ch in "\ufeff\u200b")

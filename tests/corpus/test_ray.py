@@ -75,3 +75,17 @@ def test_a_full_disk_under_the_actors_stops_with_one_line(tiny, tmp_path, local_
     """The actors write, so their disk error crosses Ray back to the driver: still one line,
     and what was committed still reads."""
     fill_a_small_disk(tiny, tmp_path, engine_kind="ray", ray_workers=2)
+
+
+def test_an_actors_one_line_error_reaches_the_user_as_one_line(tiny, tmp_path,  # noqa: F811
+                                                              local_ray):
+    """Raised in an actor, "this model's tokenizer drops the word" came back as a RayTaskError
+    whose cause is Ray's own wrapper: the CLI printed 'internal error' and fifty lines."""
+    from engine.errors import EngineError
+
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(_corpus(5, seed=3) + ["the bank \u200d river ."]))
+    with pytest.raises(EngineError, match=r"^corpus sentence 6 \('the bank \\u200d river \.'\): "
+                                          "this model's tokenizer drops the word"):
+        corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0", engine_kind="ray",
+                           ray_workers=2, progress=False)

@@ -295,6 +295,29 @@ def test_predict_input_kind_next_and_bad_file(model_dir, tmp_path):
     missing = run_cli("predict", "--model", str(elmo), "--input", str(tmp_path / "nope.txt"),
                       env={"CTXLENS_MODEL_DIRS": str(model_dir)})
     assert_one_line_error(missing, "does not exist")
+    folder = run_cli("predict", "--model", str(elmo), "--input", str(tmp_path),
+                     env={"CTXLENS_MODEL_DIRS": str(model_dir)})
+    assert_one_line_error(folder, "is a folder; give a text file")     # was "does not exist"
+    # every line failing is a failure for a script (exit 0 said all was well)
+    src.write_text("no blank here\nnor here\n")
+    failed = run_cli("predict", "--model", str(elmo), "--input", str(src),
+                     env={"CTXLENS_MODEL_DIRS": str(model_dir)})
+    assert failed.returncode == 2 and "0 of 2 texts predicted, 2 with an error" in failed.stderr
+
+
+def test_a_reader_that_stops_early_ends_the_output_quietly(model_dir, tmp_path):
+    """`ctxlens predict --input big.txt | head -1` ended with 'internal error: BrokenPipeError'."""
+    from tests.engine.elmo_tiny import write_tiny_elmo
+
+    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+    src = tmp_path / "prefixes.txt"
+    src.write_text("the bank of\n" * 400)
+    full_env = {**os.environ, "CTXLENS_MODEL_DIRS": str(model_dir)}
+    proc = subprocess.run(f"{sys.executable} -m engine predict --model {elmo} --input {src} "
+                          "--kind next | head -1", shell=True, cwd=ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=120)
+    assert json.loads(proc.stdout)["line"] == 1
+    assert "Error" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
 
 
 @pytest.mark.slow

@@ -93,3 +93,14 @@ def test_align_many_equals_align_offsets_text_by_text(kind, monkeypatch):
         np.testing.assert_array_equal(g, align_offsets(o, w.spans, w.text))
     assert any((g >= 0).sum() > len(w.words) for w, g in zip(wts, got))   # multi-token words
     assert align_many([], []) == []
+
+
+@pytest.mark.parametrize("text,words", [
+    ("\ufeffthe bank .", ("the", "bank", ".")),                 # a byte-order mark
+    ("he said \u200b nothing .", ("he", "said", "nothing", ".")),  # a zero-width space
+    ("co\u00adoperate \u2060now", ("co", "operate", "now")),     # soft hyphen, word joiner
+    ("a family 👨\u200d👩\u200d👧 .", ("a", "family", "👨\u200d👩\u200d👧", ".")),  # joiners kept
+])
+def test_invisible_format_characters_are_no_words(text, words):
+    """WordPiece drops them, so as words they stopped every encoding of their text."""
+    assert split_words(text).words == words
