@@ -5,6 +5,8 @@ figures stay legible in light and dark mode.
 """
 from __future__ import annotations
 
+import html
+import re
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -14,6 +16,14 @@ from plotly.subplots import make_subplots
 
 PALETTE = qualitative.Plotly + qualitative.D3
 SEQUENTIAL = "Viridis"
+
+
+def bold_word(text: str, word: str) -> str:
+    """Hover text: typed or corpus `text` escaped for the small HTML subset plotly reads (so
+    "<a href=...>" stays text), with its first whole-word `word` in bold, the only markup.
+    Quotes stay as they are: plotly showed html.escape's "&quot;" literally."""
+    pattern = re.compile(rf"\b({re.escape(html.escape(word, quote=False))})\b", re.IGNORECASE)
+    return pattern.sub(r"<b>\1</b>", html.escape(text, quote=False), count=1)
 
 
 def _colour_map(labels: Sequence[str]) -> dict[str, str]:
@@ -253,8 +263,15 @@ def stacked_shares(words: Sequence[str], shares: np.ndarray, layer_names: Sequen
     return fig
 
 
+def visible_token(token: str) -> str:
+    """A token as a label one can see: newlines and tabs escaped ("\\n"), and a token of spaces
+    alone shown as "␣" (a blank cell read as "no prediction")."""
+    shown = repr(token)[1:-1] if token else "∅"
+    return shown.replace(" ", "␣") if not token.strip() else shown
+
+
 def prediction_bars(tokens: Sequence[str], probs: Sequence[float], title: str) -> go.Figure:
-    fig = go.Figure(go.Bar(x=list(probs)[::-1], y=[repr(t)[1:-1] for t in tokens][::-1],
+    fig = go.Figure(go.Bar(x=list(probs)[::-1], y=[visible_token(t) for t in tokens][::-1],
                            orientation="h", text=[f"{p:.3f}" for p in probs][::-1],
                            textposition="outside"))
     fig.update_layout(title=title, height=60 + 28 * len(tokens), xaxis_title="probability",

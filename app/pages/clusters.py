@@ -1,6 +1,4 @@
 """Polysemy clusters: the target word's vectors across sentences, per model and layer."""
-import html
-import re
 from collections import Counter
 
 import numpy as np
@@ -108,10 +106,7 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
                       help="0 is the input embedding layer: the word (and, in BERT and "
                            "GPT-2, its position), before any context")
     hover = [inputs.sentences[r] for r in tv.rows]
-    # plotly reads hover text as a small HTML subset: the typed sentence is escaped first, so
-    # only the bold we add is markup ("<a href=...>" typed by a user stays text)
-    word = re.compile(rf"\b({re.escape(html.escape(inputs.target))})\b", re.IGNORECASE)
-    hover_bold = [word.sub(r"<b>\1</b>", html.escape(h), count=1) for h in hover]
+    hover_bold = [figures.bold_word(h, inputs.target) for h in hover]
     point_labels = [labels[r] for r in tv.rows]
     overlaps = [identical_groups(tv.vectors[0]), identical_groups(tv.vectors[layer])]
     fig = figures.projection_scatter(

@@ -1,7 +1,6 @@
 """Corpus: thousands of occurrences of a word from an indexed corpus (Context Atlas, Coenen et
 al. 2019), clustered; click one for its sentence and its nearest contexts anywhere in the
 corpus (exBERT's search); or search the corpus for contexts like a sentence of your own."""
-import html
 import re
 from pathlib import Path
 
@@ -156,10 +155,7 @@ def _points(folder: str, word: str, sids, labels_spec: str, clusters):
     else:
         colour = [f"cluster {c + 1}" for c in clusters()]
         how = f"{len(set(colour))} clusters (k-means, k chosen by silhouette)"
-    # the sentence is escaped before the word is bolded: corpus text never renders as HTML
-    hover = [f"{int(s)}: " + re.sub(rf"\b({re.escape(html.escape(word))})\b", r"<b>\1</b>",
-                                    html.escape(t), count=1, flags=re.IGNORECASE)
-             for s, t in zip(sids, sentences)]
+    hover = [f"{int(s)}: " + figures.bold_word(t, word) for s, t in zip(sids, sentences)]
     return sentences, colour, how, hover
 
 
@@ -304,8 +300,11 @@ def render(inputs: state.Inputs) -> None:
     word = c1.text_input("Word", key=state.url_key("corpus_word", str,
                                                      default=inputs.target or "bank"),
                          max_chars=40).strip()
-    layer = c2.select_slider("Layer", manifest.layers, key=state.url_key(
-        "corpus_layer", int, default=manifest.layers[-1], choices=manifest.layers))
+    key = state.url_key("corpus_layer", int, default=manifest.layers[-1],
+                        choices=manifest.layers)
+    if st.session_state.get(key) not in manifest.layers:   # another index opened: its top
+        st.session_state[key] = manifest.layers[-1]        # layer, not its first (char CNN)
+    layer = c2.select_slider("Layer", manifest.layers, key=key)
     method = METHODS[c3.radio("Projection", list(METHODS), horizontal=True, key=state.url_key(
         "corpus_projection", str, default="PCA", choices=METHODS))]
     with st.expander("Colour by your own sense labels (keywords in the sentence)"):

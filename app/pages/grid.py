@@ -5,8 +5,6 @@ A point is an occurrence (sentence, word position): the same id in every model, 
 made in one model's grid is ringed in every grid, and the side panel reads it in the model and
 layer where it was made.
 """
-import html
-import re
 
 import numpy as np
 import pandas as pd
@@ -70,11 +68,8 @@ def point_labels(occ, labels: list[str], target: str, scope: str) -> list[str]:
 def hover_texts(occ, sentences) -> list[str]:
     """The sentence with the occurrence's word in bold; typed text is escaped first (plotly
     reads a small HTML subset), so only our bold is markup."""
-    out = []
-    for s, w in zip(occ.sentence, occ.word):
-        word = re.compile(rf"\b({re.escape(html.escape(w))})\b", re.IGNORECASE)
-        out.append(f"{s + 1}: " + word.sub(r"<b>\1</b>", html.escape(sentences[s]), count=1))
-    return out
+    return [f"{s + 1}: " + figures.bold_word(sentences[s], w)
+            for s, w in zip(occ.sentence, occ.word)]
 
 
 def plan(inputs, model_id: str, opts: dict) -> dict | None:

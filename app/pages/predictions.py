@@ -7,6 +7,7 @@ ELMo multiplies its forward LM (from the left) and backward LM (from the right),
 and apart. No family is named here: a new family's row says what it can do."""
 import zlib
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -31,11 +32,19 @@ def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
     # keyed by the sentence's text, not its line number: an edited line starts again from its
     # target word instead of keeping a position that now names another word (or none)
     wkey = f"pred_word_{zlib.crc32(wt.text.encode()):08x}"
+    # the link's word (pred_word), for the sentence the link opens with and only once: a
+    # copied link reopened on the target word, not the word the user had chosen
+    linked = st.session_state.get(state.url_key("pred_word", int, default=-1), -1)
+    if not st.session_state.get("_pred_word_read"):
+        st.session_state["_pred_word_read"] = True
+        if wkey not in st.session_state and 0 <= linked < len(wt.words):
+            st.session_state[wkey] = linked
     if st.session_state.get(wkey, default) >= len(wt.words):
         st.session_state[wkey] = default
     st.session_state.setdefault(wkey, default)
     w = c2.selectbox("Word to mask", range(len(wt.words)), key=wkey,
                      format_func=lambda i: f"{wt.words[i]} (#{i + 1})")
+    st.session_state["pred_word"] = w
     c3.slider("top k", 3, 20, key=state.url_key("top_k", default=8, bounds=(3, 20)))
     start, end = wt.spans[w]
     text = wt.text
@@ -139,11 +148,18 @@ def logit_lens(inputs, model_id: str, prefix: str) -> None:
         st.info(ui.one_line(exc))
         return
     rows = list(lens.layer_names or [f"layer {i}" for i in range(len(lens.top_tokens))])
+    shown = [[figures.visible_token(t) for t in row] for row in lens.top_tokens]
     fig = figures.matrix_heatmap(lens.top_probs, list(lens.tokens), rows, "Top next token per "
-                                 "layer", "probability", 0.0, 1.0, text=lens.top_tokens)
+                                 "layer", "probability", 0.0, 1.0, text=shown)
     st.plotly_chart(fig, key="logit-lens")
-    export.figure_downloads(fig, "logit-lens", pd.DataFrame(
-        lens.top_probs, columns=list(lens.tokens)).assign(layer=rows),
+    # one row per (layer, position): the figure's text (the top tokens) with its colour, and
+    # no column named by a token (" the" twice made two columns of one name)
+    n_layers, n_tokens = np.shape(lens.top_probs)
+    export.figure_downloads(fig, "logit-lens", pd.DataFrame({
+        "layer": np.repeat(rows, n_tokens), "position": np.tile(np.arange(n_tokens), n_layers),
+        "input_token": list(lens.tokens) * n_layers,
+        "top_next_token": [t for row in lens.top_tokens for t in row],
+        "probability": np.asarray(lens.top_probs).ravel()}),
         inputs.settings(model=model_id, prefix=prefix))
 
 
@@ -156,7 +172,7 @@ def render(inputs: state.Inputs) -> None:
     if not models:
         return
     masked, prefix, suffix = choose_blank(inputs)
-    st.markdown(f"**The blank:** {masked}")
+    st.text(f"The blank: {masked}")     # typed text: never read as markdown ("bank(s)", *x*)
     chosen = dict(models)
     # one column per family that can predict, masked LMs first (they read both sides at once)
     shown = sorted((name for name, f in FAMILIES.items() if any(map(f.can, PREDICTS))),

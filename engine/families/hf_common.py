@@ -170,7 +170,7 @@ def eager_attention(model):
             model.set_attn_implementation(before)
 
 
-def readable_tokens(tokenizer, ids: Sequence[int]) -> tuple[str, ...]:
+def readable_tokens(tokenizer, ids: Sequence[int], sequence: bool = False) -> tuple[str, ...]:
     """Token strings a reader can read.
 
     WordPiece tokens are kept as they are ("play", "##ing" shows the word continues); byte-level
@@ -188,7 +188,12 @@ def readable_tokens(tokenizer, ids: Sequence[int]) -> tuple[str, ...]:
         if t.startswith("\u2581") and not s.startswith(" "):
             s = " " + s
         out.append(s)
-    return tuple(_name_byte_pieces(tokenizer, raw, out))
+    if sequence:           # a text's tokens: pieces of one character named after it
+        return tuple(_name_byte_pieces(tokenizer, raw, out))
+    # alternatives (a model's candidates, a vocabulary): a byte piece alone is no character,
+    # and four "\ufffd" candidates could not be told apart
+    return tuple(f"{s} (byte piece, token {i})" if "\ufffd" in s else s
+                 for s, i in zip(out, ids))
 
 
 def _name_byte_pieces(tokenizer, raw: Sequence[str], out: list[str]) -> list[str]:
@@ -246,10 +251,11 @@ def tokenize_many(tokenizer, wts: Sequence[WordText], max_tokens: int,
     covered = np.bincount((flat + first[text_of])[real], minlength=int(n_words.sum())) > 0
     whole = np.bincount(np.repeat(np.arange(len(wts)), n_words)[covered], minlength=len(wts))
     ok = (n_tok <= max_tokens) & (whole == n_words)
-    return [TokenizedText(wt, tuple(ids), readable_tokens(tokenizer, ids) if readable else (),
-                          t2w) if good else
+    return [TokenizedText(wt, tuple(ids), readable_tokens(tokenizer, ids, sequence=True)
+                          if readable else (), t2w) if good else
             tokenized_from(wt, tuple(ids), offs, max_tokens,
-                           readable_tokens(tokenizer, ids) if readable else (), t2w)
+                           readable_tokens(tokenizer, ids, sequence=True) if readable else (),
+                           t2w)
             for wt, ids, offs, t2w, good in zip(wts, ids_of, offsets, t2ws, ok)]
 
 

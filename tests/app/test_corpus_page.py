@@ -358,3 +358,17 @@ def test_the_apps_own_index_can_be_deleted_and_a_users_index_cannot(indexes, mon
     n = sum(w.lower() == "bank" for s in other for w in split_words(s).words)
     title = figure(at, "'bank' in ")["layout"]["title"]["text"]
     assert "elmo-brown" in title and f"{n:,} of {n:,} occurrences" in title
+
+
+def test_opening_another_index_starts_at_its_top_layer(indexes, tiny_engine, tmp_path):
+    """From layer 2 of one index to another that holds layers 0 and 1 only: the page landed
+    on the first (for ELMo the char CNN, where every occurrence is one vector)."""
+    src = tmp_path / "c2.txt"
+    src.write_text("\n".join(indexes[:30]))
+    corpus_index.build(tiny_engine.bert, str(src), tmp_path / "indexes" / "two", layers="0,1",
+                       progress=False)
+    at = _corpus_page(corpus_word="bank", corpus_layer="2",
+                      corpus_index=str(tmp_path / "indexes" / "tiny"))
+    at.selectbox(key="corpus_index").set_value(str(tmp_path / "indexes" / "two")).run()
+    no_failures(at)
+    assert at.select_slider(key="corpus_layer").value == 1

@@ -44,3 +44,13 @@ def test_repeated_tokens_keep_their_own_heatmap_rows():
     fig = figures.matrix_heatmap(np.eye(5), tokens, tokens, "t", "attention")
     assert len(set(fig.data[0].x)) == 5 and len(set(fig.data[0].y)) == 5
     assert [x.replace("\u200b", "") for x in fig.data[0].x] == tokens
+
+
+def test_hover_text_keeps_quotes_and_escapes_markup():
+    """Brown's dialogue showed '&quot;That's Johnny&quot;' in the Corpus page's hover: plotly
+    does not read html.escape's &quot;."""
+    from app.figures import bold_word
+
+    text = bold_word('"That\'s Johnny", sighed the bank <a href="x">president</a>', "bank")
+    assert text.startswith('"That\'s Johnny", sighed the <b>bank</b> &lt;a href="x"&gt;')
+    assert "&quot;" not in text and "<a" not in text

@@ -4,6 +4,7 @@ the engine's own predictions for the same blank."""
 import numpy as np
 import pytest
 
+from app.figures import visible_token
 from engine.api import Engine
 from tests.app.helpers import figure, messages, no_failures, page
 from tests.tiny_models import LAYERS
@@ -20,7 +21,7 @@ def _bars(fig) -> tuple[list[str], list[float]]:
 
 def _same(fig, pred) -> None:
     tokens, probs = _bars(fig)
-    assert tokens == [repr(c.token)[1:-1] for c in pred.candidates]
+    assert tokens == [visible_token(c.token) for c in pred.candidates]
     assert np.allclose(probs, [c.prob for c in pred.candidates], atol=1e-6)
     assert probs == sorted(probs, reverse=True) and all(0 < p <= 1 for p in probs)
 
@@ -29,7 +30,7 @@ def test_target_word_is_masked_by_default_and_three_families_answer(tiny_engine)
     m, eng = tiny_engine, Engine()
     at = page("predictions").run()
     no_failures(at)
-    assert any(BLANK in md.value for md in at.markdown)
+    assert any(BLANK in md.value for md in at.text)
     nxt = figure(at, "Next word")
     assert len(nxt["data"][0]["y"]) == 8          # top k = 8 by default
     _same(nxt, eng.predict_next(m.gpt, "Your", top_k=8))
@@ -77,12 +78,12 @@ def test_editing_the_sentence_resets_the_masked_word_to_its_target():
     at = page("predictions").run()
     words = [b for b in at.selectbox if b.label == "Word to mask"][0]
     words.set_value(3).run()                        # "cheese." in "Your mouse likes cheese."
-    assert any("Your mouse likes [MASK]" in md.value for md in at.markdown)
+    assert any("Your mouse likes [MASK]" in md.value for md in at.text)
     lines = at.sidebar.text_area(key="sentences").value.splitlines()
     lines[0] = "The mouse ran ."                    # same line, three words, target at 1
     at.sidebar.text_area(key="sentences").set_value("\n".join(lines)).run()
     no_failures(at)
-    assert any("The [MASK] ran ." in md.value for md in at.markdown)
+    assert any("The [MASK] ran ." in md.value for md in at.text)
 
 
 def test_a_text_value_in_an_int_widget_key_is_read_as_its_type():
@@ -126,3 +127,37 @@ def test_masked_lms_are_offered_in_the_registrys_fill_order(tiny_engine, monkeyp
     now = compute.masked_lms()       # without an order it goes with the rest, by id
     assert now[0] == "minilm-l6-mlm" and now[1:] == sorted(offered[1:])
     assert compute.masked_lms(current="bert-brown-mlm")[0] == "bert-brown-mlm"
+
+
+def test_the_blank_is_shown_as_typed_not_as_markdown():
+    """"Call the bank(s) now" showed "Call the MASK now": "[MASK](s)" became a link."""
+    at = page("predictions")
+    at.query_params.update({"sentences": "Call the bank(s) now .\nThe *bank* is __closed__ .\n"
+                                         "A river bank .", "target": "bank"})
+    at.run()
+    no_failures(at)
+    assert "The blank: Call the [MASK](s) now ." in [t.value for t in at.text]
+    assert not any("[MASK]" in md.value for md in at.markdown)
+    at.selectbox(key="pred_sentence").set_value(1).run()
+    assert "The blank: The *[MASK]* is __closed__ ." in [t.value for t in at.text]
+
+
+def test_a_link_reopens_the_word_chosen_to_mask():
+    """The link kept the sentence but not the word: it reopened on the target word."""
+    at = page("predictions").run()
+    words = [b for b in at.selectbox if b.label == "Word to mask"][0]
+    words.set_value(3).run()
+    assert "The blank: Your mouse likes [MASK]." in [t.value for t in at.text]
+    link = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert link["pred_word"] == "3"
+    again = page("predictions")
+    again.query_params.update(link)
+    again.run()
+    no_failures(again)
+    assert "The blank: Your mouse likes [MASK]." in [t.value for t in again.text]
+
+
+def test_a_token_of_spaces_is_labelled_not_blank():
+    assert visible_token(" ") == "\u2423" and visible_token("  ") == "\u2423\u2423"
+    assert visible_token("\n") == "\\n" and visible_token(" the") == " the"
+    assert visible_token("") == "∅"

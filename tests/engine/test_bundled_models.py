@@ -5,6 +5,7 @@ into the ctxlens cache, which later loads reuse.
 """
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -111,3 +112,12 @@ def test_smollm2_names_the_byte_pieces_of_a_character_it_splits(engine):
     assert not any("\ufffd" in t for t in enc.tokens)
     assert " 🙂" in enc.tokens and enc.words[0] == "银行"
     assert enc.token_to_word[:4].tolist() == [0, 0, 0, 0]
+
+
+def test_smollm2_candidates_that_are_byte_pieces_can_be_told_apart(engine):
+    """After "我喜欢吃" SmolLM2's likeliest next tokens are pieces of characters: the CLI listed
+    four identical "\ufffd"."""
+    pred = engine.predict_next(require("smollm2-135m"), "我喜欢吃", top_k=5)
+    pieces = [c.token for c in pred.candidates if "\ufffd" in c.token]
+    assert pieces and all(re.fullmatch(r"\ufffd+ \(byte piece, token \d+\)", p) for p in pieces)
+    assert len(set(c.token for c in pred.candidates)) == 5
