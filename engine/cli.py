@@ -284,6 +284,8 @@ def cmd_predict(args, engine_cls) -> int:
                                           ("previous", args.previous)) if t is not None)
     pred = _predict_one(engine, args.model, kind, text, args.top_k, args.sides, args.rescore)
     print(json.dumps(pred.as_json(), ensure_ascii=False))
+    if pred.method:       # how it was filled, and what "<UNK>" means when it is listed
+        print(f"ctxlens: {pred.method}", file=sys.stderr)
     return 0
 
 

@@ -178,7 +178,8 @@ def word_map(inputs: state.Inputs, folder: str, manifest, word: str, layer: int,
                     selection_mode=("points", "box", "lasso"))
     st.caption(f"Coloured by {how}. Click a point for its sentence and its nearest contexts "
                "in the whole corpus.")
-    table = pd.DataFrame({"sentence_id": sids, "position": pos + 1, "label": colour,
+    # positions as the index and `ctxlens neighbours --json` give them (from 0), like the ids
+    table = pd.DataFrame({"sentence_id": sids, "position": pos, "label": colour,
                           "x": coords[:, 0], "y": coords[:, 1], "sentence": sentences})
     export.figure_downloads(fig, f"corpus-{word}-L{layer}", table,
                             inputs.settings(index=folder, model=manifest.model,
@@ -213,7 +214,8 @@ def grid_map(inputs: state.Inputs, folder: str, manifest, word: str, layer: int,
     st.caption(f"Coloured by {how}; the same {len(sids):,} occurrences in every panel "
                f"(at most {GRID_POINTS:,} here). Click a point for its sentence and its nearest "
                "contexts in the whole corpus at that panel's layer.")
-    table = pd.DataFrame({"sentence_id": sids, "position": pos + 1, "label": colour,
+    # positions as the index and `ctxlens neighbours --json` give them (from 0), like the ids
+    table = pd.DataFrame({"sentence_id": sids, "position": pos, "label": colour,
                           "sentence": sentences})
     for k, lay in enumerate(manifest.layers):
         table[f"x_L{lay}"], table[f"y_L{lay}"] = coords[k, :, 0], coords[k, :, 1]

@@ -370,3 +370,15 @@ def test_predict_rescore_fills_a_blank_and_refuses_a_next_word(model_dir):
     assert len(got) == 3 and all(c["token"].isalpha() for c in got)
     proc = run_cli("predict", "--model", str(mlm), "--next", "the bank of", "--rescore", env=env)
     assert_one_line_error(proc, "--rescore", "masked LM")
+
+
+def test_a_single_prediction_says_how_it_was_made(model_dir):
+    """The app explains "<UNK>" under ELMo's guesses; the CLI listed it first with no word."""
+    from tests.engine.elmo_tiny import write_tiny_elmo
+
+    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+    proc = run_cli("predict", "--model", str(elmo), "--next", "the bank of",
+                   env={"CTXLENS_MODEL_DIRS": str(model_dir)})
+    assert proc.returncode == 0 and json.loads(proc.stdout)
+    note = proc.stderr.strip().splitlines()
+    assert len(note) == 1 and note[0].startswith("ctxlens: forward LM") and "<UNK>" in note[0]
