@@ -26,6 +26,7 @@ from engine.text import MAX_WORDS, TextError, split_words
 
 PRESETS_FILE = Path(__file__).resolve().parent.parent / "assets" / "presets.toml"
 MAX_SENTENCES = 24
+MAX_TARGET_CHARS = 40
 
 
 def shown_families() -> tuple[str, ...]:
@@ -170,6 +171,8 @@ def _init_session() -> None:
     for key in ("sentences", "target", "labels"):
         if key in params:
             st.session_state[key] = params[key]
+    # the box's own cap holds for a link too (a 100-character target got past it)
+    st.session_state["target"] = st.session_state.get("target", "")[:MAX_TARGET_CHARS]
     if "labels" in params:   # a link's labels belong to the link's sentences, line by line
         st.session_state["_labels_for"] = sentence_lines()
     st.session_state["pool"] = params.get("pool", "mean")
@@ -192,7 +195,7 @@ def sidebar() -> Inputs:
     sb.text_area("Sentences, one per line", key="sentences", height=180, on_change=_edited,
                  help=f"max {MAX_SENTENCES} sentences, {MAX_WORDS} words each")
     sb.caption(f"max {MAX_SENTENCES} sentences, {MAX_WORDS} words each")
-    sb.text_input("Target word", key="target", max_chars=40)
+    sb.text_input("Target word", key="target", max_chars=MAX_TARGET_CHARS)
     models = []
     for family in shown_families():
         options = [*compute.available_models(family), NONE]

@@ -152,5 +152,7 @@ def load(src: str, progress: bool = True) -> Corpus:
             raise EngineError(f"corpus {src!r} is neither 'brown', hf:NAME, a folder nor a "
                               "file")
     if not corpus.sentences:
-        raise EngineError(f"corpus {src!r} holds no usable sentences")
+        why = (f": every line is left out ({len(corpus.skipped):,}; the first: "
+               f"{corpus.skipped[0][1]})" if corpus.skipped else "")
+        raise EngineError(f"corpus {src!r} holds no usable sentences{why}")
     return corpus

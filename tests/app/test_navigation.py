@@ -112,6 +112,15 @@ def test_a_hand_edited_link_with_bad_values_falls_back_to_defaults(tiny_engine):
     assert at.sidebar.selectbox(key="preset").value == "mouse"      # the first-visit example
 
 
+def test_a_linked_target_longer_than_the_box_allows_is_cut_to_its_cap():
+    """The box takes 40 characters; a link's 100 got past it."""
+    at = app()
+    at.query_params["target"] = "x" * 100
+    at.run()
+    no_failures(at)
+    assert at.sidebar.text_input(key="target").value == "x" * 40
+
+
 def test_more_than_24_sentences_are_capped_with_a_warning():
     at = app().run()
     set_sentences(at, [f"The mouse number {i} ran." for i in range(30)], "mouse").run()

@@ -43,7 +43,17 @@ def test_unknown_sources_get_one_line(src, message):
 def test_an_empty_corpus_is_refused(tmp_path):
     f = tmp_path / "empty.txt"
     f.write_text("\n\n  \n")
-    with pytest.raises(EngineError, match="no usable sentences"):
+    with pytest.raises(EngineError, match="no usable sentences$"):
+        sources.load(str(f))
+
+
+def test_a_corpus_of_lines_over_the_caps_says_so(tmp_path):
+    """One 100k-character line said only "holds no usable sentences"."""
+    f = tmp_path / "long.txt"
+    f.write_text("word " * 20_000 + "\n\n")
+    with pytest.raises(EngineError, match=r"no usable sentences: every line is left out \(1; "
+                                          r"the first: .*line 1: the text has 99999 "
+                                          r"characters; the cap is 1,?000\)"):
         sources.load(str(f))
 
 
