@@ -69,6 +69,15 @@ CASES: tuple[Case, ...] = (
          _said(s, "The link gives `pool` 2 times") and s["charts"]),
     Case("a target word in no sentence", {"sentences": _lines(), "target": "elephant"},
          "one line saying so", lambda s: _said(s, "is in none of the sentences")),
+    Case("invisible characters (byte-order mark, zero-width space)",
+         {"sentences": _lines("\ufeffThe mouse \u200b ran ."), "target": "mouse"},
+         "ignored: the sentence plots", lambda s: s["charts"] and not s["error"]
+         and not s["warning"]),
+    Case("a target typed with a curly apostrophe",
+         {"sentences": "I don't know .\nYou don't say .\nThey don't care .",
+          "target": "don\u2019t"},
+         "the word found in every sentence", lambda s: s["charts"] and not s["error"]
+         and not s["warning"]),
 )
 
 

@@ -45,7 +45,7 @@ from engine.text import MASK, WordText, to_word_text
 GRAPH_FORMAT = 3
 TOLERANCE = 1e-5
 GRAPH_FILE, TOKENIZER_FILE, MANIFEST_FILE = "graph.pt", "tokenizer.json", "manifest.json"
-VOCAB_FILE = "readable_tokens.json"     # every id's readable token, as hf.readable_tokens gives
+VOCAB_FILE = "readable_tokens.json"     # every id's token decoded alone, as hf.plain_tokens gives
 
 # Texts the graph and the tokenizer must reproduce before a graph is kept: lengths from 3 to
 # ~120 tokens (a trace must not bake in one length or the all-ones mask of an unpadded batch),
@@ -114,7 +114,7 @@ class TracedEncoder:
     pad_id: int
     mask_token: str
     folder: Path
-    readable: tuple[str, ...]   # readable token of each id (byte-level BPE is decoded)
+    readable: tuple[str, ...]   # each id's token decoded alone (hf.plain_tokens)
 
     def tokenize(self, texts: Sequence[WordText]) -> list[hf.TokenizedText]:
         from engine.families.bert import with_mask_token
@@ -125,7 +125,8 @@ class TracedEncoder:
         encs = self.tokenizer.encode_batch([wt.text for wt in prepared])
         t2ws = align_many(prepared, [e.offsets for e in encs])
         return [hf.tokenized_from(wt, tuple(e.ids), e.offsets, self.max_tokens,
-                                  tuple(self.readable[i] for i in e.ids), t2w)
+                                  hf.name_byte_pieces(self.tokenizer.decode, e.ids,
+                                                      [self.readable[i] for i in e.ids]), t2w)
                 for wt, e, t2w in zip(prepared, encs, t2ws)]
 
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,
@@ -234,7 +235,7 @@ def _trace(adapter, folder: Path) -> tuple[TracedEncoder | None, dict]:
     meta = {**meta, "n_layers": int(cfg.num_hidden_layers),
             "max_tokens": int(adapter.max_tokens), "pad_id": int(adapter.pad_id),
             "mask_token": mask_token}
-    readable = hf.readable_tokens(adapter.tokenizer, range(len(adapter.tokenizer)))
+    readable = hf.plain_tokens(adapter.tokenizer, range(len(adapter.tokenizer)))
     draft = TracedEncoder(adapter.model_id, adapter.info.family, None, tokenizer,
                           meta["n_layers"], meta["max_tokens"], meta["pad_id"], mask_token,
                           folder, readable)

@@ -177,7 +177,19 @@ def readable_tokens(tokenizer, ids: Sequence[int], sequence: bool = False) -> tu
     BPE and SentencePiece tokens go through the tokenizer's own decoder ("Ġbank" -> " bank").
     SentencePiece decoders strip the space of a text's first token, which alone is every
     token here, so a word-initial "▁" is put back as a space ("▁bank" -> " bank").
+    A byte piece (a token that is part of a character) alone decodes to U+FFFD: in a text's
+    tokens (`sequence`) it is named after the character it helps spell, among alternatives (a
+    model's candidates) after its id, since four "\ufffd" candidates could not be told apart.
     """
+    out = list(plain_tokens(tokenizer, ids))
+    if sequence:
+        return name_byte_pieces(tokenizer.backend_tokenizer.decode, ids, out)
+    return tuple(f"{s} (byte piece, token {i})" if "\ufffd" in s else s
+                 for s, i in zip(out, ids))
+
+
+def plain_tokens(tokenizer, ids: Sequence[int]) -> tuple[str, ...]:
+    """Each token decoded on its own (readable_tokens before its byte pieces are named)."""
     raw = tokenizer.convert_ids_to_tokens(list(ids))
     if type(tokenizer.backend_tokenizer.model).__name__ == "WordPiece":
         return tuple(raw)
@@ -188,18 +200,15 @@ def readable_tokens(tokenizer, ids: Sequence[int], sequence: bool = False) -> tu
         if t.startswith("\u2581") and not s.startswith(" "):
             s = " " + s
         out.append(s)
-    if sequence:           # a text's tokens: pieces of one character named after it
-        return tuple(_name_byte_pieces(tokenizer, raw, out))
-    # alternatives (a model's candidates, a vocabulary): a byte piece alone is no character,
-    # and four "\ufffd" candidates could not be told apart
-    return tuple(f"{s} (byte piece, token {i})" if "\ufffd" in s else s
-                 for s, i in zip(out, ids))
+    return tuple(out)
 
 
-def _name_byte_pieces(tokenizer, raw: Sequence[str], out: list[str]) -> list[str]:
+def name_byte_pieces(decode, ids: Sequence[int], tokens: Sequence[str]) -> tuple[str, ...]:
     """Byte-level BPE splits a character outside its merges ("银" in SmolLM2) into tokens of a
-    few bytes each, and each alone decodes to U+FFFD: a run of such tokens is decoded together
-    and each piece named after what it spells, "银 (1/3)", "银 (2/3)", "银 (3/3)"."""
+    few bytes each, and each alone decodes to U+FFFD: a run of such tokens of a text is decoded
+    together (`decode`: ids -> text, the tokenizers library's) and each piece named after what
+    it spells, "银 (1/3)", "银 (2/3)", "银 (3/3)"."""
+    ids, out = list(ids), list(tokens)
     i = 0
     while i < len(out):
         if "\ufffd" not in out[i]:
@@ -208,11 +217,11 @@ def _name_byte_pieces(tokenizer, raw: Sequence[str], out: list[str]) -> list[str
         j = i
         while j < len(out) and "\ufffd" in out[j]:
             j += 1
-        whole = tokenizer.convert_tokens_to_string(list(raw[i:j])).strip()
+        whole = decode(ids[i:j]).strip()
         if whole and "\ufffd" not in whole:
             out[i:j] = [f"{whole} ({k}/{j - i})" for k in range(1, j - i + 1)]
         i = j
-    return out
+    return tuple(out)
 
 
 def tokenize(tokenizer, wt: WordText, max_tokens: int) -> TokenizedText:
