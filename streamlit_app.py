@@ -26,3 +26,4 @@ page = st.navigation(pages)
 # (widgets created inside a page script are reset when the user switches pages).
 ui.shared_sidebar()
 page.run()
+ui.settings_file()      # a page without ui.run_page (Benchmarks) gets the sidebar's file too

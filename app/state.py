@@ -22,7 +22,7 @@ from app import compute
 from app.export import manifest_json
 from engine.families import FAMILIES
 from engine.result import POOLINGS
-from engine.text import MAX_WORDS, TextError, split_words
+from engine.text import MAX_WORDS, TextError, drop_invisible, split_words
 
 PRESETS_FILE = Path(__file__).resolve().parent.parent / "assets" / "presets.toml"
 MAX_SENTENCES = 24
@@ -183,7 +183,10 @@ def _init_session() -> None:
 
 
 def sentence_lines() -> tuple[str, ...]:
-    lines = [ln.strip() for ln in st.session_state.get("sentences", "").splitlines()]
+    # invisible characters (a zero-width space pasted from the web) are read as absent; the
+    # box keeps what was typed
+    lines = [drop_invisible(ln).strip()
+             for ln in st.session_state.get("sentences", "").splitlines()]
     return tuple(ln for ln in lines if ln)
 
 

@@ -1,6 +1,7 @@
 """Page scaffolding shared by every page: the error guard, model preparation, common messages."""
 from __future__ import annotations
 
+import re
 import time
 from typing import Callable
 
@@ -31,6 +32,12 @@ def shared_sidebar() -> None:
     except Exception as exc:  # noqa: BLE001
         st.session_state["_inputs"] = None
         show_error(exc)
+
+
+def settings_file() -> None:
+    """The sidebar's "Settings (JSON)", once the page has registered its settings (a no-op
+    when the page's run_page has drawn it)."""
+    state.settings_button()
 
 
 def run_page(render: Callable[[state.Inputs], None]) -> None:
@@ -94,8 +101,15 @@ def ready_models(inputs: state.Inputs, families: tuple[str, ...] | None = None,
     return [(f, m) for f, m in chosen_models(inputs, families) if prepared(m, inputs)]
 
 
+def md_text(text: str) -> str:
+    """Typed text for a message Streamlit reads as markdown, every markdown character escaped
+    ("_bank_" stays "_bank_", not an italic bank)."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|~<>$])", r"\\\1", text)
+
+
 def missing_target_note(target: str, missing: tuple[int, ...], n: int) -> bool:
     """Say which sentences lack the target word; False when none has it."""
+    target = md_text(target)
     if not missing:
         return True
     if len(missing) == n:
@@ -113,6 +127,7 @@ def repeated_target_note(target: str, repeated: tuple[int, ...]) -> None:
     """One point a sentence, labelled by the sentence's sense: a second occurrence of the
     target in a sentence is left out, and the user is told so instead of silently."""
     if repeated:
+        target = md_text(target)
         where = ", ".join(str(i + 1) for i in repeated)
         plural = "s" if len(repeated) > 1 else ""
         st.caption(f"'{target}' occurs more than once in sentence{plural} {where}: this page "

@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.errors import EngineError
 from engine.result import POOLINGS
-from engine.text import TextError
+from engine.text import TextError, drop_invisible
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
@@ -122,7 +122,7 @@ def _read_lines(path: str) -> list[str]:
     if not f.is_file():
         raise EngineError(f"input file {path} does not exist")
     try:
-        return f.read_text(encoding="utf-8").splitlines()
+        return [drop_invisible(ln) for ln in f.read_text(encoding="utf-8").splitlines()]
     except UnicodeDecodeError as e:
         raise EngineError(f"input file {path} is not UTF-8 text") from e
 
@@ -422,8 +422,23 @@ def _quiet_libraries() -> None:
     hf_common.LIBRARY_BARS = False
 
 
+def _reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (poll reports an error on it)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    for name in ("text", "next", "previous", "word"):   # as typed text is read everywhere
+        if isinstance(getattr(args, name, None), str):
+            setattr(args, name, drop_invisible(getattr(args, name)))
     _quiet_libraries()
     from engine.api import Engine
 
@@ -435,7 +450,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ctxlens: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError as e:
+        if not _reader_gone():        # a broken pipe of something else (a socket) is an error
+            print(f"ctxlens: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+            return EXIT_INTERNAL
         # `ctxlens stats ... | head -3`: the reader has what it wanted; say nothing more (and
         # point stdout at nothing so that Python's own flush at exit does not complain)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

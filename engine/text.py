@@ -26,16 +26,17 @@ MASK = "[MASK]"
 _MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
 _CONTROL = "\x00-\x1f\x7f-\x9f"
 # Invisible format characters (Unicode Cf: zero-width space, byte-order mark, word joiner,
-# direction marks, soft hyphen...) are no word either: WordPiece drops them, so "He said \u200b
-# nothing" stopped a corpus build. Kept: the joiners U+200C/U+200D and the tag characters, which
-# hold emoji sequences (a family, a flag) together. No index held a text with one of these
-# characters (its build stopped there), so word positions in existing indexes do not move.
-_INVISIBLE = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u180e\u200b\u200e\u200f\u202a-\u202e"
-              "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb")
+# direction marks, soft hyphen...): WordPiece drops them, so as a word of their own ("He said
+# \u200b nothing") they stopped a corpus build at that line, and inside a word ("co\u00adoperate")
+# they split it. They are taken out of a text where it comes in (drop_invisible), not in the word
+# split: the split stays what existing indexes' positions were made with. Kept: the joiners
+# U+200C/U+200D and the tag characters, which hold emoji sequences (a family, a flag) together.
+_INVISIBLE = re.compile("[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u180e\u200b\u200e\u200f"
+                        "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]")
 # Corpus indexes store words by position in this split: a change here changes what a position
 # means, so it goes with a new engine/corpus/index.py MANIFEST_SCHEMA.
 WORD_RE = re.compile(rf"\[MASK\]|\w[\w{_MARKS}]*(?:['’\-]\w[\w{_MARKS}]*)*"
-                     rf"|(?:(?!\[MASK\])[^\w\s{_MARKS}{_CONTROL}{_INVISIBLE}])+", re.UNICODE)
+                     rf"|(?:(?!\[MASK\])[^\w\s{_MARKS}{_CONTROL}])+", re.UNICODE)
 
 MAX_WORDS = 128
 MAX_CHARS = 1000
@@ -97,8 +98,14 @@ def from_words(words: Sequence[str]) -> WordText:
     return WordText(text, words, tuple(spans))
 
 
+def drop_invisible(text: str) -> str:
+    """The text without invisible format characters (see _INVISIBLE): what a typed sentence, a
+    corpus line or a command's text is read as."""
+    return _INVISIBLE.sub("", text)
+
+
 def to_word_text(text: str, pretokenized: bool = False) -> WordText:
-    return from_words(text.split()) if pretokenized else split_words(text)
+    return from_words(text.split()) if pretokenized else split_words(drop_invisible(text))
 
 
 def align_offsets(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]],

@@ -136,6 +136,7 @@ def _unique(names: list[str]) -> list[str]:
 _NUMBER = re.compile(r"^(?P<num>[+\-−]?\d[\d,]*(?:\.(?P<dec>\d+))?)(?P<unit>%|×|x| s| ms| min)?"
                      r"(?:\s+(?P<rest>\S.*))?$")
 _MISSING = {"", "—", "-", "n/a"}
+_INTERVAL = re.compile(r"^(\[[^\]]*\])\s*(.*)$")
 
 
 def sortable(table: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
@@ -162,11 +163,19 @@ def sortable(table: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
         signed = any(m.group("num")[0] in "+−-" for m in found)
         head = name.replace(" (95% CI)", "")
         out[head] = pd.Series(values, dtype="float64")
+        grouped = any("," in m.group("num") for m in found)        # "18,000,068" keeps them
         config[head] = st.column_config.NumberColumn(
-            head, format=("%+" if signed else "%") + f".{digits}f" + unit.replace("%", "%%"))
-        if any(rest):
-            ci = head != name or all(r.startswith("[") for r in rest if r)
-            out[f"{head}: 95% CI" if ci else f"{name}: note"] = rest
+            head, format="localized" if grouped and not unit and not digits else
+            ("%+" if signed else "%") + f".{digits}f" + unit.replace("%", "%%"))
+        # the interval ("[81.7%, 92.2%]") in its own column, anything after it ("(L4)",
+        # "at L2 (majority ...)") in a note column: a note is no interval
+        split = [_INTERVAL.match(r) for r in rest]
+        intervals = [m.group(1) if m else "" for m in split]
+        notes = [(m.group(2) if m else r).strip() for m, r in zip(split, rest)]
+        if any(intervals):
+            out[f"{head}: 95% CI"] = intervals
+        if any(notes):
+            out[f"{head}: note"] = notes
     return pd.DataFrame(out), config
 
 

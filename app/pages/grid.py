@@ -118,7 +118,7 @@ def model_grid(inputs, p: dict, opts: dict, labels: list[str]) -> None:
     find = word_key(opts["find"].strip())
     found = [i for i, w in enumerate(occ.word) if find and word_key(w) == find]
     if find and not found:
-        st.caption(f"'{opts['find']}' is not among the points shown.")
+        st.caption(f"'{ui.md_text(opts['find'])}' is not among the points shown.")
     plabels = point_labels(occ, labels, inputs.target, opts["scope"])
     hover = hover_texts(occ, inputs.sentences)
     panels = [(occ.layer_names[l] + (" (baseline)" if l == 0 else ""), proj.coords[l])

@@ -80,7 +80,8 @@ def _name_the_sentence(engine, model_id: str, sentence_ids, wts, err: EngineErro
         try:
             engine.word_vectors(model_id, [wt], batch_size=1)
         except EngineError as own:
-            return EngineError(f"corpus sentence {sid + 1:,} ({wt.text[:60]!r}): {own}")
+            # the id ctxlens neighbours and the exports give (from 0; blank lines not counted)
+            return EngineError(f"corpus sentence id {sid:,} ({wt.text[:60]!r}): {own}")
     return err
 
 

@@ -79,6 +79,7 @@ def _reachable(address: str, seconds: float = 5.0) -> None:
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not port.isdigit():
         return
+    host = host.removeprefix("[").removesuffix("]")          # "[::1]:6379"
     try:
         socket.create_connection((host or "127.0.0.1", int(port)), timeout=seconds).close()
     except OSError as err:

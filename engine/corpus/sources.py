@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import EngineError
-from engine.text import TextError, split_words
+from engine.text import TextError, drop_invisible, split_words
 
 ROOT = Path(__file__).resolve().parents[2]
 BROWN = ROOT / "data" / "corpus"
@@ -36,7 +36,7 @@ def _usable(lines, where: str) -> tuple[list[str], list[tuple[int, str]]]:
     its number and reason (one long line must not stop a corpus run)."""
     keep, skipped = [], []
     for n, line in enumerate(lines, 1):
-        text = line.strip()
+        text = drop_invisible(line).strip()     # a BOM, a zero-width space: see engine.text
         if not text:
             continue
         try:

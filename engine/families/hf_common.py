@@ -214,8 +214,9 @@ def name_byte_pieces(decode, ids: Sequence[int], tokens: Sequence[str]) -> tuple
         if "\ufffd" not in out[i]:
             i += 1
             continue
-        j = i
-        while j < len(out) and "\ufffd" in out[j]:
+        j = i + 1
+        # a piece that starts with a space starts another word: "银 银" is two runs, not one
+        while j < len(out) and "\ufffd" in out[j] and not out[j].startswith(" "):
             j += 1
         whole = decode(ids[i:j]).strip()
         if whole and "\ufffd" not in whole:

@@ -217,3 +217,13 @@ def test_a_layer_chosen_on_one_page_stays_in_the_link_after_leaving_it(tiny_engi
     params = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
     assert params[layer] == "1" and "projection" in params
     assert seen[-1]["widgets"][layer] == 1
+
+
+def test_the_benchmarks_page_has_the_settings_file_too(monkeypatch):
+    """It does not use ui.run_page, which draws the file: its sidebar had an empty slot."""
+    seen = _settings_files(monkeypatch)
+    at = app().run()
+    at.switch_page("app/pages/benchmarks.py").run()
+    assert not at.exception
+    assert "Settings (JSON)" in [b.label for b in at.sidebar.get("download_button")]
+    assert seen and seen[-1]["manifest"] == "ctxlens-settings/1"

@@ -314,7 +314,7 @@ def _open_tables(folder, layers):
       "127.0.0.1:1"], "no Ray cluster answers at 127.0.0.1:1"),
     (["stats", "--index", "OUT", "--sample", "-5"], "--sample is a number of sentences"),
     (["index", "--corpus", "DROPPED", "--output", "OUT2"],
-     "corpus sentence 4 ('the bank \\u200d river .'): this model's tokenizer drops the word"),
+     "corpus sentence id 3 ('the bank \\u200d river .'): this model's tokenizer drops the word"),
 ])
 def test_bad_input_gets_one_line(tiny, tmp_path, capsys, argv, message):
     src = tmp_path / "c.txt"
