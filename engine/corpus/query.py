@@ -9,7 +9,7 @@ import numpy as np
 
 from engine.corpus.index import REFINE, SENT, Manifest, _connect, layer_table
 from engine.errors import EngineError
-from engine.text import split_words
+from engine.text import split_words, word_key
 
 
 @dataclass(frozen=True)
@@ -151,19 +151,23 @@ class CorpusIndex:
 
 
 def _key_is(word: str) -> str:
-    """The filter on a word's lower-cased key (a quote in the word doubled, as SQL wants)."""
-    return "key = '" + word.lower().replace("'", "''") + "'"
+    """The filter on a word's lower-cased key (a quote in the word doubled, as SQL wants). The
+    keys hold apostrophes as the text had them, so "don't" asks for "don’t" as well: a phone
+    types one, Brown has the other."""
+    key = word_key(word)
+    forms = sorted({key, key.replace("'", "\u2019")})
+    return "key IN (" + ", ".join("'" + f.replace("'", "''") + "'" for f in forms) + ")"
 
 
 def embed_word(engine, manifest: Manifest, text: str, word: str) -> tuple[np.ndarray, int]:
     """The word's vectors at the index's layers, in its sentence, with the index's model and
     pooling: ([chosen layers, dim], word position). The first occurrence, case ignored."""
     wt = split_words(text)
-    low = [w.lower() for w in wt.words]
-    if word.lower() not in low:
+    low = [word_key(w) for w in wt.words]
+    if word_key(word) not in low:
         raise EngineError(f"the word {word!r} is not in the text (words are matched whole, "
                           "ignoring case)")
-    pos = low.index(word.lower())
+    pos = low.index(word_key(word))
     enc = engine.encode_words(manifest.model, [wt])[0]
     vectors = enc.word_vectors(manifest.pooling)
     # a manifest edited by hand, or a model id whose files changed since the build, would

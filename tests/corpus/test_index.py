@@ -517,3 +517,17 @@ def test_invisible_characters_do_not_stop_a_build(tiny, tmp_path):
     words = set(_rows(tmp_path / "ix")[2])
     assert {"the", "bank", "said", "river"} <= words
     assert not any(ch in w for w in words for ch in "\ufeff\u200b")
+
+
+def test_a_word_typed_with_either_apostrophe_finds_its_occurrences(tiny, tmp_path):
+    """The pages find "don’t" (as phones type it) in "don't"; the corpus found nothing."""
+    from engine.corpus.query import embed_word
+
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(_corpus(4, seed=8) + ["i don't know the bank .",
+                                                   "you don\u2019t say ."]))
+    corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0", progress=False)
+    idx = CorpusIndex(tmp_path / "ix")
+    assert idx.count("don\u2019t", 0) == idx.count("don't", 0) == 2
+    _, pos = embed_word(Engine(), idx.manifest, "i don\u2019t know", "don't")
+    assert pos == 1
