@@ -71,10 +71,15 @@ def table_csv(table: pd.DataFrame) -> bytes:
     return table.to_csv(index=False).encode()
 
 
-def embeddings_npz(vectors: dict[str, np.ndarray], metadata: pd.DataFrame) -> bytes:
-    """vectors: name -> [layers, n, dim] (or [n, dim]); metadata columns saved as string arrays."""
+def embeddings_npz(vectors: dict[str, np.ndarray], metadata: pd.DataFrame,
+                   info: dict | None = None) -> bytes:
+    """vectors: name -> [layers, n, dim] (or [n, dim]); metadata columns saved as string arrays;
+    `info` (model, target, pooling, the layers' names...) as arrays of its own, so the file says
+    what its axes are without the settings file beside it."""
     buf = io.BytesIO()
     arrays = {k: np.asarray(v, np.float32) for k, v in vectors.items()}
+    arrays.update({k: np.array(v if isinstance(v, (list, tuple)) else [v], dtype=str)
+                   for k, v in (info or {}).items()})
     # unicode (not object) arrays, so np.load works without allow_pickle
     arrays.update({f"meta_{c}": np.array(metadata[c].astype(str).tolist(), dtype=str)
                    for c in metadata.columns})
@@ -125,12 +130,13 @@ def figure_downloads(fig: go.Figure, name: str, table: pd.DataFrame | None = Non
 
 
 def embedding_downloads(vectors: dict[str, np.ndarray], projector: np.ndarray,
-                        metadata: pd.DataFrame, name: str) -> None:
+                        metadata: pd.DataFrame, name: str, info: dict | None = None,
+                        npz_name: str | None = None) -> None:
     import streamlit as st
 
     c1, c2 = st.columns(2)
-    c1.download_button("Embeddings (NPZ)", lambda: embeddings_npz(vectors, metadata),
-                       file_name=f"{name}.npz", mime="application/octet-stream",
+    c1.download_button("Embeddings (NPZ)", lambda: embeddings_npz(vectors, metadata, info),
+                       file_name=f"{npz_name or name}.npz", mime="application/octet-stream",
                        key=f"dl-{name}-npz", on_click="ignore")
     c2.download_button("Embedding Projector (TSV, zip)", lambda: projector_zip(projector, metadata),
                        file_name=f"{name}-projector.zip", mime="application/zip",

@@ -436,6 +436,16 @@ def _reader_gone() -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "dtype", "float32") != "float32":
+        from engine.families.base import resolve_device
+
+        try:
+            on_cpu = resolve_device(getattr(args, "device", "auto")) == "cpu"
+        except Exception:  # noqa: BLE001 - a bad --device is said by the command itself
+            on_cpu = False
+        if on_cpu:          # the engine keeps float32 on CPU (slow, lossy half matmuls there)
+            print(f"ctxlens: --dtype {args.dtype} applies on a GPU; on the CPU this runs in "
+                  "float32", file=sys.stderr)
     for name in ("text", "next", "previous", "word"):   # as typed text is read everywhere
         if isinstance(getattr(args, name, None), str):
             setattr(args, name, drop_invisible(getattr(args, name)))

@@ -128,10 +128,15 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
     heat = figures.similarity_heatmap(sims, names, f"Cosine similarity, {tv.layer_names[layer]}")
     st.plotly_chart(heat, key=f"cos-{model_id}")
     export.figure_downloads(heat, f"cosine-{model_id}-L{layer}",
-                            pd.DataFrame(sims, columns=names).assign(sentence=names), settings)
+                            pd.DataFrame(sims, columns=names).assign(label=names), settings)
     meta = pd.DataFrame({"sentence": hover, "sense": point_labels})
+    # the NPZ holds every layer ([layers, sentences, dim]), the projector file the one shown
     export.embedding_downloads({"vectors": tv.vectors}, tv.vectors[layer], meta,
-                               f"{inputs.target}-{model_id}-L{layer}")
+                               f"{inputs.target}-{model_id}-L{layer}",
+                               info={"model": model_id, "target": inputs.target,
+                                     "pooling": inputs.pool, "layers": list(tv.layer_names),
+                                     "axes": "layer, sentence, dim"},
+                               npz_name=f"{inputs.target}-{model_id}-all-layers")
     return tv
 
 

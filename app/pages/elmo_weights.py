@@ -134,7 +134,11 @@ def render(inputs: state.Inputs) -> None:
         inputs.settings(model=model_id, s=s.tolist(), gamma=gamma, do_layer_norm=layer_norm))
     export.embedding_downloads({"mixed": mixed, "layers": tv.vectors}, mixed,
                                pd.DataFrame({"sentence": hover, "sense": labels}),
-                               f"{inputs.target}-{model_id}-mix")
+                               f"{inputs.target}-{model_id}-mix",
+                               info={"model": model_id, "target": inputs.target,
+                                     "pooling": inputs.pool, "layers": list(tv.layer_names),
+                                     "s": [f"{v:g}" for v in s], "gamma": f"{gamma:g}",
+                                     "axes": "mixed: sentence, dim; layers: layer, sentence, dim"})
 
 
 ui.run_page(render)

@@ -41,8 +41,12 @@ def metric_charts(inputs, results, adjusted: bool) -> None:
             st.caption(meaning)
             if all(np.isnan(v).all() for v in series.values()):
                 st.caption(why_undefined(key, results, adjusted))
-            table = pd.concat([pd.DataFrame({"model": m, "layer": np.arange(len(v)), key: v})
-                               for m, v in series.items()])
+            # the CSV alone must say what it holds: with the subtraction on, the same column
+            # name held values lower by the whole baseline
+            column = (f"{key}_minus_baseline" if adjusted and key in ("self_similarity",
+                                                                      "intra_sentence") else key)
+            table = pd.concat([pd.DataFrame({"model": m, "layer": np.arange(len(v)),
+                                             column: v}) for m, v in series.items()])
             export.figure_downloads(fig, f"layers-{key}", table,
                                     inputs.settings(metric=key, adjusted=adjusted))
 

@@ -304,3 +304,18 @@ def test_a_target_twice_in_a_sentence_is_said_not_silently_dropped(tiny_engine):
     assert any(c.value.startswith("'bank' occurs more than once in sentence 1: this page "
                                   "plots its first occurrence") for c in at.caption)
 
+
+
+def test_the_cosine_tables_label_column_is_called_label(monkeypatch):
+    """It was called "sentence" and held "1: animal", "2: device"..."""
+    from app import export
+
+    tables = {}
+    real = export.figure_downloads
+    monkeypatch.setattr(export, "figure_downloads",
+                        lambda fig, name, table, *a, **k: tables.__setitem__(name, table)
+                        or real(fig, name, table, *a, **k))
+    at = page("clusters").run()
+    no_failures(at)
+    cos = next(t for n, t in tables.items() if n.startswith("cosine-"))
+    assert "sentence" not in cos.columns and cos["label"].tolist() == list(cos.columns[:-1])

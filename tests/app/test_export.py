@@ -82,3 +82,16 @@ def test_projector_metadata_keeps_quotation_marks_as_typed():
     rows = z.read("metadata.tsv").decode().strip().split("\n")
     assert rows[1] == 'The bank said: "No loans." Then it closed.\ta'
     assert rows[2] == "It's 'fine'\tb"
+
+
+def test_npz_says_what_its_axes_are():
+    """The clusters page's NPZ held vectors and two label arrays: no model, target, pooling or
+    layer names, and a name ("-L2") that suggested one layer of the three it held."""
+    vecs = np.zeros((3, 4, 5), np.float32)
+    data = np.load(io.BytesIO(export.embeddings_npz(
+        {"vectors": vecs}, _meta(4), info={"model": "elmo-brown", "target": "mouse",
+                                           "layers": ["char CNN", "biLSTM 1", "biLSTM 2"],
+                                           "axes": "layer, sentence, dim"})))
+    assert data["layers"].tolist() == ["char CNN", "biLSTM 1", "biLSTM 2"]
+    assert data["model"].tolist() == ["elmo-brown"] and data["axes"][0] == "layer, sentence, dim"
+    assert data["vectors"].shape[0] == len(data["layers"])

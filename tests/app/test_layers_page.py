@@ -86,3 +86,22 @@ def test_one_sentence_says_why_each_empty_chart_is_empty():
     at.toggle(key="adjusted").set_value(False).run()
     why = [c.value for c in at.caption if c.value.startswith("Undefined here")]
     assert len(why) == 3 and not any("minus the anisotropy" in w for w in why)
+
+
+def test_an_exported_table_says_when_the_baseline_is_subtracted(monkeypatch):
+    """The CSV had the same header, self_similarity, with and without the subtraction: read
+    alone, the adjusted values passed for raw ones (lower by the whole baseline)."""
+    from app import export
+
+    tables = {}
+    real = export.figure_downloads
+    monkeypatch.setattr(export, "figure_downloads",
+                        lambda fig, name, table, *a, **k: tables.__setitem__(name, table)
+                        or real(fig, name, table, *a, **k))
+    at = page("layers").run()
+    no_failures(at)
+    assert "self_similarity_minus_baseline" in tables["layers-self_similarity"].columns
+    assert "intra_sentence_minus_baseline" in tables["layers-intra_sentence"].columns
+    assert "anisotropy" in tables["layers-anisotropy"].columns
+    at.toggle(key="adjusted").set_value(False).run()
+    assert "self_similarity" in tables["layers-self_similarity"].columns

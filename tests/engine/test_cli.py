@@ -382,3 +382,17 @@ def test_a_single_prediction_says_how_it_was_made(model_dir):
     assert proc.returncode == 0 and json.loads(proc.stdout)
     note = proc.stderr.strip().splitlines()
     assert len(note) == 1 and note[0].startswith("ctxlens: forward LM") and "<UNK>" in note[0]
+
+
+def test_a_half_precision_dtype_on_the_cpu_is_said_not_silently_dropped(model_dir, tmp_path):
+    from tests.engine.elmo_tiny import write_tiny_elmo
+
+    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+    src = tmp_path / "s.txt"
+    src.write_text("the bank of the river .\n")
+    proc = run_cli("embed", "--model", str(elmo), "--input", str(src), "--output",
+                   str(tmp_path / "e.npz"), "--device", "cpu", "--dtype", "float16",
+                   env={"CTXLENS_MODEL_DIRS": str(model_dir)})
+    assert proc.returncode == 0, proc.stderr
+    assert "--dtype float16 applies on a GPU; on the CPU this runs in float32" in proc.stderr
+    assert np.load(tmp_path / "e.npz")["vectors"].dtype == np.float32
