@@ -75,3 +75,19 @@ def set_sentences(at: AppTest, sentences: list[str], target: str) -> AppTest:
     at.sidebar.text_area(key="sentences").set_value("\n".join(sentences))
     at.sidebar.text_input(key="target").set_value(target)
     return at
+
+
+def exported_tables(monkeypatch) -> dict:
+    """Every table a page hands to export.figure_downloads in the runs that follow, by its
+    export name (the CSV a user downloads is this table)."""
+    from app import export
+
+    tables: dict = {}
+    real = export.figure_downloads
+
+    def record(fig, name, table, *args, **kwargs):
+        tables[name] = table
+        return real(fig, name, table, *args, **kwargs)
+
+    monkeypatch.setattr(export, "figure_downloads", record)
+    return tables

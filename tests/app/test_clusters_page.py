@@ -308,13 +308,9 @@ def test_a_target_twice_in_a_sentence_is_said_not_silently_dropped(tiny_engine):
 
 def test_the_cosine_tables_label_column_is_called_label(monkeypatch):
     """It was called "sentence" and held "1: animal", "2: device"..."""
-    from app import export
+    from tests.app.helpers import exported_tables
 
-    tables = {}
-    real = export.figure_downloads
-    monkeypatch.setattr(export, "figure_downloads",
-                        lambda fig, name, table, *a, **k: tables.__setitem__(name, table)
-                        or real(fig, name, table, *a, **k))
+    tables = exported_tables(monkeypatch)
     at = page("clusters").run()
     no_failures(at)
     cos = next(t for n, t in tables.items() if n.startswith("cosine-"))

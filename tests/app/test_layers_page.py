@@ -91,13 +91,9 @@ def test_one_sentence_says_why_each_empty_chart_is_empty():
 def test_an_exported_table_says_when_the_baseline_is_subtracted(monkeypatch):
     """The CSV had the same header, self_similarity, with and without the subtraction: read
     alone, the adjusted values passed for raw ones (lower by the whole baseline)."""
-    from app import export
+    from tests.app.helpers import exported_tables
 
-    tables = {}
-    real = export.figure_downloads
-    monkeypatch.setattr(export, "figure_downloads",
-                        lambda fig, name, table, *a, **k: tables.__setitem__(name, table)
-                        or real(fig, name, table, *a, **k))
+    tables = exported_tables(monkeypatch)
     at = page("layers").run()
     no_failures(at)
     assert "self_similarity_minus_baseline" in tables["layers-self_similarity"].columns
