@@ -3,7 +3,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import ui
+from app import state, ui
 
 PAGES = Path(__file__).resolve().parent / "app" / "pages"
 
@@ -26,4 +26,4 @@ page = st.navigation(pages)
 # (widgets created inside a page script are reset when the user switches pages).
 ui.shared_sidebar()
 page.run()
-ui.settings_file()      # a page without ui.run_page (Benchmarks) gets the sidebar's file too
+state.settings_button()  # a page without ui.run_page (Benchmarks) gets the sidebar's file too

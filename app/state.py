@@ -286,8 +286,8 @@ def url_keys() -> dict[str, type]:
 def current_settings(inputs: Inputs | None = None) -> dict:
     """The session's settings manifest: the sidebar's inputs in the one manifest schema
     (Inputs.settings), the preset, and every page widget in the link under "widgets"."""
-    widgets = {k: _value(k) for k in url_keys()
-               if k not in sidebar_keys() and _value(k) is not None}
+    widgets = {k: v for k in url_keys()
+               if k not in sidebar_keys() and (v := _value(k)) is not None}
     return (inputs or _session_inputs()).settings(preset=st.session_state.get("preset", CUSTOM),
                                                   widgets=widgets)
 
@@ -311,7 +311,7 @@ def _value(key: str):
 def write_url() -> None:
     """Mirror the registered keys into the address bar (call at the end of a page)."""
     keys = url_keys()
-    params = {k: str(_value(k)) for k in keys if _value(k) is not None}
+    params = {k: str(v) for k in keys if (v := _value(k)) is not None}
     # a shared link's settings for pages not visited yet stay in the address until those
     # pages register (and restore) them; dropping them lost every other page's settings
     restored = st.session_state.get("_restored", set())

@@ -34,12 +34,6 @@ def shared_sidebar() -> None:
         show_error(exc)
 
 
-def settings_file() -> None:
-    """The sidebar's "Settings (JSON)", once the page has registered its settings (a no-op
-    when the page's run_page has drawn it)."""
-    state.settings_button()
-
-
 def run_page(render: Callable[[state.Inputs], None]) -> None:
     """Sidebar (unless the entrypoint drew it), then the page body; any error becomes one line
     on the page, never a traceback. A page file also runs on its own (tests)."""

@@ -446,9 +446,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if on_cpu:          # the engine keeps float32 on CPU (slow, lossy half matmuls there)
             print(f"ctxlens: --dtype {args.dtype} applies on a GPU; on the CPU this runs in "
                   "float32", file=sys.stderr)
-    for name in ("text", "next", "previous", "word"):   # as typed text is read everywhere
-        if isinstance(getattr(args, name, None), str):
-            setattr(args, name, drop_invisible(getattr(args, name)))
     _quiet_libraries()
     from engine.api import Engine
 

@@ -64,10 +64,10 @@ class WordText:
 
 
 def word_key(word: str) -> str:
-    """How a typed word is compared with a sentence's words: case ignored, and a typographic
-    apostrophe (what phones and Macs type in "don’t") the same as a straight one, since the
-    split above accepts both."""
-    return word.lower().replace("\u2019", "'")
+    """How a typed word is compared with a sentence's words: case ignored, invisible characters
+    read as absent (drop_invisible), and a typographic apostrophe (what phones and Macs type in
+    "don’t") the same as a straight one, since the split above accepts both."""
+    return drop_invisible(word).lower().replace("\u2019", "'")
 
 
 def _check(text: str, n_words: int) -> None:

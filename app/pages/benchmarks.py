@@ -147,7 +147,8 @@ def sortable(table: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     out, config = {}, {}
     for name in table.columns:
         cells = [str(c).strip() for c in table[name]]
-        found = [_NUMBER.match(c) for c in cells if c not in _MISSING]
+        matches = {c: _NUMBER.match(c) for c in cells if c not in _MISSING}
+        found = list(matches.values())
         units = {m.group("unit") for m in found if m}
         # "3 of 5" or "119.7 / 118.4" is not a number with an interval: it stays text
         aside = all((m.group("rest") or "(")[0] in "[(" for m in found if m)
@@ -156,7 +157,6 @@ def sortable(table: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
             continue
         unit = units.pop() or ""
         digits = max(len(m.group("dec") or "") for m in found)
-        matches = {c: _NUMBER.match(c) for c in cells if c not in _MISSING}
         values = [float(matches[c].group("num").replace(",", "").replace("−", "-"))
                   if c in matches else None for c in cells]
         rest = [(matches[c].group("rest") or "") if c in matches else "" for c in cells]

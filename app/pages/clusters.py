@@ -8,7 +8,7 @@ import streamlit as st
 from app import compute, export, figures, state, ui
 from app import selection as sel
 from engine.analysis import senses
-from engine.analysis.vectors import identical_groups, unit_rows
+from engine.analysis.vectors import identical_groups
 from engine.families import FAMILIES
 
 METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
@@ -72,8 +72,8 @@ def overlap_notes(inputs, model_id: str, tv, layer: int, overlaps) -> None:
     elif n > 1:
         # BERT's and GPT-2's input layer adds the word's position in the sentence: the points
         # differ a little, and a projection stretched to fill its panel makes that look large
-        unit = unit_rows(tv.vectors[0])
-        cos = float(((unit @ unit.T).sum() - n) / (n * (n - 1)))
+        sims = compute.cosine_matrix(model_id, inputs.sentences, inputs.target, inputs.pool, 0)
+        cos = float((sims.sum() - n) / (n * (n - 1)))
         if cos >= NEAR_ONE_POINT:
             st.caption(f"{tv.layer_names[0]} holds the word and its position in the sentence, "
                        f"not its context: its {n} points are nearly one vector (mean cosine "

@@ -9,7 +9,7 @@ import numpy as np
 
 from engine.corpus.index import REFINE, SENT, Manifest, _connect, layer_table
 from engine.errors import EngineError
-from engine.text import split_words, word_key
+from engine.text import split_words, to_word_text, word_key
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ def _key_is(word: str) -> str:
 def embed_word(engine, manifest: Manifest, text: str, word: str) -> tuple[np.ndarray, int]:
     """The word's vectors at the index's layers, in its sentence, with the index's model and
     pooling: ([chosen layers, dim], word position). The first occurrence, case ignored."""
-    wt = split_words(text)
+    wt = to_word_text(text)         # as the Engine reads a typed text (invisible characters out)
     low = [word_key(w) for w in wt.words]
     if word_key(word) not in low:
         raise EngineError(f"the word {word!r} is not in the text (words are matched whole, "
