@@ -9,8 +9,10 @@ PAGES = Path(__file__).resolve().parent / "app" / "pages"
 
 st.set_page_config(page_title="ctxlens", page_icon="🔎", layout="wide")
 
+CLUSTERS = st.Page(PAGES / "clusters.py", title="Polysemy clusters", url_path="polysemy",
+                   default=True)
 pages = [
-    st.Page(PAGES / "clusters.py", title="Polysemy clusters", url_path="clusters", default=True),
+    CLUSTERS,
     st.Page(PAGES / "grid.py", title="Layers side by side", url_path="grid"),
     st.Page(PAGES / "layers.py", title="Compare layers", url_path="layers"),
     st.Page(PAGES / "elmo_weights.py", title="ELMo layer weights", url_path="elmo"),
@@ -20,8 +22,14 @@ pages = [
 ]
 if (PAGES / "benchmarks.py").exists():  # owned by the benchmark work
     pages.append(st.Page(PAGES / "benchmarks.py", title="Benchmarks", url_path="benchmarks"))
+# Streamlit serves the default page at `/` only, so `/clusters` (how the other pages' addresses
+# read) said "Page not found": a hidden alias sends it to `/` with the link's settings.
+ALIAS = st.Page(lambda: None, title="Polysemy clusters", url_path="clusters", visibility="hidden")
+pages.append(ALIAS)
 
 page = st.navigation(pages)
+if page.url_path == ALIAS.url_path:
+    st.switch_page(CLUSTERS, query_params=st.query_params.to_dict())
 # The sidebar lives here, in the entrypoint, so its widgets keep their values across pages
 # (widgets created inside a page script are reset when the user switches pages).
 ui.shared_sidebar()

@@ -858,3 +858,21 @@ def test_stacked_3d_grids_stay_within_the_browsers_webgl_contexts(server, browse
     assert sum(panels) <= 15 and max(panels) == 5, titles     # 3 + 5 + 5 (was 3 + 8 + 7)
     assert 0 < scenes <= 16 and not [m for m in lost if "Too many" in m], (scenes, lost)
     page.close()
+
+
+def test_the_clusters_address_opens_the_clusters_page_with_its_link_settings(server, browser):
+    """The clusters page is the default page, which Streamlit serves at `/` only: `/clusters`
+    (its name in the menu's code, a guess from the other pages' addresses) said "Page not
+    found" and dropped the link's settings."""
+    from urllib.parse import parse_qs, urlparse
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/clusters?projection=UMAP")
+    page.wait_for_selector(".js-plotly-plot", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    assert not page.get_by_text("Page not found").count()
+    assert page.locator("h1:has-text('Polysemy clusters')").count()
+    assert urlparse(page.url).path in ("", "/"), page.url
+    query = parse_qs(urlparse(page.url).query)
+    assert query.get("projection") == ["UMAP"], page.url
+    page.close()
