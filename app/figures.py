@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import re
+import textwrap
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -43,13 +44,8 @@ def unique_labels(labels: Sequence[str]) -> list[str]:
 
 
 def _wrap(text: str, width: int = 60) -> str:
-    words, lines, cur = text.split(), [], ""
-    for w in words:
-        if len(cur) + len(w) > width:
-            lines.append(cur)
-            cur = ""
-        cur = f"{cur} {w}".strip()
-    return "<br>".join(lines + [cur])
+    return "<br>".join(textwrap.wrap(text, width, break_long_words=False,
+                                     break_on_hyphens=False))
 
 
 def projection_scatter(panels: Sequence[tuple[str, np.ndarray]], labels: Sequence[str],
@@ -309,8 +305,12 @@ def layer_grid(panels: Sequence[tuple[str, np.ndarray]], labels: Sequence[str],
     cols = max(1, min(cols, n_panels))
     rows = -(-n_panels // cols)
     specs = [[{"type": "scene" if three_d else "xy"}] * cols for _ in range(rows)]
+    titles = [_wrap(t, 12) for t, _ in panels]
+    two_lines = any("<br>" in t for t in titles)
     fig = make_subplots(rows=rows, cols=cols, specs=specs,
-                        subplot_titles=[t for t, _ in panels],
+                        # two short lines, not one long one: on a phone a row of four panels
+                        # is ~350 px wide
+                        subplot_titles=titles,
                         horizontal_spacing=0.02, vertical_spacing=min(0.12, 0.3 / rows))
     colours = _colour_map(labels)
     labels_arr = np.asarray(labels)
@@ -345,8 +345,10 @@ def layer_grid(panels: Sequence[tuple[str, np.ndarray]], labels: Sequence[str],
         fig.update_yaxes(matches="y", showticklabels=False)
     # plotly's default drag (zoom) keeps a plain click a selection; lasso and box select are
     # in the mode bar
-    fig.update_layout(title=title, height=rows * GRID_PANEL_PX + 90, legend_title_text="sense",
-                      margin=dict(l=10, r=10, t=70, b=10))
+    fig.update_layout(title=dict(text=title, y=1, yref="container", yanchor="top",
+                                 pad=dict(t=12)),
+                      height=rows * GRID_PANEL_PX + 90, legend_title_text="sense",
+                      margin=dict(l=10, r=10, t=90 if two_lines else 70, b=10))
     return fig
 
 

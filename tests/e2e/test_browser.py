@@ -876,3 +876,29 @@ def test_the_clusters_address_opens_the_clusters_page_with_its_link_settings(ser
     query = parse_qs(urlparse(page.url).query)
     assert query.get("projection") == ["UMAP"], page.url
     page.close()
+
+
+def test_layer_grid_panel_titles_do_not_run_into_each_other_on_a_phone(server, browser):
+    """At 390 px the four panels of a row are ~80 px wide and "char CNN (baseline)" ran into
+    "biLSTM 1"; the chart's own title ran off the screen."""
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.goto(f"{server}/grid?grid_all=True")
+    page.wait_for_selector("text=/'mouse', 8 points/", timeout=MODEL_WAIT_MS)
+    _settle(page, 3000)
+    charts = page.locator(".js-plotly-plot", has=page.locator(".gtitle", has_text="points"))
+    assert charts.count() >= 3
+    for c in range(3):
+        boxes = charts.nth(c).locator(".annotation-text").evaluate_all(
+            "els => els.map(e => { const r = e.getBoundingClientRect();"
+            " return [e.textContent, r.left, r.right, r.top, r.bottom]; })")
+        assert len(boxes) >= 2, boxes
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1:]:
+                same_row = a[3] < b[4] and b[3] < a[4]
+                assert not (same_row and a[1] < b[2] and b[1] < a[2]), (a, b)
+        title = charts.nth(c).locator(".gtitle").evaluate(
+            "e => { const r = e.getBoundingClientRect(); return [r.bottom, r.right]; }")
+        right = charts.nth(c).evaluate("e => e.getBoundingClientRect().right")
+        assert title[1] <= right + 1, (title, right)
+        assert all(title[0] <= b[3] for b in boxes), (title, boxes)  # above the panel titles
+    page.close()
