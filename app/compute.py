@@ -219,7 +219,7 @@ def cosine_matrix(model_id: str, sentences: tuple[str, ...], target: str, pool: 
 @engine_cached("Computing layer metrics …")
 def layer_geometry(model_id: str, sentences: tuple[str, ...], pool: str):
     encs = encodings(model_id, sentences)
-    metrics = geometry.layer_metrics(encs, pool=pool, seed=0, lowercase=False)
+    metrics = geometry.layer_metrics(encs, pool=pool, seed=0)
     words = np.concatenate([e.word_vectors(pool) for e in encs], axis=1)
     return metrics, geometry.linear_cka_matrix(words)
 

@@ -398,8 +398,8 @@ def cmd_stats(args, engine_cls) -> int:
             print(json.dumps(r))
         return 0
     print(f"{index.manifest.model} over {n:,} sentences of {index.manifest.corpus} "
-          "(value [95% CI]; self-similarity resamples the repeated words, the others "
-          "the sentences):")
+          "(value [95% CI]; a word is its exact form, as on the Compare layers page; "
+          "self-similarity resamples the repeated words, the others the sentences):")
     print(f"{'layer':<14}{'self-similarity':>28}{'intra-sentence':>28}{'anisotropy':>28}")
     for r in rows:
         cells = "".join(f"{v:>10.3f} [{lo:.3f}, {hi:.3f}]" for v, lo, hi in

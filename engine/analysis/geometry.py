@@ -43,7 +43,7 @@ class LayerMetrics:
     mev: maximum explainable variance; NaN where no word occurs twice.
     mev_baseline: MEV of equally many randomly drawn word occurrences (mostly different words),
     so an anisotropic layer's common direction is not read as a word's static embedding.
-    n_words_repeated: word types (lowercased) with >= 2 occurrences, i.e. those behind
+    n_words_repeated: word types (exact forms, unless lowercase=True) with >= 2 occurrences, i.e. those behind
     self_similarity and mev (the same for every layer, hence an int).
     replicates: with layer_metrics(n_resamples=B), bootstrap replicates [B, layers] of
     "anisotropy" and "intra_sentence" (the unit is the encoding, i.e. the sentence) and of
@@ -185,13 +185,15 @@ def _intra_sentence(raw: np.ndarray, unit: np.ndarray,
 
 def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: int = 0,
                   n_pairs: int = 1000, max_occurrences: int = 200,
-                  lowercase: bool = True, n_resamples: int = 0,
+                  lowercase: bool = False, n_resamples: int = 0,
                   resample_seed: int = RESAMPLE_SEED) -> LayerMetrics:
     """Ethayarajh (2019) statistics per layer over a set of encoded sentences.
 
-    Word identity is the lowercased word (lowercase=False: the exact surface form, under which
-    a case-sensitive context-free layer such as ELMo's char CNN has self-similarity exactly 1:
-    "The" and "the" get different char-CNN vectors); words without a letter or digit are skipped.
+    Word identity is the exact surface form, under which a case-sensitive context-free layer
+    such as ELMo's char CNN has self-similarity exactly 1 ("The" and "the" get different
+    char-CNN vectors); lowercase=True groups "The" with "the". Every caller (the Compare layers
+    page, `ctxlens stats`, bench/layers.py) uses the exact form, so their numbers agree. Words
+    without a letter or digit are skipped.
     A word seen more than `max_occurrences` times contributes a seeded random sample of
     its occurrences (this bounds the SVDs behind MEV for words like "the").
     n_resamples > 0 adds bootstrap replicates of anisotropy and intra-sentence similarity

@@ -167,6 +167,27 @@ def test_stats_give_every_layer_a_value_inside_its_interval(tiny, tmp_path):
             assert lo - 1e-9 <= getattr(metrics, key)[i] <= hi + 1e-9
 
 
+def test_stats_read_words_as_the_compare_layers_page_does_by_their_exact_form(tiny, tmp_path):
+    """`ctxlens stats` lowercased words before grouping them while the app's Compare layers
+    page (and results/geometry.md) keep the exact form: the same sentences gave two sets of
+    self-similarities, and ELMo's case-sensitive char CNN read below 1."""
+    from engine.analysis.geometry import layer_metrics
+
+    rng = np.random.default_rng(4)
+    sentences = [" ".join(w.capitalize() if rng.random() < 0.4 else w for w in s.split())
+                 for s in _corpus(50, seed=4)]
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(sentences))
+    corpus_index.build(tiny, str(src), tmp_path / "ix", progress=False)
+    metrics, n = stats(CorpusIndex(tmp_path / "ix"), sample=0)
+    encs = Engine(cache_size=0).encode(tiny, sentences)
+    exact = layer_metrics(encs, pool="mean", seed=0, lowercase=False)
+    lowered = layer_metrics(encs, pool="mean", seed=0, lowercase=True)
+    assert n == 50 and exact.n_words_repeated != lowered.n_words_repeated
+    assert metrics.n_words_repeated == exact.n_words_repeated
+    assert np.allclose(metrics.self_similarity, exact.self_similarity, atol=5e-3)
+
+
 def test_a_killed_index_run_resumes_without_duplicates_or_losses(tiny, tmp_path):
     run = killed_then_resumed(tiny, tmp_path, ["--commit-sentences", "100"])
     assert 0 < run["started_at_sentence"] < 1500

@@ -219,8 +219,8 @@ def test_case_sensitive_identity_keeps_a_case_sensitive_static_layer_at_one():
     rng = np.random.default_rng(11)
     vocab = {w: rng.normal(size=8) for s in SENTENCES for w in s}
     encs = [make_encoding(s, np.stack([np.stack([vocab[w] for w in s])])) for s in SENTENCES]
-    assert layer_metrics(encs, lowercase=False).self_similarity[0] == pytest.approx(1.0, abs=1e-12)
-    assert layer_metrics(encs).self_similarity[0] < 1.0 - 1e-6
+    assert layer_metrics(encs).self_similarity[0] == pytest.approx(1.0, abs=1e-12)  # the default
+    assert layer_metrics(encs, lowercase=True).self_similarity[0] < 1.0 - 1e-6
 
 
 def rare_coherent_frequent_noisy(n_sentences: int = 300, dim: int = 16, seed: int = 4):
