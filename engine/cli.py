@@ -71,7 +71,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="for a [MASK] with a masked LM (BERT): re-rank the head's 30 likeliest "
                          "words by the pseudo-log-likelihood of the sentence each makes (slower: "
                          "one forward pass per candidate and token)")
-    pr.add_argument("--top-k", type=int, default=10)
+    pr.add_argument("--top-k", type=int, default=10,
+                    help="how many candidates to list (default 10); a re-ranking fill (a GPT's "
+                         "blank, --rescore) ranks a fixed set of words (its method line says "
+                         "how many) and lists at most those")
     pr.add_argument("--output", help="with --input: write the JSON lines here, not to stdout")
 
     ix = sub.add_parser("index", help="embed every word of a corpus into a vector database "
@@ -286,6 +289,10 @@ def cmd_predict(args, engine_cls) -> int:
     print(json.dumps(pred.as_json(), ensure_ascii=False))
     if pred.method:       # how it was filled, and what "<UNK>" means when it is listed
         print(f"ctxlens: {pred.method}", file=sys.stderr)
+    if len(pred.candidates) < args.top_k:
+        print(f"ctxlens: {len(pred.candidates)} candidates, not {args.top_k}: this method "
+              "ranks a fixed set of words, and the probabilities are shares among them",
+              file=sys.stderr)
     return 0
 
 

@@ -135,8 +135,9 @@ class BertAdapter:
                                         "this model's head is laid out differently")
         logp = torch.log_softmax(logits.float(), dim=-1)
         rows = self._whole_words().to(logp.device)
+        # a fixed pool (as the GPT fill's): the shares do not move with top_k
         head = logp.masked_fill(~rows, float("-inf")).topk(
-            min(max(top_k, RESCORE_CANDIDATES), int(rows.sum())))
+            min(RESCORE_CANDIDATES, int(rows.sum())))
         cands = head.indices
         specials = set(self.tokenizer.all_special_ids)
         others = [i for i, t in enumerate(ids.tolist()) if i != pos and t not in specials]

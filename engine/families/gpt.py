@@ -337,7 +337,9 @@ class GPTAdapter:
         if len(left_ids) + 16 > self.max_tokens:
             raise EngineError(f"the text is too long for this model (cap {self.max_tokens} "
                               "tokens)")
-        words = self._candidate_words(left_ids, max(FILL_CANDIDATES, top_k))
+        # a fixed pool: the probabilities are shares among the candidates, so a pool that grew
+        # with top_k changed every listed word's probability with how many were asked for
+        words = self._candidate_words(left_ids, FILL_CANDIDATES)
         n_left_pool = len(words)
         if sides == "both" and self.prompt_candidates:
             words = list(dict.fromkeys(words + self._prompt_words(text, at_start)))

@@ -211,6 +211,23 @@ def test_rescoring_ranks_whole_words_by_the_filled_sentences_pseudo_likelihood(m
     assert all(c.token.isalpha() for c in pred.candidates)
 
 
+def test_rescored_probabilities_do_not_depend_on_how_many_are_listed(model_dir, monkeypatch):
+    """They are shares among the head's RESCORE_CANDIDATES words; asking for more than those
+    used to widen the pool and lower every listed word's probability (minilm-l6-mlm, "side":
+    0.564 at 5, 0.536 at 40). The tiny vocabulary has 19 whole words: a pool of 6 here."""
+    from engine.families import bert
+
+    monkeypatch.setattr(bert, "RESCORE_CANDIDATES", 6)
+    path = save_bert(model_dir / "bert-mlm")
+    engine = Engine(device="cpu")
+    text = "She sat on the river [MASK] and watched the water."
+    few = engine.predict_masked(str(path), text, top_k=3, rescore=True)
+    many = engine.predict_masked(str(path), text, top_k=15, rescore=True)
+    assert len(many.candidates) == 6 and "top 6 words" in many.method
+    assert many.candidates[:3] == few.candidates
+    assert sum(c.prob for c in many.candidates) == pytest.approx(1.0)
+
+
 def test_rescoring_is_for_masked_lms_only(model_dir):
     from tests.tiny_models import save_causal_lm
 

@@ -368,6 +368,12 @@ def test_predict_rescore_fills_a_blank_and_refuses_a_next_word(model_dir):
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     assert len(got) == 3 and all(c["token"].isalpha() for c in got)
+    # more than the method ranks: it lists those it has and says why it is fewer
+    proc = run_cli("predict", "--model", str(mlm), "--text", "the [MASK] of the river",
+                   "--rescore", "--top-k", "40", env=env)
+    got = json.loads(proc.stdout)
+    assert proc.returncode == 0 and 3 < len(got) < 40
+    assert f"ctxlens: {len(got)} candidates, not 40" in proc.stderr
     proc = run_cli("predict", "--model", str(mlm), "--next", "the bank of", "--rescore", env=env)
     assert_one_line_error(proc, "--rescore", "masked LM")
 

@@ -268,6 +268,21 @@ def test_the_fill_in_the_blank_prompt_proposes_words_the_left_context_does_not(c
     assert {c.token for c in only_left.candidates} == set(left_pool)
 
 
+def test_fill_probabilities_do_not_depend_on_how_many_are_listed(causal_lm, monkeypatch):
+    """They are shares among a fixed pool of candidates: with top_k above FILL_CANDIDATES the
+    pool grew and every listed word's probability fell (gpt-brown, "side": 0.229 at 10,
+    0.143 at 1000). The tiny vocabulary is small: a pool of 6 here."""
+    from engine.families import gpt as gpt_family
+
+    monkeypatch.setattr(gpt_family, "FILL_CANDIDATES", 6)
+    engine = Engine(device="cpu")
+    text = "The bank [MASK] rates today."
+    few = engine.predict_masked(causal_lm, text, top_k=3)
+    many = engine.predict_masked(causal_lm, text, top_k=15)
+    assert few.candidates == many.candidates[:3]
+    assert len(many.candidates) == 6 and "top 6 words" in many.method
+
+
 def test_suffixes_scored_on_a_shared_left_cache_match_whole_sequences(causal_lm):
     """The fill-a-blank fast path runs the left context once and scores a batch of suffixes of
     different lengths on its key/value cache: the same log-probabilities as whole sequences."""
