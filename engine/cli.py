@@ -255,9 +255,12 @@ def cmd_attention(args, engine_cls) -> int:
         can = ", ".join(f.label for f in FAMILIES.values() if f.can("attention"))
         raise EngineError(f"{args.model} is {fam.a_label} model: it has no attention maps "
                           f"(models that have: {can})")
+    n = enc.attentions.shape[0]
+    # attentions[i] is block i + 1's (the app's "layer i + 1"; hidden layer 0 is the embeddings)
     np.savez(out, attentions=enc.attentions, tokens=np.array(enc.tokens),
              token_to_word=enc.token_to_word, words=np.array(enc.words),
-             model=np.array(args.model))
+             model=np.array(args.model), layers=np.arange(1, n + 1, dtype=np.int64),
+             layer_names=np.array(enc.layer_names[1:n + 1]))
     print(f"wrote {out}: {enc.attentions.shape[0]} layers x {enc.attentions.shape[1]} heads x "
           f"{len(enc.tokens)} tokens", file=sys.stderr)
     return 0

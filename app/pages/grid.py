@@ -139,7 +139,8 @@ def model_grid(inputs, p: dict, opts: dict, labels: list[str]) -> None:
     for panel, l in enumerate(layers):
         for i in range(len(occ)):
             rows.append({"layer": occ.layer_names[l], "layer_index": l,
-                         "sentence": occ.sentence[i] + 1, "position": occ.position[i] + 1,
+                         # counted from 0, as `ctxlens embed` and `neighbours` count them
+                         "sentence_index": occ.sentence[i], "position": occ.position[i],
                          "word": occ.word[i], "label": plabels[i],
                          **{ax: float(proj.coords[l, i, k])
                             for k, ax in enumerate("xyz"[:opts["dims"]])}})

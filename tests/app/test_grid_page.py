@@ -6,7 +6,7 @@ from app import state
 from app import selection
 from engine.analysis import occurrences, projection
 from engine.api import Engine
-from tests.app.helpers import figure, no_failures, page
+from tests.app.helpers import exported_tables, figure, no_failures, page
 
 pytestmark = pytest.mark.usefixtures("tiny_engine")
 MOUSE = state.presets()["mouse"].sentences
@@ -37,6 +37,25 @@ def test_one_panel_per_layer_with_the_engines_aligned_projection(tiny_engine):
     for layer, pts in enumerate(panels):
         assert np.allclose(pts, expected.coords[layer], atol=1e-4)
     assert {tr["name"] for tr in fig["data"]} == {"animal", "device"}
+
+
+def test_the_csv_counts_sentences_and_word_positions_from_0_as_the_cli_does(tiny_engine,
+                                                                          monkeypatch):
+    """The grid's CSV said (sentence 1, position 5) for the word `ctxlens embed` and
+    `ctxlens neighbours` call (sentence 0, position 4), under the same column name."""
+    from engine.text import split_words
+
+    tables = exported_tables(monkeypatch)
+    at = page("grid")
+    at.query_params["grid_model"] = tiny_engine.gpt
+    at.run()
+    no_failures(at)
+    table = tables[f"grid-{tiny_engine.gpt}"]
+    assert "sentence" not in table.columns
+    first = table[table.layer_index == 0]
+    expected = [(s, [w.lower() for w in split_words(text).words].index("mouse"))
+                for s, text in enumerate(MOUSE)]
+    assert list(zip(first.sentence_index, first.position)) == expected
 
 
 def _select(at, model_id: str, sel: str, layer: int):

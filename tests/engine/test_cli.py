@@ -181,6 +181,9 @@ def test_attention_writes_row_stochastic_maps(tmp_path):
     assert att.shape[:2] == (6, 12) and att.shape[2] == att.shape[3] == len(z["tokens"])
     np.testing.assert_allclose(att.sum(-1), 1.0, atol=1e-4)
     assert z["tokens"][0] == "[CLS]" and z["token_to_word"][0] == -1
+    # which layer each map is, as the app names it (the file said nothing: 0-based or 1-based?)
+    assert z["layers"].tolist() == [1, 2, 3, 4, 5, 6]
+    assert z["layer_names"].tolist() == [f"layer {i}" for i in range(1, 7)]
 
 
 @pytest.mark.slow
