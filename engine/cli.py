@@ -102,6 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     nb.add_argument("--word", required=True)
     nb.add_argument("--layer", type=int, required=True)
     nb.add_argument("-k", type=int, default=10)
+    nb.add_argument("--occurrence", type=int, default=1, help="which appearance of --word in "
+                    "--text, counted from 1 (default 1), when it appears more than once")
     nb.add_argument("--exact", action="store_true", help="exact search instead of the ANN "
                     "index")
     nb.add_argument("--json", action="store_true", help="one JSON object a line")
@@ -370,13 +372,21 @@ def brown_output(engine, args) -> str:
 
 
 def cmd_neighbours(args, engine_cls) -> int:
-    from engine.corpus.query import CorpusIndex, neighbours
+    from engine.corpus.query import CorpusIndex, neighbours, occurrences_of
+    from engine.text import to_word_text
 
     if args.k < 1:
         raise EngineError("-k must be at least 1")
     index = CorpusIndex(args.index)
     engine = engine_cls(cache_size=0)
-    hits = neighbours(engine, index, args.text, args.word, args.layer, args.k, args.exact)
+    hits = neighbours(engine, index, args.text, args.word, args.layer, args.k, args.exact,
+                      args.occurrence)
+    at = occurrences_of(to_word_text(args.text).words, args.word)
+    if len(at) > 1:    # which one was searched for, on stderr: stdout stays the hits alone
+        print(f"ctxlens: {args.word!r} occurs {len(at)} times in the text; these are the "
+              f"neighbours of occurrence {args.occurrence} (word position "
+              f"{at[args.occurrence - 1]}, from 0); --occurrence N picks another",
+              file=sys.stderr)
     for h in hits:
         if args.json:
             print(json.dumps(h.as_json(), ensure_ascii=False))

@@ -159,15 +159,20 @@ def _key_is(word: str) -> str:
     return "key IN (" + ", ".join("'" + f.replace("'", "''") + "'" for f in forms) + ")"
 
 
-def embed_word(engine, manifest: Manifest, text: str, word: str) -> tuple[np.ndarray, int]:
+def embed_word(engine, manifest: Manifest, text: str, word: str,
+               occurrence: int = 1) -> tuple[np.ndarray, int]:
     """The word's vectors at the index's layers, in its sentence, with the index's model and
-    pooling: ([chosen layers, dim], word position). The first occurrence, case ignored."""
+    pooling: ([chosen layers, dim], word position). Its `occurrence`-th appearance (from 1),
+    case ignored."""
     wt = to_word_text(text)         # as the Engine reads a typed text (invisible characters out)
-    low = [word_key(w) for w in wt.words]
-    if word_key(word) not in low:
+    at = occurrences_of(wt.words, word)
+    if not at:
         raise EngineError(f"the word {word!r} is not in the text (words are matched whole, "
                           "ignoring case)")
-    pos = low.index(word_key(word))
+    if not 1 <= occurrence <= len(at):
+        raise EngineError(f"the word {word!r} occurs {len(at)} time(s) in the text; occurrence "
+                          f"{occurrence} does not exist (count from 1)")
+    pos = at[occurrence - 1]
     enc = engine.encode_words(manifest.model, [wt])[0]
     vectors = enc.word_vectors(manifest.pooling)
     # a manifest edited by hand, or a model id whose files changed since the build, would
@@ -180,10 +185,16 @@ def embed_word(engine, manifest: Manifest, text: str, word: str) -> tuple[np.nda
     return vectors[manifest.layers][:, pos], pos
 
 
+def occurrences_of(words, word: str) -> list[int]:
+    """Positions of `word` among `words`, matched whole, case (and apostrophe style) ignored."""
+    key = word_key(word)
+    return [i for i, w in enumerate(words) if word_key(w) == key]
+
+
 def neighbours(engine, index: CorpusIndex, text: str, word: str, layer: int, k: int = 10,
-               exact: bool = False) -> list[Hit]:
+               exact: bool = False, occurrence: int = 1) -> list[Hit]:
     index.check_layer(layer)
-    vecs, _ = embed_word(engine, index.manifest, text, word)
+    vecs, _ = embed_word(engine, index.manifest, text, word, occurrence)
     return index.search(vecs[index.manifest.layers.index(layer)], layer, k, exact)
 
 

@@ -107,6 +107,28 @@ def test_neighbours_text_and_json_output_name_the_same_position(tiny, tmp_path, 
         [line[line.index("(sentence"):line.index(")") + 1] for line in lines]
 
 
+def test_neighbours_of_a_word_that_occurs_twice_say_which_and_can_take_the_other(
+        tiny, tmp_path, capsys):
+    """It searched for the first "bank" of "... bank ... bank ..." without a word; now stderr
+    says which occurrence it was, and --occurrence 2 searches for the other."""
+    import json
+
+    from engine import cli
+
+    sentences = _corpus(30, seed=1) + ["the bank near the old bank was closed ."]
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(sentences))
+    corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0,1", progress=False)
+    args = ["neighbours", "--index", str(tmp_path / "ix"), "--text", sentences[-1], "--word",
+            "Bank", "--layer", "1", "-k", "1", "--exact", "--json"]
+    assert cli.main(args) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["position"] == 1
+    assert "occurs 2 times in the text" in out.err and "occurrence 1 (word position 1" in out.err
+    assert cli.main(args + ["--occurrence", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["position"] == 5
+
+
 def test_a_words_occurrences_at_every_layer_are_the_same_occurrences(tiny, tmp_path):
     """The Corpus page's all-layers grid: one point per occurrence in every panel, so row i
     at every layer is the same (sentence, position), with that layer's own vector."""
@@ -334,6 +356,8 @@ def _open_tables(folder, layers):
     (["index", "--corpus", "CORPUS", "--output", "OUT2", "--engine", "ray", "--ray-address",
       "127.0.0.1:1"], "no Ray cluster answers at 127.0.0.1:1"),
     (["stats", "--index", "OUT", "--sample", "-5"], "--sample is a number of sentences"),
+    (["neighbours", "--index", "OUT", "--text", "the bank by the bank .", "--word", "bank",
+      "--layer", "1", "--occurrence", "3"], "occurs 2 time(s) in the text; occurrence 3"),
     (["index", "--corpus", "DROPPED", "--output", "OUT2"],
      "corpus sentence id 3 ('the bank \\u200d river .'): this model's tokenizer drops the word"),
 ])
