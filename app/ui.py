@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 import streamlit as st
 
@@ -101,20 +101,38 @@ def md_text(text: str) -> str:
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|~<>$])", r"\\\1", text)
 
 
-def missing_target_note(target: str, missing: tuple[int, ...], n: int) -> bool:
+def missing_target_note(target: str, missing: tuple[int, ...],
+                        sentences: Sequence[str]) -> bool:
     """Say which sentences lack the target word; False when none has it."""
+    n = len(sentences)
+    hint = _inside_longer_words(target, [sentences[i] for i in missing])
     target = md_text(target)
     if not missing:
         return True
     if len(missing) == n:
         st.error(f"The target word '{target}' is in none of the sentences (words are matched "
-                 "whole, ignoring case).")
+                 f"whole, ignoring case){hint}.")
         return False
     where = ", ".join(str(i + 1) for i in missing)
     plural = "s" if len(missing) > 1 else ""
     st.warning(f"The target word '{target}' is missing from sentence{plural} {where} "
-               f"(of {n}); {'they are' if plural else 'it is'} left out.")
+               f"(of {n}); {'they are' if plural else 'it is'} left out{hint}.")
     return True
+
+
+def _inside_longer_words(target: str, sentences: Sequence[str]) -> str:
+    """" ('bank's' is one word here ...)" when the target is part of a word joined by an
+    apostrophe or a hyphen, which the models (and the word split) read as one word."""
+    from engine.text import joined_forms, split_words
+
+    found = joined_forms([w for s in sentences for w in split_words(s).words], target)
+    if not found:
+        return ""
+    listed = ", ".join(f"'{md_text(w)}'" for w in list(found)[:3])
+    if len(found) == 1:
+        return f" ({listed} is one word here: type it as the target, or split it, to include it)"
+    return (f" ({listed} are single words here: type one as the target, or split them, to "
+            "include them)")
 
 
 def repeated_target_note(target: str, repeated: tuple[int, ...]) -> None:

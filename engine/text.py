@@ -70,6 +70,14 @@ def word_key(word: str) -> str:
     return drop_invisible(word).lower().replace("\u2019", "'")
 
 
+def joined_forms(words, word: str) -> list[str]:
+    """The words (each once, in order) that hold `word` as a part joined by an apostrophe or a
+    hyphen ("bank's", "river-bank"): the split keeps them whole, so they are not `word`."""
+    key = word_key(word)
+    return list(dict.fromkeys(w for w in words if word_key(w) != key and
+                              key in (word_key(p) for p in re.split(r"['’\-]", w))))
+
+
 def _check(text: str, n_words: int) -> None:
     if not text.strip() or n_words == 0:
         raise TextError("the text is empty")

@@ -107,7 +107,7 @@ def render(inputs: state.Inputs) -> None:
         return
     model_id = models[0][1]
     tv = compute.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
-    if not ui.missing_target_note(inputs.target, tv.missing, len(inputs.sentences)):
+    if not ui.missing_target_note(inputs.target, tv.missing, inputs.sentences):
         return
     ui.repeated_target_note(inputs.target, tv.repeated)
     labels = [state.sense_labels(inputs.sentences)[r] for r in tv.rows]

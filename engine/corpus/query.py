@@ -9,7 +9,7 @@ import numpy as np
 
 from engine.corpus.index import REFINE, SENT, Manifest, _connect, layer_table
 from engine.errors import EngineError
-from engine.text import split_words, to_word_text, word_key
+from engine.text import joined_forms, split_words, to_word_text, word_key
 
 
 @dataclass(frozen=True)
@@ -167,8 +167,10 @@ def embed_word(engine, manifest: Manifest, text: str, word: str,
     wt = to_word_text(text)         # as the Engine reads a typed text (invisible characters out)
     at = occurrences_of(wt.words, word)
     if not at:
+        inside = joined_forms(wt.words, word)
         raise EngineError(f"the word {word!r} is not in the text (words are matched whole, "
-                          "ignoring case)")
+                          "ignoring case)" + (f"; {inside[0]!r} is one word here: give it as "
+                                              "--word" if inside else ""))
     if not 1 <= occurrence <= len(at):
         raise EngineError(f"the word {word!r} occurs {len(at)} time(s) in the text; occurrence "
                           f"{occurrence} does not exist (count from 1)")

@@ -106,6 +106,18 @@ def test_missing_target_word_is_named_by_sentence_number(tiny_engine):
     assert len(_scatter_points(figure(at, tiny_engine.gpt), 1)) == 4
 
 
+def test_a_target_inside_a_longer_word_is_pointed_out(tiny_engine):
+    """"the bank's branch" kept "bank's" as one word, so the sentence was reported as missing
+    'bank' with no hint why."""
+    at = page("clusters").run()
+    set_sentences(at, ["The bank is open.", "A river bank.", "The bank's door closed.",
+                       "The bank closed.", "A well-run river-bank."], "bank").run()
+    no_failures(at)
+    warning = next(w for w in messages(at)["warning"] if "missing from sentences 3, 5" in w)
+    shown = warning.replace("\\", "")                  # as the markdown renders it
+    assert "'bank's', 'river-bank' are single words here" in shown
+
+
 def test_one_sentence_asks_for_at_least_three():
     at = page("clusters").run()
     set_sentences(at, ["Your mouse likes cheese."], "mouse").run()

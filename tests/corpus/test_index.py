@@ -356,6 +356,9 @@ def _open_tables(folder, layers):
     (["index", "--corpus", "CORPUS", "--output", "OUT2", "--engine", "ray", "--ray-address",
       "127.0.0.1:1"], "no Ray cluster answers at 127.0.0.1:1"),
     (["stats", "--index", "OUT", "--sample", "-5"], "--sample is a number of sentences"),
+    (["neighbours", "--index", "OUT", "--text", "the bank's door .", "--word", "bank",
+      "--layer", "1"], "not in the text (words are matched whole, ignoring case); \"bank's\" is "
+                      "one word here: give it as --word"),
     (["neighbours", "--index", "OUT", "--text", "the bank by the bank .", "--word", "bank",
       "--layer", "1", "--occurrence", "3"], "occurs 2 time(s) in the text; occurrence 3"),
     (["index", "--corpus", "DROPPED", "--output", "OUT2"],
