@@ -5,6 +5,7 @@ fill-in-the-blank prompt proposes, and ranks them by the whole sentence (beside 
 next-word guess, and the logit lens at every layer);
 ELMo multiplies its forward LM (from the left) and backward LM (from the right), shown together
 and apart. No family is named here: a new family's row says what it can do."""
+import re
 import zlib
 
 import numpy as np
@@ -14,7 +15,7 @@ import streamlit as st
 from app import compute, export, figures, state, ui
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.families import FAMILIES
-from engine.text import MASK, split_words, word_key
+from engine.text import MASK, joined_forms, split_words, word_key
 
 
 def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
@@ -28,7 +29,10 @@ def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
     wt = split_words(inputs.sentences[pick])
     lowered = [word_key(w) for w in wt.words]
     t = word_key(inputs.target)
-    default = lowered.index(t) if t in lowered else 0
+    # the target itself, else a word that holds it joined by an apostrophe or a hyphen
+    inside = joined_forms(wt.words, inputs.target)
+    default = (lowered.index(t) if t in lowered else
+               wt.words.index(inside[0]) if inside else 0)
     # keyed by the sentence's text, not its line number: an edited line starts again from its
     # target word instead of keeping a position that now names another word (or none)
     wkey = f"pred_word_{zlib.crc32(wt.text.encode()):08x}"
@@ -47,6 +51,12 @@ def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
     st.session_state["pred_word"] = w
     c3.slider("top k", 3, 20, key=state.url_key("top_k", default=8, bounds=(3, 20)))
     start, end = wt.spans[w]
+    # "bank's" with the target "bank": only "bank" goes, so the blank keeps the 's the
+    # sentence was typed with ("The [MASK]'s door", as a CLI user would write it)
+    part = next((m for m in re.finditer(r"[^'’\-]+", wt.words[w])
+                 if word_key(m.group()) == t and word_key(wt.words[w]) != t), None)
+    if part:
+        start, end = start + part.start(), start + part.end()
     text = wt.text
     return text[:start] + MASK + text[end:], text[:start].strip(), text[end:].strip()
 

@@ -142,6 +142,19 @@ def test_the_blank_is_shown_as_typed_not_as_markdown():
     assert "The blank: The *[MASK]* is __closed__ ." in [t.value for t in at.text]
 
 
+def test_a_target_joined_to_a_clitic_is_masked_alone():
+    """"The bank's door" masked as "The [MASK] door": the 's went with the word, so the blank
+    asked for a different sentence than the one typed (a CLI user types "[MASK]'s")."""
+    at = page("predictions")
+    at.query_params.update({"sentences": "The bank's door closed .\nA river-bank .\n"
+                                         "The bank is open .", "target": "bank"})
+    at.run()
+    no_failures(at)
+    assert "The blank: The [MASK]'s door closed ." in [t.value for t in at.text]
+    at.selectbox(key="pred_sentence").set_value(1).run()
+    assert "The blank: A river-[MASK] ." in [t.value for t in at.text]
+
+
 def test_a_link_reopens_the_word_chosen_to_mask():
     """The link kept the sentence but not the word: it reopened on the target word."""
     at = page("predictions").run()
