@@ -118,12 +118,19 @@ def prepare(model_ids: list[str], sentences: tuple[str, ...]) -> None:
 class TargetVectors:
     """The target word's vectors: [layers, n, dim] for the sentences listed in `rows`."""
 
+    def occurrence_columns(self, pool: str, layer: str) -> dict:
+        """What a point is, for a CSV that has to be read without the page: the sentence and
+        word position (from 0, as `ctxlens embed` counts), model, layer and pooling."""
+        return {"sentence_index": list(self.rows), "position": list(self.positions),
+                "model": self.model_id, "layer": layer, "pooling": pool}
+
     model_id: str
     vectors: np.ndarray
     rows: tuple[int, ...]
     missing: tuple[int, ...]
     layer_names: tuple[str, ...]
     repeated: tuple[int, ...] = ()   # sentences holding the target more than once
+    positions: tuple[int, ...] = ()  # the target's word position in each of `rows`, from 0
 
 
 def find_word(words: tuple[str, ...], target: str) -> int | None:
@@ -138,7 +145,7 @@ def find_word(words: tuple[str, ...], target: str) -> int | None:
 def target_vectors(model_id: str, sentences: tuple[str, ...], target: str,
                    pool: str) -> TargetVectors:
     encs = encodings(model_id, sentences)
-    rows, missing, vecs, repeated = [], [], [], []
+    rows, missing, vecs, repeated, positions = [], [], [], [], []
     for i, enc in enumerate(encs):
         w = find_word(enc.words, target)
         if w is None:
@@ -147,10 +154,12 @@ def target_vectors(model_id: str, sentences: tuple[str, ...], target: str,
         if find_word(enc.words[w + 1:], target) is not None:
             repeated.append(i)
         rows.append(i)
+        positions.append(w)
         vecs.append(enc.word_vectors(pool)[:, w])
     names = encs[0].layer_names or tuple(f"layer {i}" for i in range(encs[0].n_layers))
     arr = np.stack(vecs, axis=1) if vecs else np.zeros((len(names), 0, 1), np.float32)
-    return TargetVectors(model_id, arr, tuple(rows), tuple(missing), names, tuple(repeated))
+    return TargetVectors(model_id, arr, tuple(rows), tuple(missing), names, tuple(repeated),
+                         tuple(positions))
 
 
 @engine_cached("Projecting …")

@@ -37,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     model_args(e)
     e.add_argument("--input", required=True, help="text file, one sentence per line")
     e.add_argument("--output", required=True, help="output .npz")
-    e.add_argument("--pool", default="mean", choices=POOLINGS)
+    e.add_argument("--pool", default="mean", choices=POOLINGS,
+                   help="how a word's sub-word tokens become one vector (default mean)")
     e.add_argument("--pretokenized", action="store_true",
                    help="take whitespace-separated tokens as the words")
     e.add_argument("--batch-size", type=int, default=32)
@@ -86,7 +87,8 @@ def _parser() -> argparse.ArgumentParser:
                     "the folder the app's Corpus page reads (CTXLENS_CACHE/indexes/"
                     "brown-MODEL[-L0-5-10])")
     ix.add_argument("--layers", default="all", help="all, or layer numbers like 0,3,6")
-    ix.add_argument("--pool", default="mean", choices=POOLINGS)
+    ix.add_argument("--pool", default="mean", choices=POOLINGS,
+                    help="how a word's sub-word tokens become one vector (default mean)")
     ix.add_argument("--engine", default="local", choices=["local", "ray"])
     ix.add_argument("--ray-address", help="join a running Ray cluster (ray start --head)")
     ix.add_argument("--workers", type=int, default=2, help="Ray actors (one model each)")

@@ -119,7 +119,8 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
     overlap_notes(inputs, model_id, tv, layer, overlaps)
     st.caption(proj.note + (f"; axes explain {sum(proj.explained):.0%} of the variance"
                             if proj.explained else ""))
-    table = pd.DataFrame({"sentence": hover, "sense": point_labels,
+    table = pd.DataFrame({**tv.occurrence_columns(inputs.pool, tv.layer_names[layer]),
+                          "sentence": hover, "sense": point_labels,
                           "x": proj.coords[layer, :, 0], "y": proj.coords[layer, :, 1]})
     settings = inputs.settings(model=model_id, layer=layer, projection=method, seed=0)
     export.figure_downloads(fig, f"clusters-{model_id}-L{layer}", table, settings)
@@ -129,7 +130,8 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
     st.plotly_chart(heat, key=f"cos-{model_id}")
     export.figure_downloads(heat, f"cosine-{model_id}-L{layer}",
                             pd.DataFrame(sims, columns=names).assign(label=names), settings)
-    meta = pd.DataFrame({"sentence": hover, "sense": point_labels})
+    meta = pd.DataFrame({"sentence_index": list(tv.rows), "position": list(tv.positions),
+                         "sentence": hover, "sense": point_labels})
     # the NPZ holds every layer ([layers, sentences, dim]), the projector file the one shown
     export.embedding_downloads({"vectors": tv.vectors}, tv.vectors[layer], meta,
                                f"{inputs.target}-{model_id}-L{layer}",

@@ -129,8 +129,8 @@ def render(inputs: state.Inputs) -> None:
                                      title=f"{model_id}: '{inputs.target}', mixed")
     st.plotly_chart(fig, key="mix-scatter")
     export.figure_downloads(fig, "elmo-mix-clusters", pd.DataFrame(
-        {"sentence": hover, "sense": labels, "x": proj.coords[0, :, 0],
-         "y": proj.coords[0, :, 1]}),
+        {**tv.occurrence_columns(inputs.pool, "scalar mix"), "sentence": hover, "sense": labels,
+         "x": proj.coords[0, :, 0], "y": proj.coords[0, :, 1]}),
         inputs.settings(model=model_id, s=s.tolist(), gamma=gamma, do_layer_norm=layer_norm))
     export.embedding_downloads({"mixed": mixed, "layers": tv.vectors}, mixed,
                                pd.DataFrame({"sentence": hover, "sense": labels}),

@@ -327,3 +327,22 @@ def test_the_cosine_tables_label_column_is_called_label(monkeypatch):
     no_failures(at)
     cos = next(t for n, t in tables.items() if n.startswith("cosine-"))
     assert "sentence" not in cos.columns and cos["label"].tolist() == list(cos.columns[:-1])
+
+
+def test_the_clusters_csv_says_what_each_point_is(monkeypatch):
+    """Its columns were sentence, sense, x, y: no word position (a repeated target?), model,
+    layer or pooling once the file left the page."""
+    from engine.text import split_words
+    from tests.app.helpers import exported_tables
+
+    tables = exported_tables(monkeypatch)
+    at = page("clusters").run()
+    no_failures(at)
+    name, table = next((n, t) for n, t in tables.items() if n.startswith("clusters-"))
+    model = name.removeprefix("clusters-").rsplit("-L", 1)[0]
+    sentences = at.sidebar.text_area(key="sentences").value.splitlines()
+    assert table.sentence_index.tolist() == list(range(len(sentences)))
+    assert table.position.tolist() == [
+        [w.lower() for w in split_words(s).words].index("mouse") for s in sentences]
+    assert set(table.model) == {model} and set(table.pooling) == {"mean"}
+    assert table.layer.nunique() == 1 and table.layer.iloc[0] != ""
