@@ -40,9 +40,17 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
             kind, text = st.session_state["_suggested"]
             (st.warning if kind == "weak" else st.caption)(text)
         table = pd.DataFrame({"sentence": inputs.sentences, "sense": labels})
+        # A keyed table keeps its edits while its values change, so its key changes only when
+        # the labels changed from outside it (a suggestion, a preset, edited sentences). Keyed
+        # by the labels themselves, each edit made a new table and the next edit, sent to the
+        # old one, was lost: every second label typed.
+        if st.session_state.get("_senses_out") != (inputs.sentences, labels):
+            st.session_state["_senses_version"] = st.session_state.get("_senses_version", 0) + 1
         edited = st.data_editor(table, disabled=["sentence"], hide_index=True,
-                                width="stretch", key=f"senses-{hash(tuple(labels))}")
+                                width="stretch",
+                                key=f"senses-{st.session_state['_senses_version']}")
         labels = [str(s) if s else state.UNLABELLED for s in edited["sense"]]
+        st.session_state["_senses_out"] = (inputs.sentences, labels)
         state.set_sense_labels(labels, inputs.sentences)
     return labels
 

@@ -902,3 +902,30 @@ def test_layer_grid_panel_titles_do_not_run_into_each_other_on_a_phone(server, b
         assert title[1] <= right + 1, (title, right)
         assert all(title[0] <= b[3] for b in boxes), (title, boxes)  # above the panel titles
     page.close()
+
+
+def test_every_sense_label_typed_in_a_row_is_kept(server, browser):
+    """The label table was keyed by its labels, so each edit made a new table and the next edit
+    went to the old one: every second label typed was silently dropped."""
+    from urllib.parse import parse_qs, urlparse
+
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{server}/")
+    page.wait_for_selector(".js-plotly-plot", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    page.get_by_text("Sense labels (edit, or let clustering suggest them)").click()
+    editor = page.locator('[data-testid="stDataFrame"]').first
+    editor.scroll_into_view_if_needed()
+    page.wait_for_timeout(1000)
+    typed = ["alpha", "beta", "gamma", "delta"]
+    for row, label in enumerate(typed):
+        box = editor.bounding_box()
+        page.mouse.dblclick(box["x"] + box["width"] - 60, box["y"] + 35 * (row + 1) + 17)
+        page.wait_for_timeout(800)
+        page.keyboard.press("Control+a")
+        page.keyboard.type(label, delay=30)
+        page.keyboard.press("Enter")
+        _settle(page, 2500)
+    labels = parse_qs(urlparse(page.url).query)["labels"][0].split("|")
+    assert labels[:4] == typed, labels
+    page.close()
