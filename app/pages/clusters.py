@@ -39,7 +39,8 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
         if st.session_state.get("_suggested"):
             kind, text = st.session_state["_suggested"]
             (st.warning if kind == "weak" else st.caption)(text)
-        table = pd.DataFrame({"sentence": inputs.sentences, "sense": labels})
+        # the column to edit first: on a phone long sentences pushed it off the right edge
+        table = pd.DataFrame({"sense": labels, "sentence": inputs.sentences})
         # A keyed table keeps its edits while its values change, so its key changes only when
         # the labels changed from outside it (a suggestion, a preset, edited sentences). Keyed
         # by the labels themselves, each edit made a new table and the next edit, sent to the

@@ -920,7 +920,7 @@ def test_every_sense_label_typed_in_a_row_is_kept(server, browser):
     typed = ["alpha", "beta", "gamma", "delta"]
     for row, label in enumerate(typed):
         box = editor.bounding_box()
-        page.mouse.dblclick(box["x"] + box["width"] - 60, box["y"] + 35 * (row + 1) + 17)
+        page.mouse.dblclick(box["x"] + 30, box["y"] + 35 * (row + 1) + 17)   # the sense column
         page.wait_for_timeout(800)
         page.keyboard.press("Control+a")
         page.keyboard.type(label, delay=30)
@@ -928,4 +928,23 @@ def test_every_sense_label_typed_in_a_row_is_kept(server, browser):
         _settle(page, 2500)
     labels = parse_qs(urlparse(page.url).query)["labels"][0].split("|")
     assert labels[:4] == typed, labels
+    page.close()
+
+
+def test_the_sense_column_to_edit_comes_first_on_a_phone(server, browser):
+    """At 390 px long sentences pushed the editable sense column off the table's right edge."""
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    long = ["A bat flew out of the dark cave just after the sun went down tonight .",
+            "He swung the heavy wooden bat as hard as he could at the fast ball .",
+            "The little bat slept upside down all day long in the old barn ."]
+    _goto(page, server, sentences="\n".join(long), target="bat")
+    page.wait_for_selector(".js-plotly-plot", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    page.get_by_text("Sense labels (edit, or let clustering suggest them)").click()
+    editor = page.locator('[data-testid="stDataFrame"]').first
+    editor.scroll_into_view_if_needed()
+    page.wait_for_timeout(1000)
+    headers = editor.evaluate("e => Array.from(e.querySelectorAll('th')).map(h => "
+                              "[h.textContent.trim(), h.getAttribute('aria-colindex')])")
+    assert ["sense", "1"] in headers, headers
     page.close()
