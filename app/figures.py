@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import re
 import textwrap
+from collections import Counter
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -50,20 +51,29 @@ def _wrap(text: str, width: int = 60) -> str:
 
 def projection_scatter(panels: Sequence[tuple[str, np.ndarray]], labels: Sequence[str],
                        hover: Sequence[str], title: str = "",
-                       overlaps: Sequence[Sequence[Sequence[int]]] = ()) -> go.Figure:
+                       overlaps: Sequence[Sequence[Sequence[int]]] = (),
+                       numbers: Sequence[int] = ()) -> go.Figure:
     """panels: (subtitle, coords [n, 2]) side by side, sharing the axes; points coloured by label.
     overlaps: per panel, groups of points with the same vector, marked "×k" where they sit (one
-    point drawn on another would otherwise hide it)."""
+    point drawn on another would otherwise hide it), with the senses under the mark when they
+    differ ("×7: 3 animal, 4 sport"), so an exported image does not read as one sense.
+    numbers: drawn beside the points (the sentence numbers), so a still image says which is
+    which."""
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[t for t, _ in panels],
                         shared_xaxes=True, shared_yaxes=True, horizontal_spacing=0.04)
     colours = _colour_map(labels)
     labels_arr = np.asarray(labels)
     for col, (_, coords) in enumerate(panels, start=1):
+        # a coinciding group's numbers would print on top of each other: its mark says it
+        grouped = {i for g in (overlaps[col - 1] if col <= len(overlaps) else ()) for i in g}
         for lab, colour in colours.items():
             idx = np.nonzero(labels_arr == lab)[0]
             fig.add_trace(go.Scatter(
-                x=coords[idx, 0], y=coords[idx, 1], mode="markers", name=lab,
-                legendgroup=lab, showlegend=col == 1,
+                x=coords[idx, 0], y=coords[idx, 1], mode="markers+text" if numbers else "markers",
+                name=lab, legendgroup=lab, showlegend=col == 1,
+                textposition="middle right", textfont=dict(size=10, color="grey"),
+                texttemplate=[("" if i in grouped else str(numbers[i])) for i in idx]
+                if numbers else None,
                 marker=dict(size=12, color=colour, line=dict(width=1, color="white")),
                 customdata=idx, text=[_wrap(hover[i]) for i in idx],
                 hovertemplate="%{text}<extra>" + lab + "</extra>"), row=1, col=col)
@@ -72,12 +82,20 @@ def projection_scatter(panels: Sequence[tuple[str, np.ndarray]], labels: Sequenc
             coords = panels[col - 1][1]
             fig.add_trace(go.Scatter(
                 x=[coords[g[0], 0] for g in groups], y=[coords[g[0], 1] for g in groups],
-                mode="text", text=[f"×{len(g)}" for g in groups], textposition="top right",
+                mode="text", text=[_overlap_mark(g, labels_arr) for g in groups],
+                textposition="top right",
                 name="same vector", showlegend=False, hoverinfo="skip"), row=1, col=col)
     fig.update_xaxes(matches="x")    # one scale for every panel: the layouts are comparable
     fig.update_layout(title=title, height=430, legend_title_text="sense",
                       margin=dict(l=10, r=10, t=60, b=10))
     return fig
+
+
+def _overlap_mark(group: Sequence[int], labels: np.ndarray) -> str:
+    counts = Counter(labels[list(group)].tolist())
+    if len(counts) == 1:
+        return f"×{len(group)}"
+    return f"×{len(group)}: " + ", ".join(f"{n} {lab}" for lab, n in counts.most_common())
 
 
 def similarity_heatmap(matrix: np.ndarray, labels: Sequence[str], title: str = "") -> go.Figure:

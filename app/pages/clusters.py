@@ -121,7 +121,8 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
     fig = figures.projection_scatter(
         [(f"{tv.layer_names[0]} (baseline)", proj.coords[0]),
          (tv.layer_names[layer], proj.coords[layer])], point_labels, hover_bold,
-        title=f"{model_id}: '{inputs.target}' in {len(tv.rows)} sentences", overlaps=overlaps)
+        title=f"{model_id}: '{inputs.target}' in {len(tv.rows)} sentences", overlaps=overlaps,
+        numbers=[r + 1 for r in tv.rows])
     st.plotly_chart(fig, key=f"scatter-{model_id}", on_select="rerun",
                     selection_mode=("points", "box", "lasso"))
     to_corpus(inputs, model_id, tv)

@@ -126,7 +126,8 @@ def render(inputs: state.Inputs) -> None:
     proj = projection.project(mixed[None], "pca")
     hover = [inputs.sentences[r] for r in tv.rows]
     fig = figures.projection_scatter([("mixed vectors (PCA)", proj.coords[0])], labels, hover,
-                                     title=f"{model_id}: '{inputs.target}', mixed")
+                                     title=f"{model_id}: '{inputs.target}', mixed",
+                                     numbers=[r + 1 for r in tv.rows])
     st.plotly_chart(fig, key="mix-scatter")
     export.figure_downloads(fig, "elmo-mix-clusters", pd.DataFrame(
         {**tv.occurrence_columns(inputs.pool, "scalar mix"), "sentence": hover, "sense": labels,

@@ -266,7 +266,8 @@ def test_coinciding_points_are_counted_and_explained(tiny_engine):
                for c in captions)
     scatter = figure(at, f"{tiny_engine.gpt}: 'crane' in 3 sentences")
     marks = [t for tr in scatter["data"] if tr.get("mode") == "text" for t in tr["text"]]
-    assert marks == ["×3", "×2"]             # baseline: all three; top layer: sentences 1, 2
+    # baseline: all three; top layer: sentences 1, 2; with the senses under each mark
+    assert marks == ["×3: 2 bird, 1 machine", "×2: 1 bird, 1 machine"]
 
 
 def test_a_restarted_app_draws_the_page_from_stored_encodings(tiny_engine, tmp_path,

@@ -32,6 +32,27 @@ def test_projection_scatter_has_a_trace_per_sense_and_panel_on_one_x_scale():
     assert [t.text for t in fig.layout.annotations] == ["layer 0", "layer 3"]
 
 
+def test_coinciding_points_of_different_senses_say_so_and_points_carry_their_numbers():
+    """An exported baseline panel showed one dot "×7" in one sense's colour: a slide read
+    "everything is sport". The mark now names the senses under it, and every point its
+    sentence number (the chart had none: which dot is which sentence?)."""
+    coords = np.zeros((4, 2))
+    coords[3] = 1.0
+    fig = figures.projection_scatter([("char CNN", coords)], ["animal", "sport", "sport", "x"],
+                                     ["s1", "s2", "s3", "s4"], overlaps=[[[0, 1, 2]]],
+                                     numbers=[1, 2, 5, 7])
+    mark = [t for t in fig.data if t.name == "same vector"][0]
+    assert list(mark.text) == ["×3: 2 sport, 1 animal"]
+    shown = {n for t in fig.data if t.name != "same vector" for n in t.texttemplate}
+    assert shown == {"", "7"}               # the three under the mark would print as one blot
+    apart = figures.projection_scatter([("L3", coords * np.arange(4)[:, None])],
+                                       ["a", "b", "b", "x"], ["s"] * 4, numbers=[1, 2, 5, 7])
+    assert {n for t in apart.data for n in t.texttemplate} == {"1", "2", "5", "7"}
+    same = figures.projection_scatter([("L0", coords)], ["a"] * 4, ["s"] * 4,
+                                      overlaps=[[[0, 1, 2]]])
+    assert list([t for t in same.data if t.name == "same vector"][0].text) == ["×3"]
+
+
 def test_attention_grid_places_every_head_of_every_layer():
     att = np.random.default_rng(0).random((3, 2, 4, 4))
     z = np.array(figures.attention_grid(att).data[0].z, dtype=float)
