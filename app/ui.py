@@ -95,6 +95,18 @@ def ready_models(inputs: state.Inputs, families: tuple[str, ...] | None = None,
     return [(f, m) for f, m in chosen_models(inputs, families) if prepared(m, inputs)]
 
 
+# Plotly's mode bar, less what the charts do not need: ten buttons a chart covered the titles
+# on a phone and made about forty Tab stops before the sidebar on the clusters page. Kept:
+# the camera, zoom, pan, box and lasso select (how points are chosen), reset.
+CHART_CONFIG = {"displaylogo": False,
+                "modeBarButtonsToRemove": ["zoomIn2d", "zoomOut2d", "autoScale2d"]}
+
+
+def plotly_chart(fig, **kwargs):
+    """st.plotly_chart with the app's mode bar."""
+    return st.plotly_chart(fig, config=CHART_CONFIG, **kwargs)
+
+
 def md_text(text: str) -> str:
     """Typed text for a message Streamlit reads as markdown, every markdown character escaped
     ("_bank_" stays "_bank_", not an italic bank)."""

@@ -56,7 +56,7 @@ def attention_views(inputs, enc) -> None:
                                           f"{enc.model_id}, layer {layer}, every head")
         else:
             fig = figures.head_view(tokens, one, idx, f"{enc.model_id}, {what}")
-        st.plotly_chart(fig, key="head-view", selection_mode="points",
+        ui.plotly_chart(fig, key="head-view", selection_mode="points",
                         on_select=lambda: focus_token(options))
         export.figure_downloads(fig, "head-view", matrix_table(one, tokens), settings)
     with tabs[1]:
@@ -67,7 +67,7 @@ def attention_views(inputs, enc) -> None:
         st.caption("Every layer (rows) and head (columns): click a thumbnail (or pick a layer "
                    "and head above) to open it in the head view and heatmap.")
         grid = figures.attention_grid(maps, [f"layer {l + 1}" for l in range(len(maps))])
-        st.plotly_chart(grid, key="model-view", selection_mode="points",
+        ui.plotly_chart(grid, key="model-view", selection_mode="points",
                         on_select=lambda: open_head(maps.shape[1]))
         export.figure_downloads(grid, "model-view", None, settings)
     with tabs[3]:
@@ -145,7 +145,7 @@ def matrix_table(m: np.ndarray, tokens) -> pd.DataFrame:
 
 
 def show(fig, name, table, settings) -> None:
-    st.plotly_chart(fig, key=name)
+    ui.plotly_chart(fig, key=name)
     export.figure_downloads(fig, name, table, settings)
 
 

@@ -123,7 +123,7 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
          (tv.layer_names[layer], proj.coords[layer])], point_labels, hover_bold,
         title=f"{model_id}: '{inputs.target}' in {len(tv.rows)} sentences", overlaps=overlaps,
         numbers=[r + 1 for r in tv.rows])
-    st.plotly_chart(fig, key=f"scatter-{model_id}", on_select="rerun",
+    ui.plotly_chart(fig, key=f"scatter-{model_id}", on_select="rerun",
                     selection_mode=("points", "box", "lasso"))
     to_corpus(inputs, model_id, tv)
     overlap_notes(inputs, model_id, tv, layer, overlaps)
@@ -137,7 +137,7 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
     sims = compute.cosine_matrix(model_id, inputs.sentences, inputs.target, inputs.pool, layer)
     names = [f"{r + 1}: {labels[r]}" for r in tv.rows]
     heat = figures.similarity_heatmap(sims, names, f"Cosine similarity, {tv.layer_names[layer]}")
-    st.plotly_chart(heat, key=f"cos-{model_id}")
+    ui.plotly_chart(heat, key=f"cos-{model_id}")
     export.figure_downloads(heat, f"cosine-{model_id}-L{layer}",
                             pd.DataFrame(sims, columns=names).assign(label=names), settings)
     meta = pd.DataFrame({"sentence_index": list(tv.rows), "position": list(tv.positions),
@@ -193,8 +193,8 @@ def separation_chart(inputs, models, labels) -> None:
         charts.append(("nearest-centroid", acc, "leave-one-out accuracy"))
     for col, (name, series, axis) in zip(st.columns(2), charts):
         fig = figures.per_layer_lines(series, name.capitalize(), axis, relative=True)
-        col.plotly_chart(fig, key=f"sep-{name}")
         with col:
+            ui.plotly_chart(fig, key=f"sep-{name}")
             table = pd.concat([pd.DataFrame({"model": m, "layer": np.arange(len(v)), name: v})
                                for m, v in series.items()])
             export.figure_downloads(fig, f"separation-{name}", table, inputs.settings())

@@ -174,7 +174,7 @@ def word_map(inputs: state.Inputs, folder: str, manifest, word: str, layer: int,
                              title=f"'{word}' in {manifest.corpus}: {len(vec):,} of {total:,} "
                                    f"occurrences, {manifest.model}", cols=1)
     fig.update_layout(height=620, legend_title_text="colour")
-    st.plotly_chart(fig, key="corpus-map", on_select="rerun",
+    ui.plotly_chart(fig, key="corpus-map", on_select="rerun",
                     selection_mode=("points", "box", "lasso"))
     st.caption(f"Coloured by {how}. Click a point for its sentence and its nearest contexts "
                "in the whole corpus.")
@@ -209,7 +209,7 @@ def grid_map(inputs: state.Inputs, folder: str, manifest, word: str, layer: int,
                                    f"occurrences at every layer, {manifest.model}")
     rows = -(-len(manifest.layers) // figures.GRID_COLS)
     fig.update_layout(height=120 + 300 * rows, legend_title_text="colour")
-    st.plotly_chart(fig, key="corpus-grid", on_select="rerun",
+    ui.plotly_chart(fig, key="corpus-grid", on_select="rerun",
                     selection_mode=("points", "box", "lasso"))
     st.caption(f"Coloured by {how}; the same {len(sids):,} occurrences in every panel "
                f"(at most {GRID_POINTS:,} here). Click a point for its sentence and its nearest "

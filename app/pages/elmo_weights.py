@@ -114,7 +114,7 @@ def render(inputs: state.Inputs) -> None:
     s, gamma, layer_norm = controls(len(tv.layer_names), tv.layer_names, tv.vectors, labels)
     weights = senses.softmax(s)
     bars = figures.mix_weights(weights, gamma, tv.layer_names)
-    st.plotly_chart(bars, key="mix-bars")
+    ui.plotly_chart(bars, key="mix-bars")
     export.figure_downloads(bars, "elmo-mix-weights", export.layer_table(
         {"s": s, "softmax_s": weights}, tv.layer_names).assign(gamma=gamma),
         inputs.settings(model=model_id, s=s.tolist(), gamma=gamma,
@@ -128,7 +128,7 @@ def render(inputs: state.Inputs) -> None:
     fig = figures.projection_scatter([("mixed vectors (PCA)", proj.coords[0])], labels, hover,
                                      title=f"{model_id}: '{inputs.target}', mixed",
                                      numbers=[r + 1 for r in tv.rows])
-    st.plotly_chart(fig, key="mix-scatter")
+    ui.plotly_chart(fig, key="mix-scatter")
     export.figure_downloads(fig, "elmo-mix-clusters", pd.DataFrame(
         {**tv.occurrence_columns(inputs.pool, "scalar mix"), "sentence": hover, "sense": labels,
          "x": proj.coords[0, :, 0], "y": proj.coords[0, :, 1]}),

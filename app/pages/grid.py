@@ -128,7 +128,7 @@ def model_grid(inputs, p: dict, opts: dict, labels: list[str]) -> None:
                              selected=chosen, found=found,
                              title=f"{model_id}: {what}, {len(occ)} points, "
                                    f"{len(layers)} of {n_layers} layers")
-    st.plotly_chart(fig, key=chart_key, on_select="rerun",
+    ui.plotly_chart(fig, key=chart_key, on_select="rerun",
                     selection_mode=("points", "box", "lasso"))
     st.caption(proj.note + (f"; axes explain {sum(proj.explained):.0%} of the variance"
                             if proj.explained else "") +
@@ -154,7 +154,7 @@ def model_grid(inputs, p: dict, opts: dict, labels: list[str]) -> None:
         else:
             anim = figures.layer_animation(panels, plabels, hover,
                                            title=f"{model_id}: {what}, layer by layer")
-            st.plotly_chart(anim, key=f"anim-{model_id}")
+            ui.plotly_chart(anim, key=f"anim-{model_id}")
             export.figure_downloads(anim, f"grid-animation-{model_id}", pd.DataFrame(rows),
                                     settings)
 
@@ -239,7 +239,7 @@ def attention(model_id: str, sentence: str, position: int, layer: int, word: str
     rows, special, words = got
     fig = figures.attention_row(words, rows.mean(axis=0), float(special.mean()), position,
                                 f"Where '{word}' attends, layer {layer} (mean of heads)")
-    st.plotly_chart(fig, key="grid-attention")
+    ui.plotly_chart(fig, key="grid-attention")
 
 
 def controls() -> dict:

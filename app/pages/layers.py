@@ -37,7 +37,7 @@ def metric_charts(inputs, results, adjusted: bool) -> None:
             title = f"{title} − baseline"
         fig = figures.per_layer_lines(series, title, axis, relative=True)
         with cols[i % 2]:
-            st.plotly_chart(fig, key=f"metric-{key}")
+            ui.plotly_chart(fig, key=f"metric-{key}")
             st.caption(meaning)
             if all(np.isnan(v).all() for v in series.values()):
                 st.caption(why_undefined(key, results, adjusted))
@@ -71,7 +71,7 @@ def cka_heatmaps(inputs, results) -> None:
         names = metrics.layer_names or [f"layer {i}" for i in range(len(cka))]
         fig = figures.matrix_heatmap(cka, names, names, model_id, "CKA", 0.0, 1.0)
         with col:
-            st.plotly_chart(fig, key=f"cka-{model_id}")
+            ui.plotly_chart(fig, key=f"cka-{model_id}")
             export.figure_downloads(fig, f"cka-{model_id}",
                                     pd.DataFrame(cka, columns=names).assign(layer=names),
                                     inputs.settings(model=model_id))

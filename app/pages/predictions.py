@@ -78,7 +78,7 @@ def prediction(kind: str, model_id: str, text: str, title: str, inputs, name: st
         return False
     table = pd.DataFrame(pred.as_json())
     fig = figures.prediction_bars(table["token"].tolist(), table["prob"].tolist(), title)
-    st.plotly_chart(fig, key=f"pred-{name}")
+    ui.plotly_chart(fig, key=f"pred-{name}")
     if pred.method:
         st.caption(pred.method)
     export.figure_downloads(fig, f"pred-{name}", table,
@@ -161,7 +161,7 @@ def logit_lens(inputs, model_id: str, prefix: str) -> None:
     shown = [[figures.visible_token(t) for t in row] for row in lens.top_tokens]
     fig = figures.matrix_heatmap(lens.top_probs, list(lens.tokens), rows, "Top next token per "
                                  "layer", "probability", 0.0, 1.0, text=shown)
-    st.plotly_chart(fig, key="logit-lens")
+    ui.plotly_chart(fig, key="logit-lens")
     # one row per (layer, position): the figure's text (the top tokens) with its colour, and
     # no column named by a token (" the" twice made two columns of one name)
     n_layers, n_tokens = np.shape(lens.top_probs)

@@ -948,3 +948,17 @@ def test_the_sense_column_to_edit_comes_first_on_a_phone(server, browser):
                               "[h.textContent.trim(), h.getAttribute('aria-colindex')])")
     assert ["sense", "1"] in headers, headers
     page.close()
+
+
+def test_charts_carry_a_short_mode_bar(server, browser):
+    """Ten mode-bar buttons a chart (and plotly's logo) covered chart titles on a phone and made
+    ~40 Tab stops before the sidebar's sentence box on the clusters page."""
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.goto(f"{server}/")
+    page.wait_for_selector(".js-plotly-plot", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    counts = page.locator(".js-plotly-plot").evaluate_all(
+        "els => els.map(e => e.querySelectorAll('.modebar-btn').length)")
+    assert counts and max(counts) <= 7, counts
+    assert not page.locator(".js-plotly-plot .modebar-btn--logo").count()
+    page.close()
