@@ -223,14 +223,14 @@ def head_view_heads(tokens: Sequence[str], att: np.ndarray, focus: int | None = 
             for i, j in zip(*np.nonzero((att[h] >= lo) & (att[h] < hi))):
                 if focus is not None and i != focus:
                     continue
-                label = f"head {h}: {tokens[i]} → {tokens[j]}: {att[h, i, j]:.3f}"
+                label = f"head {h + 1}: {tokens[i]} → {tokens[j]}: {att[h, i, j]:.3f}"
                 xs += [LINE_GAP, 1 - LINE_GAP, None]
                 ys += [y[i], y[j], None]
                 text += [label, label, None]
             if not xs:
                 continue
             fig.add_trace(go.Scatter(
-                x=xs, y=ys, mode="lines", name=f"head {h}", legendgroup=f"head {h}",
+                x=xs, y=ys, mode="lines", name=f"head {h + 1}", legendgroup=f"head {h + 1}",
                 showlegend=first, text=text, hoverinfo="text", opacity=min(1.0, 0.2 + hi * 0.8),
                 line=dict(width=1 + 4 * lo, color=colour)))
             first = False
@@ -255,12 +255,12 @@ def attention_grid(att: np.ndarray, layer_names: Sequence[str] | None = None) ->
     ly, hd = np.divmod(np.arange(layers * heads), heads)
     fig.add_trace(go.Scatter(x=hd * cell + (t - 1) / 2, y=ly * cell + (t - 1) / 2, mode="markers",
                              marker=dict(size=max(8, 3 * t), opacity=0.01, color="white"),
-                             text=[f"layer {l + 1}, head {h}: click to open" for l, h in
+                             text=[f"layer {l + 1}, head {h + 1}: click to open" for l, h in
                                    zip(ly, hd)], hoverinfo="text", showlegend=False))
     fig.update_layout(
         height=max(300, 40 * layers + 80), yaxis_autorange="reversed",
         xaxis=dict(tickvals=[h * cell + t / 2 for h in range(heads)],
-                   ticktext=[f"head {h}" for h in range(heads)]),
+                   ticktext=[f"head {h + 1}" for h in range(heads)]),
         yaxis=dict(tickvals=[l * cell + t / 2 for l in range(layers)],
                    ticktext=list(layer_names or [f"layer {l + 1}" for l in range(layers)])),
         margin=dict(l=10, r=10, t=30, b=10))

@@ -95,6 +95,11 @@ def ready_models(inputs: state.Inputs, families: tuple[str, ...] | None = None,
     return [(f, m) for f, m in chosen_models(inputs, families) if prepared(m, inputs)]
 
 
+PROJECTION_HELP = ("How vectors of hundreds of dimensions are drawn flat. PCA keeps the "
+                   "directions in which the points spread most (fast; the same every time). "
+                   "UMAP and t-SNE keep each point's nearest neighbours near it, so groups show "
+                   "more clearly, but distances between groups mean little.")
+
 # Plotly's mode bar, less what the charts do not need: ten buttons a chart covered the titles
 # on a phone and made about forty Tab stops before the sidebar on the clusters page. Kept:
 # the camera, zoom, pan, box and lasso select (how points are chosen), reset.

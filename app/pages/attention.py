@@ -19,7 +19,9 @@ def view_options(enc) -> tuple[int, int | None, bool]:
     layer = c1.slider("Layer", 1, n_layers, key="att_layer")
     average = c3.toggle("Average over heads", key=state.url_key("att_average", bool,
                                                                  default=False))
-    head = None if average else c2.selectbox("Head", list(range(n_heads)), key="att_head")
+    # counted from 1 on screen, as the layers are (the link keeps the 0-based index)
+    head = None if average else c2.selectbox("Head", list(range(n_heads)), key="att_head",
+                                             format_func=lambda h: str(h + 1))
     hide = c4.toggle("Hide special tokens", key=state.url_key("att_hide", bool, default=False),
                      help="[CLS]/[SEP]/BOS: rows are renormalised over the remaining tokens")
     return layer, head, hide
@@ -35,7 +37,7 @@ def attention_views(inputs, enc) -> None:
     tokens = [t for t, k in zip(enc.tokens, keep) if k or not hide]
     maps = shown(enc.attentions, keep, hide)                      # [L, H, T, T]
     one = maps[layer - 1].mean(axis=0) if head is None else maps[layer - 1, head]
-    what = f"layer {layer}, " + ("mean of heads" if head is None else f"head {head}")
+    what = f"layer {layer}, " + ("mean of heads" if head is None else f"head {head + 1}")
     settings = inputs.settings(model=enc.model_id, sentence=enc.text, layer=layer, head=head,
                                hide_special=hide)
     names = ["Head view", "Heatmap", "Model view", "Head statistics", "Rollout"]
@@ -104,7 +106,7 @@ def neuron_view(enc, layer: int, head: int | None, settings: dict) -> None:
     scores, attn = qk.scores(head, token), qk.attention(head, token)
     fig = figures.neuron_view(qk.tokens, qk.queries[head, token], qk.keys[head],
                               qk.products(head, token), scores, attn, token,
-                              f"{enc.model_id}, layer {layer}, head {head}: neuron view")
+                              f"{enc.model_id}, layer {layer}, head {head + 1}: neuron view")
     table = pd.DataFrame({"key_token": list(qk.tokens), "score": scores, "attention": attn})
     show(fig, "neuron-view", table, {**settings, "query_token": token})
 
@@ -129,7 +131,7 @@ def open_head(n_heads: int) -> None:
 def head_statistics(inputs, enc, settings) -> None:
     stats = compute.head_stats(enc.model_id, enc.text)
     rows = [f"layer {l + 1}" for l in range(stats.entropy.shape[0])]
-    heads = [f"head {h}" for h in range(stats.entropy.shape[1])]
+    heads = [f"head {h + 1}" for h in range(stats.entropy.shape[1])]
     for name, values, zmax, meaning in (
             ("entropy", stats.entropy, None, "bits; low = focused on few tokens"),
             ("sink share", stats.sink_share, 1.0, "attention on special tokens / the first token"),

@@ -170,6 +170,11 @@ def to_corpus(inputs, model_id: str, tv) -> None:
 
 def separation_chart(inputs, models, labels) -> None:
     st.subheader("Sense separation per layer")
+    st.caption("How well each layer keeps your senses apart. Silhouette: for each sentence, "
+               "how much closer it is to its own sense than to the nearest other one, from "
+               "−1 (mixed up) to 1 (cleanly apart). Nearest-centroid: the share of sentences "
+               "whose vector lies nearest the average of its own sense, each left out of "
+               "that average (leave-one-out).")
     if len({l for l in labels if l != state.UNLABELLED}) < 2:
         st.info("Label at least two senses (or press Suggest senses) to see separation.")
         return
@@ -209,7 +214,8 @@ def render(inputs: state.Inputs) -> None:
     models = ui.target_models(inputs)
     if not models:
         return
-    method = METHODS[st.radio("Projection", list(METHODS), horizontal=True, key=state.url_key(
+    method = METHODS[st.radio("Projection", list(METHODS), horizontal=True, help=ui.PROJECTION_HELP,
+    key=state.url_key(
         "projection", str, default="PCA", choices=METHODS))]
     labels = sense_editor(inputs, models[-1])
     tabs = st.tabs([f"{state.family_name(f)}: {m}" for f, m in models])

@@ -52,8 +52,13 @@ def controls(n_layers: int, names, vectors, labels) -> tuple[np.ndarray, float, 
                 help="Fit s and γ so the mixed vectors separate your sense labels")
     cols = st.columns(n_layers + 1)
     s = np.array([cols[j].slider(f"s for {names[j]}", -S_RANGE, S_RANGE, step=0.1,
-                                 key=s_key(j)) for j in range(n_layers)])
-    gamma = cols[-1].slider("γ", *GAMMA_RANGE, step=0.05, key="mix_gamma")
+                                 key=s_key(j),
+                                 help=f"{names[j]}'s raw weight: the mix gives each layer "
+                                      "softmax(s) of the total, so raising one s takes weight "
+                                      "from the others") for j in range(n_layers)])
+    gamma = cols[-1].slider("γ", *GAMMA_RANGE, step=0.05, key="mix_gamma",
+                            help="γ (gamma) scales the whole mixed vector; it changes lengths, "
+                                 "not directions")
     return s, float(gamma), bool(layer_norm)
 
 

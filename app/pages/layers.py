@@ -85,7 +85,10 @@ def render(inputs: state.Inputs) -> None:
     if not models:
         return
     adjusted = st.toggle("Subtract the anisotropy baseline", key=state.url_key(
-        "adjusted", bool, default=True))
+        "adjusted", bool, default=True),
+        help="In many layers any two words' vectors already point the same way (anisotropy: "
+             "the mean cosine of random word pairs). Subtracting it (Ethayarajh 2019) shows "
+             "how much more alike a word's own occurrences are than any two words.")
     results = {m: compute.layer_geometry(m, inputs.sentences, inputs.pool) for _, m in models}
     repeated = {m: r[0].n_words_repeated for m, r in results.items()}
     if not any(repeated.values()):

@@ -49,7 +49,8 @@ def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
     w = c2.selectbox("Word to mask", range(len(wt.words)), key=wkey,
                      format_func=lambda i: f"{wt.words[i]} (#{i + 1})")
     st.session_state["pred_word"] = w
-    c3.slider("top k", 3, 20, key=state.url_key("top_k", default=8, bounds=(3, 20)))
+    c3.slider("top k", 3, 20, key=state.url_key("top_k", default=8, bounds=(3, 20)),
+              help="How many of each model's likeliest words to show")
     start, end = wt.spans[w]
     # "bank's" with the target "bank": only "bank" goes, so the blank keeps the 's the
     # sentence was typed with ("The [MASK]'s door", as a CLI user would write it)

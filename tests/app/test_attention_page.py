@@ -31,13 +31,13 @@ def test_one_head_heatmap_is_the_engines_map_with_rows_summing_to_one(tiny_engin
     at = _bert(page("attention").run(), m)
     no_failures(at)
     enc = _encoding(m.bert)
-    heat = _heatmap(at, f"{m.bert}, layer 1, head 0")
+    heat = _heatmap(at, f"{m.bert}, layer 1, head 1")
     z = np.array(heat["data"][0]["z"])
     assert np.allclose(z, enc.attentions[0, 0], atol=1e-6)
     assert z.shape == (7, 7) and np.allclose(z.sum(1), 1.0, atol=1e-5)
     assert [x.replace("\u200b", "") for x in heat["data"][0]["x"]] == list(enc.tokens)
     assert heat["data"][0]["x"][0] == "[CLS]"
-    lines = figure(at, f"{m.bert}, layer 1, head 0")   # the head view comes first
+    lines = figure(at, f"{m.bert}, layer 1, head 1")   # the head view comes first
     drawn = [t for tr in lines["data"] if tr["mode"] == "lines" for t in tr["text"] if t]
     assert any(t.startswith("[CLS] → ") for t in drawn)
 
@@ -47,7 +47,7 @@ def test_hiding_special_tokens_drops_cls_and_sep_and_renormalises(tiny_engine):
     at = _bert(page("attention").run(), m)
     at.toggle(key="att_hide").set_value(True).run()
     no_failures(at)
-    heat = _heatmap(at, f"{m.bert}, layer 1, head 0")
+    heat = _heatmap(at, f"{m.bert}, layer 1, head 1")
     assert "[CLS]" not in heat["data"][0]["x"] and "[SEP]" not in heat["data"][0]["x"]
     z = np.array(heat["data"][0]["z"])
     inner = _encoding(m.bert).attentions[0, 0, 1:-1, 1:-1]
@@ -68,7 +68,7 @@ def test_average_over_heads_replaces_the_head_choice(tiny_engine):
 def test_model_view_statistics_and_rollout_are_drawn(tiny_engine):
     at = page("attention").run()
     no_failures(at)
-    grid = [f for f in figures(at) if f["layout"].get("xaxis", {}).get("ticktext", [""])[0] == "head 0"]
+    grid = [f for f in figures(at) if f["layout"].get("xaxis", {}).get("ticktext", [""])[0] == "head 1"]
     assert grid, "model view missing"
     enc = _encoding(tiny_engine.gpt)                       # the GPT is the first model offered
     prev = np.array(figure(at, "Previous-token score")["data"][0]["z"])
@@ -104,7 +104,7 @@ def test_switching_model_resets_a_token_focus_that_no_longer_exists(tiny_engine)
     at = _bert(page("attention").run(), m)
     at.selectbox(key="att_focus").set_value("6: [SEP]").run()
     no_failures(at)
-    drawn = {t for tr in figure(at, f"{m.bert}, layer 1, head 0")["data"]
+    drawn = {t for tr in figure(at, f"{m.bert}, layer 1, head 1")["data"]
              if tr["mode"] == "lines" for t in tr["text"] if t}
     assert drawn and all("[SEP]" in t for t in drawn)      # only lines from or to the focus
     at.radio(key="att_model").set_value(m.gpt).run()
@@ -120,7 +120,7 @@ def test_every_head_in_its_own_colour_with_a_legend_entry_per_head(tiny_engine):
     fig = figure(at, f"{m.bert}, layer 1, every head")
     lines = [tr for tr in fig["data"] if tr["mode"] == "lines"]
     legend = [tr["name"] for tr in lines if tr.get("showlegend")]
-    assert legend == [f"head {h}" for h in range(HEADS)]
+    assert legend == [f"head {h}" for h in range(1, HEADS + 1)]     # counted from 1, as layers
     colours = {tr["name"]: tr["line"]["color"] for tr in lines}
     assert len(set(colours.values())) == HEADS          # one colour per head
     enc = _encoding(m.bert)
@@ -136,7 +136,7 @@ def test_neuron_view_shows_the_scores_whose_softmax_is_the_heads_map(tiny_engine
     at.radio(key="att_model").set_value(getattr(m, which)).run()
     at.selectbox(key="att_query").set_value(at.selectbox(key="att_query").options[2]).run()
     no_failures(at)
-    fig = figure(at, f"{getattr(m, which)}, layer 1, head 0: neuron view")
+    fig = figure(at, f"{getattr(m, which)}, layer 1, head 1: neuron view")
     enc = _encoding(getattr(m, which))
     attention_bars = fig["data"][4]["x"]
     assert np.allclose(attention_bars, enc.attentions[0, 0, 2], atol=1e-5)

@@ -227,3 +227,19 @@ def test_the_benchmarks_page_has_the_settings_file_too(monkeypatch):
     assert not at.exception
     assert "Settings (JSON)" in [b.label for b in at.sidebar.get("download_button")]
     assert seen and seen[-1]["manifest"] == "ctxlens-settings/1"
+
+
+def test_the_terms_a_teacher_stumbled_on_have_help():
+    """Projection, the anisotropy baseline, the mix's s and γ and "top k" had no "?"; the sense
+    separation charts named silhouette and nearest-centroid without a word on either."""
+    at = app().run()
+    no_failures(at)
+    assert at.radio(key="projection").help
+    assert any("Silhouette:" in c.value and "Nearest-centroid:" in c.value for c in at.caption)
+    at.switch_page("app/pages/layers.py").run()
+    assert at.toggle(key="adjusted").help
+    at.switch_page("app/pages/elmo_weights.py").run()
+    assert at.slider(key="mix_gamma").help and all(s.help for s in at.slider
+                                                    if s.label.startswith("s for "))
+    at.switch_page("app/pages/predictions.py").run()
+    assert at.slider(key="top_k").help

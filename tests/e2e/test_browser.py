@@ -200,7 +200,7 @@ def test_explorer_in_a_real_browser(server, browser, tmp_path):
     assert "target=bat" in copied and re.search(r"layer_[^=&]+=1(&|$)", copied)
 
     for name, link, expected in (
-            ("attention", "Attention", "text=smollm2-135m, layer 1, head 0"),
+            ("attention", "Attention", "text=smollm2-135m, layer 1, head 1"),
             ("predictions", "Predictions", "text=A [MASK] flew out of the cave."),
             ("layers", "Compare layers", "text=Anisotropy baseline"),
             ("elmo", "ELMo layer weights", "h1:has-text('ELMo layer weights')")):
