@@ -119,9 +119,12 @@ def md_text(text: str) -> str:
 
 
 def missing_target_note(target: str, missing: tuple[int, ...],
-                        sentences: Sequence[str]) -> bool:
-    """Say which sentences lack the target word; False when none has it."""
+                        sentences: Sequence[str], warn: bool = True) -> bool:
+    """Say which sentences lack the target word; False when none has it. warn=False: only the
+    error when none has it (a page that says which are missing once, above its model tabs)."""
     n = len(sentences)
+    if not warn and len(missing) < n:
+        return True
     hint = _inside_longer_words(target, [sentences[i] for i in missing])
     target = md_text(target)
     if not missing:
@@ -138,18 +141,25 @@ def missing_target_note(target: str, missing: tuple[int, ...],
 
 
 def _inside_longer_words(target: str, sentences: Sequence[str]) -> str:
-    """" ('bank's' is one word here ...)" when the target is part of a word joined by an
-    apostrophe or a hyphen, which the models (and the word split) read as one word."""
-    from engine.text import joined_forms, split_words
+    """" ('Bats' is another word here ...)" when the target is part of a word joined by an
+    apostrophe or a hyphen ("bank's", which the models and the word split read as one word)
+    or carries an ending ("Bats"): the sentence has it, just not as a whole word."""
+    from engine.text import joined_forms, split_words, word_key
 
-    found = joined_forms([w for s in sentences for w in split_words(s).words], target)
+    words = [w for s in sentences for w in split_words(s).words]
+    key = word_key(target)
+    # the target joined to another word, or with an ending ("bats", "batting")
+    found = list(dict.fromkeys(joined_forms(words, target) + [
+        w for w in words if word_key(w).startswith(key) and word_key(w) != key
+        and word_key(w)[len(key):].isalpha()]))
     if not found:
         return ""
     listed = ", ".join(f"'{md_text(w)}'" for w in list(found)[:3])
     if len(found) == 1:
-        return f" ({listed} is one word here: type it as the target, or split it, to include it)"
-    return (f" ({listed} are single words here: type one as the target, or split them, to "
-            "include them)")
+        return (f" ({listed} is another word here: words are matched whole, so type it as the "
+                "target, or edit the sentence, to include it)")
+    return (f" ({listed} are other words here: words are matched whole, so type one as the "
+            "target, or edit the sentences, to include them)")
 
 
 def repeated_target_note(target: str, repeated: tuple[int, ...]) -> None:

@@ -10,6 +10,7 @@ from app import selection as sel
 from engine.analysis import senses
 from engine.analysis.vectors import identical_groups
 from engine.families import FAMILIES
+from engine.text import split_words
 
 METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
 
@@ -102,7 +103,7 @@ def overlap_notes(inputs, model_id: str, tv, layer: int, overlaps) -> None:
 
 def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None:
     tv = compute.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
-    if not ui.missing_target_note(inputs.target, tv.missing, inputs.sentences):
+    if not ui.missing_target_note(inputs.target, tv.missing, inputs.sentences, warn=False):
         return None
     ui.repeated_target_note(inputs.target, tv.repeated)
     proj = compute.project(model_id, inputs.sentences, inputs.target, inputs.pool, method)
@@ -214,10 +215,15 @@ def render(inputs: state.Inputs) -> None:
     models = ui.target_models(inputs)
     if not models:
         return
-    method = METHODS[st.radio("Projection", list(METHODS), horizontal=True, help=ui.PROJECTION_HELP,
-    key=state.url_key(
+    method = METHODS[st.radio("Projection", list(METHODS), horizontal=True,
+                                 help=ui.PROJECTION_HELP, key=state.url_key(
         "projection", str, default="PCA", choices=METHODS))]
     labels = sense_editor(inputs, models[-1])
+    # once above the tabs, not once in each (the words are split alike for every model)
+    missing = tuple(i for i, s in enumerate(inputs.sentences)
+                    if compute.find_word(split_words(s).words, inputs.target) is None)
+    if not ui.missing_target_note(inputs.target, missing, inputs.sentences):
+        return
     tabs = st.tabs([f"{state.family_name(f)}: {m}" for f, m in models])
     shown = []
     for tab, (family, model_id) in zip(tabs, models):

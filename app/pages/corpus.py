@@ -307,8 +307,8 @@ def render(inputs: state.Inputs) -> None:
     if st.session_state.get(key) not in manifest.layers:   # another index opened: its top
         st.session_state[key] = manifest.layers[-1]        # layer, not its first (char CNN)
     layer = c2.select_slider("Layer", manifest.layers, key=key)
-    method = METHODS[c3.radio("Projection", list(METHODS), horizontal=True, help=ui.PROJECTION_HELP,
-    key=state.url_key(
+    method = METHODS[c3.radio("Projection", list(METHODS), horizontal=True,
+                                 help=ui.PROJECTION_HELP, key=state.url_key(
         "corpus_projection", str, default="PCA", choices=METHODS))]
     with st.expander("Colour by your own sense labels (keywords in the sentence)"):
         spec = st.text_area("One label a line: label: keyword, keyword", key=state.url_key(

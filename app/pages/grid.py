@@ -244,8 +244,8 @@ def attention(model_id: str, sentence: str, position: int, layer: int, word: str
 
 def controls() -> dict:
     c = st.columns([2, 2, 1, 1, 1])
-    method = METHODS[c[0].radio("Projection", list(METHODS), horizontal=True, help=ui.PROJECTION_HELP,
-    key=state.url_key(
+    method = METHODS[c[0].radio("Projection", list(METHODS), horizontal=True,
+                                 help=ui.PROJECTION_HELP, key=state.url_key(
         "grid_projection", str, default="PCA", choices=METHODS))]
     scope = SCOPES[c[1].radio("Points", list(SCOPES), horizontal=True, key=state.url_key(
         "grid_points", str, default="the target word", choices=SCOPES))]
