@@ -133,8 +133,8 @@ def model_grid(inputs, p: dict, opts: dict, labels: list[str]) -> None:
     st.caption(proj.note + (f"; axes explain {sum(proj.explained):.0%} of the variance"
                             if proj.explained else "") +
                ". Click a point or lasso several (with \"Clicks add\" on, each click adds a "
-               "point or takes it out): every panel and model rings them and the side panel "
-               "reads them.")
+               "point or takes it out): every panel and model rings them and the Selection "
+               "panel reads them.")
     rows = []
     for panel, l in enumerate(layers):
         for i in range(len(occ)):
