@@ -11,7 +11,7 @@ from engine.families import FAMILIES
 
 
 def view_options(enc) -> tuple[int, int | None, bool]:
-    c1, c2, c3, c4 = st.columns(4)
+    c1, c2, c3, c4 = st.columns([1, 0.8, 1.1, 1.1])   # the toggles' labels whole at 768 px
     n_layers, n_heads = enc.attentions.shape[:2]
     for key, top, low in (("att_layer", n_layers, 1), ("att_head", n_heads - 1, 0)):
         state.url_key(key, default=low)
@@ -47,7 +47,7 @@ def attention_views(inputs, enc) -> None:
         options = ["(all)"] + [f"{i}: {t}" for i, t in enumerate(tokens)]
         if st.session_state.get("att_focus") not in options:   # another sentence or model
             st.session_state["att_focus"] = "(all)"
-        c1, c2 = st.columns([3, 1])
+        c1, c2 = st.columns([2, 1])
         focus = c1.selectbox("Focus on token", options, key="att_focus",
                              help="or click a token in the view; click it again for all")
         every = c2.toggle("Every head, one colour each", key=state.url_key(

@@ -243,7 +243,8 @@ def attention(model_id: str, sentence: str, position: int, layer: int, word: str
 
 
 def controls() -> dict:
-    c = st.columns([2, 2, 1, 1, 1])
+    # widths that keep every label whole down to a tablet's 768 px
+    c = st.columns([2, 2, 0.8, 1, 1.6])
     method = METHODS[c[0].radio("Projection", list(METHODS), horizontal=True,
                                  help=ui.PROJECTION_HELP, key=state.url_key(
         "grid_projection", str, default="PCA", choices=METHODS))]
@@ -253,7 +254,7 @@ def controls() -> dict:
     show_labels = c[3].toggle("Labels", key=state.url_key("grid_labels", bool, default=False))
     stack = c[4].toggle("All models", key=state.url_key("grid_all", bool, default=False),
                         help="One grid per chosen model, one under another")
-    d = st.columns([1, 2, 1, 1])
+    d = st.columns([1, 1.5, 1.6, 1.2])
     every = d[0].number_input("Every k-th layer (0: auto)", 0, 32, key=state.url_key(
         "grid_every", int, default=0, bounds=(0, 32)), help=f"auto keeps a grid to {MAX_PANELS} panels")
     find = d[1].text_input("Find a word", key=state.url_key("grid_find", str, default=""),

@@ -116,7 +116,7 @@ def model_column(inputs, family_name: str, model_id: str | None, masked: str, pr
         if model_id is not None:
             st.markdown(f"**{fam.label} · {model_id}** — fills the blank")
             rescore = st.toggle(
-                "Re-rank by the whole sentence", key=state.url_key("pred_rescore", kind=bool,
+                "Re-rank by sentence", key=state.url_key("pred_rescore", kind=bool,
                                                                    default=False),
                 help="The head's 30 likeliest words, each put in the blank and ranked by how "
                      "likely the model finds the whole sentence then (pseudo-log-likelihood, "

@@ -430,7 +430,7 @@ def test_next_word_pieces_read_as_words_or_marked_continuations(server, browser)
 
 
 def test_the_rescore_toggle_redraws_the_masked_lm_and_travels_in_the_link(server, browser):
-    """The Predictions page's "Re-rank by the whole sentence" toggle: the masked LM's chart is
+    """The Predictions page's "Re-rank by sentence" toggle: the masked LM's chart is
     redrawn from the re-scored fill (its caption names the method), the address carries the
     choice, and a page opened from that address starts with it on."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -440,7 +440,7 @@ def test_the_rescore_toggle_redraws_the_masked_lm_and_travels_in_the_link(server
     titled.first.wait_for(timeout=MODEL_WAIT_MS)
     _settle(page)
     plain = titled.first.locator(".ytick text").all_text_contents()
-    page.get_by_text("Re-rank by the whole sentence", exact=True).click()
+    page.get_by_text("Re-rank by sentence", exact=True).click()
     reranked = page.locator(".js-plotly-plot").filter(
         has=page.locator(".gtitle", has_text="Masked LM, re-ranked")).first
     reranked.wait_for(timeout=MODEL_WAIT_MS)
@@ -961,4 +961,22 @@ def test_charts_carry_a_short_mode_bar(server, browser):
         "els => els.map(e => e.querySelectorAll('.modebar-btn').length)")
     assert counts and max(counts) <= 7, counts
     assert not page.locator(".js-plotly-plot .modebar-btn--logo").count()
+    page.close()
+
+
+ELLIPSIZED = """() => Array.from(document.querySelectorAll('[data-testid="stMain"] label *'))
+  .filter(e => e.offsetParent && e.textContent.trim() && e.scrollWidth > e.clientWidth + 1
+               && getComputedStyle(e).textOverflow === 'ellipsis')
+  .map(e => e.textContent.trim())"""
+
+
+@pytest.mark.parametrize("path", ["grid", "attention", "predictions"])
+def test_control_labels_are_not_cut_short_on_a_tablet(server, browser, path):
+    """At 768 px "All models", "Isolate selection", "Hide special tokens", "Every head, one
+    colour each" and "Re-rank by the whole sentence" (now "Re-rank by sentence") ended in "…"."""
+    page = browser.new_page(viewport={"width": 768, "height": 1024})
+    page.goto(f"{server}/{path}")
+    page.wait_for_selector(".js-plotly-plot", timeout=MODEL_WAIT_MS)
+    _settle(page, 3000)
+    assert page.evaluate(ELLIPSIZED) == []
     page.close()
