@@ -25,7 +25,7 @@ from engine.families import FAMILIES
 from engine.registry import availability, family_of_dir
 from engine.registry import default_model as registry_default
 from engine.result import Encoding
-from engine.text import word_key
+from engine.text import split_words, word_key
 
 
 
@@ -118,11 +118,15 @@ def prepare(model_ids: list[str], sentences: tuple[str, ...]) -> None:
 class TargetVectors:
     """The target word's vectors: [layers, n, dim] for the sentences listed in `rows`."""
 
+    def index_columns(self) -> dict:
+        """Which occurrence each point is: its sentence and word position, from 0 (as
+        `ctxlens neighbours` counts them)."""
+        return {"sentence_index": list(self.rows), "position": list(self.positions)}
+
     def occurrence_columns(self, pool: str, layer: str) -> dict:
-        """What a point is, for a CSV that has to be read without the page: the sentence and
-        word position (from 0, as `ctxlens embed` counts), model, layer and pooling."""
-        return {"sentence_index": list(self.rows), "position": list(self.positions),
-                "model": self.model_id, "layer": layer, "pooling": pool}
+        """What a point is, for a CSV that has to be read without the page: index_columns,
+        model, layer and pooling."""
+        return {**self.index_columns(), "model": self.model_id, "layer": layer, "pooling": pool}
 
     model_id: str
     vectors: np.ndarray
@@ -139,6 +143,13 @@ def find_word(words: tuple[str, ...], target: str) -> int | None:
         if word_key(w) == t:
             return i
     return None
+
+
+def target_missing(sentences: tuple[str, ...], target: str) -> tuple[int, ...]:
+    """The sentences without the target as a whole word, read without a model (every model's
+    words are split alike, so a page can say it once)."""
+    return tuple(i for i, s in enumerate(sentences)
+                 if find_word(split_words(s).words, target) is None)
 
 
 @engine_cached()

@@ -9,7 +9,7 @@ import streamlit as st
 
 from app import compute, state
 from engine.errors import EngineError
-from engine.text import TextError
+from engine.text import TextError, joined_forms, split_words, word_key
 
 
 def one_line(exc: BaseException) -> str:
@@ -140,26 +140,39 @@ def missing_target_note(target: str, missing: tuple[int, ...],
     return True
 
 
+# endings that make another form of the same word ("bats", "batted", "batting"), not any
+# longer word ("bath", "diet")
+ENDINGS = ("s", "es", "d", "ed", "ing", "er", "ers")
+
+
+def _with_ending(word: str, key: str) -> bool:
+    w = word_key(word)
+    rest = w[len(key):]
+    return (w.startswith(key) and bool(rest) and
+            (rest in ENDINGS or (rest[0] == key[-1:] and rest[1:] in ENDINGS)))
+
+
 def _inside_longer_words(target: str, sentences: Sequence[str]) -> str:
     """" ('Bats' is another word here ...)" when the target is part of a word joined by an
     apostrophe or a hyphen ("bank's", which the models and the word split read as one word)
     or carries an ending ("Bats"): the sentence has it, just not as a whole word."""
-    from engine.text import joined_forms, split_words, word_key
-
-    words = [w for s in sentences for w in split_words(s).words]
     key = word_key(target)
-    # the target joined to another word, or with an ending ("bats", "batting")
-    found = list(dict.fromkeys(joined_forms(words, target) + [
-        w for w in words if word_key(w).startswith(key) and word_key(w) != key
-        and word_key(w)[len(key):].isalpha()]))
+    found: dict[str, str] = {}
+    n_sentences = 0
+    for sentence in sentences:
+        words = split_words(sentence).words
+        hits = joined_forms(words, target) + [w for w in words if _with_ending(w, key)]
+        for w in hits:
+            found.setdefault(word_key(w), w)
+        n_sentences += bool(hits)
     if not found:
         return ""
-    listed = ", ".join(f"'{md_text(w)}'" for w in list(found)[:3])
-    if len(found) == 1:
-        return (f" ({listed} is another word here: words are matched whole, so type it as the "
-                "target, or edit the sentence, to include it)")
-    return (f" ({listed} are other words here: words are matched whole, so type one as the "
-            "target, or edit the sentences, to include them)")
+    listed = ", ".join(f"'{md_text(w)}'" for w in list(found.values())[:3])
+    what = "is another word" if len(found) == 1 else "are other words"
+    which = "it" if len(found) == 1 else "one"
+    edit = "the sentence, to include it" if n_sentences == 1 else "the sentences, to include them"
+    return (f" ({listed} {what} here: words are matched whole, so type {which} as the target, "
+            f"or edit {edit})")
 
 
 def repeated_target_note(target: str, repeated: tuple[int, ...]) -> None:

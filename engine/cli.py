@@ -264,7 +264,8 @@ def cmd_attention(args, engine_cls) -> int:
     np.savez(out, attentions=enc.attentions, tokens=np.array(enc.tokens),
              token_to_word=enc.token_to_word, words=np.array(enc.words),
              model=np.array(args.model), layers=np.arange(1, n + 1, dtype=np.int64),
-             layer_names=np.array(enc.layer_names[1:n + 1]))
+             layer_names=np.array(enc.layer_names[1:n + 1] or
+                                  [f"layer {i}" for i in range(1, n + 1)]))
     print(f"wrote {out}: {enc.attentions.shape[0]} layers x {enc.attentions.shape[1]} heads x "
           f"{len(enc.tokens)} tokens", file=sys.stderr)
     return 0
@@ -296,10 +297,11 @@ def cmd_predict(args, engine_cls) -> int:
     print(json.dumps(pred.as_json(), ensure_ascii=False))
     if pred.method:       # how it was filled, and what "<UNK>" means when it is listed
         print(f"ctxlens: {pred.method}", file=sys.stderr)
-    if len(pred.candidates) < args.top_k:
-        print(f"ctxlens: {len(pred.candidates)} candidates, not {args.top_k}: this method "
-              "ranks a fixed set of words, and the probabilities are shares among them",
-              file=sys.stderr)
+    if pred.pool and len(pred.candidates) < args.top_k:
+        n = len(pred.candidates)
+        print(f"ctxlens: {n} candidate{'s' if n != 1 else ''}, not {args.top_k}: this method "
+              f"ranks a fixed set of {pred.pool} words, and the probabilities are shares among "
+              "them", file=sys.stderr)
     return 0
 
 

@@ -120,6 +120,9 @@ class Prediction:
     context: str
     candidates: tuple[Candidate, ...]
     method: str = ""
+    # how many words a re-ranking method ranked (its probabilities are shares among them);
+    # 0 when the model scored its whole vocabulary
+    pool: int = 0
 
     def __post_init__(self) -> None:
         probs = [c.prob for c in self.candidates]

@@ -38,8 +38,9 @@ def attention_views(inputs, enc) -> None:
     maps = shown(enc.attentions, keep, hide)                      # [L, H, T, T]
     one = maps[layer - 1].mean(axis=0) if head is None else maps[layer - 1, head]
     what = f"layer {layer}, " + ("mean of heads" if head is None else f"head {head + 1}")
-    settings = inputs.settings(model=enc.model_id, sentence=enc.text, layer=layer, head=head,
-                               hide_special=hide)
+    # layer and head as the page numbers them, from 1 (None: the mean of the heads)
+    settings = inputs.settings(model=enc.model_id, sentence=enc.text, layer=layer,
+                               head=None if head is None else head + 1, hide_special=hide)
     names = ["Head view", "Heatmap", "Model view", "Head statistics", "Rollout"]
     neurons = FAMILIES[enc.family].can("query_key")
     tabs = st.tabs(names + (["Neuron view"] if neurons else []))

@@ -10,7 +10,6 @@ from app import selection as sel
 from engine.analysis import senses
 from engine.analysis.vectors import identical_groups
 from engine.families import FAMILIES
-from engine.text import split_words
 
 METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
 
@@ -52,8 +51,11 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
                                 width="stretch",
                                 key=f"senses-{st.session_state['_senses_version']}")
         labels = [str(s) if s else state.UNLABELLED for s in edited["sense"]]
-        st.session_state["_senses_out"] = (inputs.sentences, labels)
         state.set_sense_labels(labels, inputs.sentences)
+        # as the next run reads them back (stripped, "|" as "/"), or a label typed with a
+        # trailing space would read as changed from outside and drop the next edit
+        st.session_state["_senses_out"] = (inputs.sentences,
+                                           state.sense_labels(inputs.sentences))
     return labels
 
 
@@ -141,8 +143,7 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
     ui.plotly_chart(heat, key=f"cos-{model_id}")
     export.figure_downloads(heat, f"cosine-{model_id}-L{layer}",
                             pd.DataFrame(sims, columns=names).assign(label=names), settings)
-    meta = pd.DataFrame({"sentence_index": list(tv.rows), "position": list(tv.positions),
-                         "sentence": hover, "sense": point_labels})
+    meta = pd.DataFrame({**tv.index_columns(), "sentence": hover, "sense": point_labels})
     # the NPZ holds every layer ([layers, sentences, dim]), the projector file the one shown
     export.embedding_downloads({"vectors": tv.vectors}, tv.vectors[layer], meta,
                                f"{inputs.target}-{model_id}-L{layer}",
@@ -220,8 +221,7 @@ def render(inputs: state.Inputs) -> None:
         "projection", str, default="PCA", choices=METHODS))]
     labels = sense_editor(inputs, models[-1])
     # once above the tabs, not once in each (the words are split alike for every model)
-    missing = tuple(i for i, s in enumerate(inputs.sentences)
-                    if compute.find_word(split_words(s).words, inputs.target) is None)
+    missing = compute.target_missing(inputs.sentences, inputs.target)
     if not ui.missing_target_note(inputs.target, missing, inputs.sentences):
         return
     tabs = st.tabs([f"{state.family_name(f)}: {m}" for f, m in models])

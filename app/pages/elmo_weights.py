@@ -139,7 +139,8 @@ def render(inputs: state.Inputs) -> None:
          "x": proj.coords[0, :, 0], "y": proj.coords[0, :, 1]}),
         inputs.settings(model=model_id, s=s.tolist(), gamma=gamma, do_layer_norm=layer_norm))
     export.embedding_downloads({"mixed": mixed, "layers": tv.vectors}, mixed,
-                               pd.DataFrame({"sentence": hover, "sense": labels}),
+                               pd.DataFrame({**tv.index_columns(), "sentence": hover,
+                                             "sense": labels}),
                                f"{inputs.target}-{model_id}-mix",
                                info={"model": model_id, "target": inputs.target,
                                      "pooling": inputs.pool, "layers": list(tv.layer_names),

@@ -52,12 +52,13 @@ def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
     c3.slider("top k", 3, 20, key=state.url_key("top_k", default=8, bounds=(3, 20)),
               help="How many of each model's likeliest words to show")
     start, end = wt.spans[w]
-    # "bank's" with the target "bank": only "bank" goes, so the blank keeps the 's the
-    # sentence was typed with ("The [MASK]'s door", as a CLI user would write it)
-    part = next((m for m in re.finditer(r"[^'’\-]+", wt.words[w])
-                 if word_key(m.group()) == t and word_key(wt.words[w]) != t), None)
-    if part:
-        start, end = start + part.start(), start + part.end()
+    # "bank's" chosen for the target "bank" (not there whole): only "bank" goes, so the blank
+    # keeps the 's the sentence was typed with ("The [MASK]'s door", as a CLI user writes
+    # it). Only a part that starts the word: after a hyphen ("river-[MASK]") a GPT's fill
+    # would score "river- water"; a word the user picks is masked whole.
+    stem = re.match(r"[^'’\-]+", wt.words[w])
+    if w == default and t not in lowered and stem and word_key(stem.group()) == t:
+        end = start + stem.end()
     text = wt.text
     return text[:start] + MASK + text[end:], text[:start].strip(), text[end:].strip()
 

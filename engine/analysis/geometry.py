@@ -43,8 +43,8 @@ class LayerMetrics:
     mev: maximum explainable variance; NaN where no word occurs twice.
     mev_baseline: MEV of equally many randomly drawn word occurrences (mostly different words),
     so an anisotropic layer's common direction is not read as a word's static embedding.
-    n_words_repeated: word types (exact forms, unless lowercase=True) with >= 2 occurrences, i.e. those behind
-    self_similarity and mev (the same for every layer, hence an int).
+    n_words_repeated: word types (exact forms, unless lowercase=True) with >= 2 occurrences,
+    i.e. those behind self_similarity and mev (the same for every layer, hence an int).
     replicates: with layer_metrics(n_resamples=B), bootstrap replicates [B, layers] of
     "anisotropy" and "intra_sentence" (the unit is the encoding, i.e. the sentence) and of
     "self_similarity", "mev" and "mev_baseline" (the unit is the repeated word);

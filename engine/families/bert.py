@@ -166,7 +166,8 @@ class BertAdapter:
         return Prediction(self.model_id, "masked", text.text,
                           tuple(Candidate(w, float(share[k])) for w, k in zip(words, best.tolist())),
                           method=f"MLM head's top {len(cands)} words, re-ranked by the "
-                                 "pseudo-log-likelihood of the sentence each makes")
+                                 "pseudo-log-likelihood of the sentence each makes",
+                          pool=len(cands))
 
     def predict_next(self, text: WordText, top_k: int = 10) -> Prediction:
         raise UnsupportedPrediction("BERT models are bidirectional and cannot predict the next "

@@ -372,7 +372,7 @@ class GPTAdapter:
                       "sentence")
         return Prediction(self.model_id, "masked", text.text,
                           tuple(Candidate(words[k], float(share[k])) for k in best),
-                          method=method)
+                          method=method, pool=len(words))
 
     def predict_previous(self, text: WordText, top_k: int = 10) -> Prediction:
         raise UnsupportedPrediction("GPT models read left to right and cannot predict the "

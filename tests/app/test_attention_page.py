@@ -170,3 +170,21 @@ def test_a_negative_sentence_in_the_link_shows_the_first():
     at.run()
     no_failures(at)
     assert at.selectbox(key="att_sentence").value == 0
+
+
+def test_the_exported_settings_number_the_head_as_the_page_does(tiny_engine, monkeypatch):
+    """The titles say "head 1" for the first head; the settings file beside them said 0."""
+    from app import export
+
+    seen = {}
+    real = export.figure_downloads
+
+    def record(fig, name, table=None, settings=None):
+        seen[name] = settings
+        return real(fig, name, table, settings)
+
+    monkeypatch.setattr(export, "figure_downloads", record)
+    at = _bert(page("attention").run(), tiny_engine)
+    no_failures(at)
+    heads = {s["head"] for s in seen.values() if s and "head" in s}
+    assert heads == {1} and figure(at, f"{tiny_engine.bert}, layer 1, head 1")

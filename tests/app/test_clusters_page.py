@@ -360,3 +360,16 @@ def test_the_clusters_csv_says_what_each_point_is(monkeypatch):
         [w.lower() for w in split_words(s).words].index("mouse") for s in sentences]
     assert set(table.model) == {model} and set(table.pooling) == {"mean"}
     assert table.layer.nunique() == 1 and table.layer.iloc[0] != ""
+
+
+def test_only_forms_of_the_target_are_named_as_other_words():
+    """The hint named any longer word: 'bath' and 'Batteries' for 'bat', 'diet' for 'die'."""
+    from app.ui import _inside_longer_words
+
+    hint = _inside_longer_words("bat", ["I took a bath .", "Bats fly and bats sleep .",
+                                        "The batteries died .", "He batted well ."])
+    assert "'Bats', 'batted' are other words here" in hint
+    assert "bath" not in hint and "batteries" not in hint and "the sentences, to" in hint
+    assert _inside_longer_words("die", ["A healthy diet ."]) == ""
+    one = _inside_longer_words("bank", ["The bank's door .", "A bank's loan ."])
+    assert "'bank's' is another word here" in one and "edit the sentences, to include them" in one

@@ -151,8 +151,9 @@ def test_a_target_joined_to_a_clitic_is_masked_alone():
     at.run()
     no_failures(at)
     assert "The blank: The [MASK]'s door closed ." in [t.value for t in at.text]
+    # after a hyphen the whole word goes: a GPT fills a blank as a word of its own
     at.selectbox(key="pred_sentence").set_value(1).run()
-    assert "The blank: A river-[MASK] ." in [t.value for t in at.text]
+    assert "The blank: A [MASK] ." in [t.value for t in at.text]
 
 
 def test_a_link_reopens_the_word_chosen_to_mask():
