@@ -50,7 +50,9 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
         edited = st.data_editor(table, disabled=["sentence"], hide_index=True,
                                 width="stretch",
                                 key=f"senses-{st.session_state['_senses_version']}")
-        labels = [str(s) if s else state.UNLABELLED for s in edited["sense"]]
+        # "bird " and "bird" are one sense (phone keyboards add the space)
+        labels = [str(s).strip() if s and str(s).strip() else state.UNLABELLED
+                  for s in edited["sense"]]
         state.set_sense_labels(labels, inputs.sentences)
         # as the next run reads them back (stripped, "|" as "/"), or a label typed with a
         # trailing space would read as changed from outside and drop the next edit
