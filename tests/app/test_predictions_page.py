@@ -129,13 +129,17 @@ def test_masked_lms_are_offered_in_the_registrys_fill_order(tiny_engine, monkeyp
     assert compute.masked_lms(current="bert-brown-mlm")[0] == "bert-brown-mlm"
 
 
-def test_the_blank_is_shown_as_typed_not_as_markdown():
-    """"Call the bank(s) now" showed "Call the MASK now": "[MASK](s)" became a link."""
+def _bank_blanks(sentences: str):
     at = page("predictions")
-    at.query_params.update({"sentences": "Call the bank(s) now .\nThe *bank* is __closed__ .\n"
-                                         "A river bank .", "target": "bank"})
+    at.query_params.update({"sentences": sentences, "target": "bank"})
     at.run()
     no_failures(at)
+    return at
+
+
+def test_the_blank_is_shown_as_typed_not_as_markdown():
+    """"Call the bank(s) now" showed "Call the MASK now": "[MASK](s)" became a link."""
+    at = _bank_blanks("Call the bank(s) now .\nThe *bank* is __closed__ .\nA river bank .")
     assert "The blank: Call the [MASK](s) now ." in [t.value for t in at.text]
     assert not any("[MASK]" in md.value for md in at.markdown)
     at.selectbox(key="pred_sentence").set_value(1).run()
@@ -145,11 +149,7 @@ def test_the_blank_is_shown_as_typed_not_as_markdown():
 def test_a_target_joined_to_a_clitic_is_masked_alone():
     """"The bank's door" masked as "The [MASK] door": the 's went with the word, so the blank
     asked for a different sentence than the one typed (a CLI user types "[MASK]'s")."""
-    at = page("predictions")
-    at.query_params.update({"sentences": "The bank's door closed .\nA river-bank .\n"
-                                         "The bank is open .", "target": "bank"})
-    at.run()
-    no_failures(at)
+    at = _bank_blanks("The bank's door closed .\nA river-bank .\nThe bank is open .")
     assert "The blank: The [MASK]'s door closed ." in [t.value for t in at.text]
     # after a hyphen the whole word goes: a GPT fills a blank as a word of its own
     at.selectbox(key="pred_sentence").set_value(1).run()

@@ -904,6 +904,14 @@ def test_layer_grid_panel_titles_do_not_run_into_each_other_on_a_phone(server, b
     page.close()
 
 
+def _open_sense_editor(page):
+    page.get_by_text("Sense labels (edit, or let clustering suggest them)").click()
+    editor = page.locator('[data-testid="stDataFrame"]').first
+    editor.scroll_into_view_if_needed()
+    page.wait_for_timeout(1000)
+    return editor
+
+
 def test_every_sense_label_typed_in_a_row_is_kept(server, browser):
     """The label table was keyed by its labels, so each edit made a new table and the next edit
     went to the old one: every second label typed was silently dropped."""
@@ -913,10 +921,7 @@ def test_every_sense_label_typed_in_a_row_is_kept(server, browser):
     page.goto(f"{server}/")
     page.wait_for_selector(".js-plotly-plot", timeout=MODEL_WAIT_MS)
     _settle(page)
-    page.get_by_text("Sense labels (edit, or let clustering suggest them)").click()
-    editor = page.locator('[data-testid="stDataFrame"]').first
-    editor.scroll_into_view_if_needed()
-    page.wait_for_timeout(1000)
+    editor = _open_sense_editor(page)
     typed = ["alpha", "beta", "gamma", "delta"]
     # a trailing space (phone keyboards add one) is stripped when read back: that read-back
     # must not count as a change from outside the table
@@ -942,10 +947,7 @@ def test_the_sense_column_to_edit_comes_first_on_a_phone(server, browser):
     _goto(page, server, sentences="\n".join(long), target="bat")
     page.wait_for_selector(".js-plotly-plot", timeout=MODEL_WAIT_MS)
     _settle(page)
-    page.get_by_text("Sense labels (edit, or let clustering suggest them)").click()
-    editor = page.locator('[data-testid="stDataFrame"]').first
-    editor.scroll_into_view_if_needed()
-    page.wait_for_timeout(1000)
+    editor = _open_sense_editor(page)
     headers = editor.evaluate("e => Array.from(e.querySelectorAll('th')).map(h => "
                               "[h.textContent.trim(), h.getAttribute('aria-colindex')])")
     assert ["sense", "1"] in headers, headers
