@@ -391,9 +391,11 @@ def cmd_neighbours(args, engine_cls) -> int:
               f"neighbours of occurrence {args.occurrence} (word position "
               f"{at[args.occurrence - 1]}, from 0); --occurrence N picks another",
               file=sys.stderr)
+    # each line read alone (a file of lines from several indexes) says whose vectors these are
+    source = {"model": index.manifest.model, "pooling": index.manifest.pooling}
     for h in hits:
         if args.json:
-            print(json.dumps(h.as_json(), ensure_ascii=False))
+            print(json.dumps({**h.as_json(), **source}, ensure_ascii=False))
         else:
             # the same 0-based sentence id and word position as --json and the index's rows
             print(f"{h.cosine:.4f}  {h.word}  (sentence {h.sentence_id}, position {h.position})"

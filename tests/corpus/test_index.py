@@ -123,7 +123,8 @@ def test_neighbours_of_a_word_that_occurs_twice_say_which_and_can_take_the_other
             "Bank", "--layer", "1", "-k", "1", "--exact", "--json"]
     assert cli.main(args) == 0
     out = capsys.readouterr()
-    assert json.loads(out.out)["position"] == 1
+    hit = json.loads(out.out)
+    assert hit["position"] == 1 and hit["model"] == tiny and hit["pooling"] == "mean"
     assert "occurs 2 times in the text" in out.err and "occurrence 1 (word position 1" in out.err
     assert cli.main(args + ["--occurrence", "2"]) == 0
     assert json.loads(capsys.readouterr().out)["position"] == 5
