@@ -25,7 +25,7 @@ from engine.families import FAMILIES
 from engine.registry import availability, family_of_dir
 from engine.registry import default_model as registry_default
 from engine.result import Encoding
-from engine.text import split_words, word_key
+from engine.text import occurrences_of, split_words
 
 
 
@@ -118,6 +118,14 @@ def prepare(model_ids: list[str], sentences: tuple[str, ...]) -> None:
 class TargetVectors:
     """The target word's vectors: [layers, n, dim] for the sentences listed in `rows`."""
 
+    model_id: str
+    vectors: np.ndarray
+    rows: tuple[int, ...]
+    missing: tuple[int, ...]
+    layer_names: tuple[str, ...]
+    repeated: tuple[int, ...] = ()   # sentences holding the target more than once
+    positions: tuple[int, ...] = ()  # the target's word position in each of `rows`, from 0
+
     def index_columns(self) -> dict:
         """Which occurrence each point is: its sentence and word position, from 0 (as
         `ctxlens neighbours` counts them)."""
@@ -128,28 +136,12 @@ class TargetVectors:
         model, layer and pooling."""
         return {**self.index_columns(), "model": self.model_id, "layer": layer, "pooling": pool}
 
-    model_id: str
-    vectors: np.ndarray
-    rows: tuple[int, ...]
-    missing: tuple[int, ...]
-    layer_names: tuple[str, ...]
-    repeated: tuple[int, ...] = ()   # sentences holding the target more than once
-    positions: tuple[int, ...] = ()  # the target's word position in each of `rows`, from 0
-
-
-def find_word(words: tuple[str, ...], target: str) -> int | None:
-    t = word_key(target)
-    for i, w in enumerate(words):
-        if word_key(w) == t:
-            return i
-    return None
-
 
 def target_missing(sentences: tuple[str, ...], target: str) -> tuple[int, ...]:
     """The sentences without the target as a whole word, read without a model (every model's
     words are split alike, so a page can say it once)."""
     return tuple(i for i, s in enumerate(sentences)
-                 if find_word(split_words(s).words, target) is None)
+                 if not occurrences_of(split_words(s).words, target))
 
 
 @engine_cached()
@@ -158,12 +150,13 @@ def target_vectors(model_id: str, sentences: tuple[str, ...], target: str,
     encs = encodings(model_id, sentences)
     rows, missing, vecs, repeated, positions = [], [], [], [], []
     for i, enc in enumerate(encs):
-        w = find_word(enc.words, target)
-        if w is None:
+        at = occurrences_of(enc.words, target)
+        if not at:
             missing.append(i)
             continue
-        if find_word(enc.words[w + 1:], target) is not None:
+        if len(at) > 1:
             repeated.append(i)
+        w = at[0]
         rows.append(i)
         positions.append(w)
         vecs.append(enc.word_vectors(pool)[:, w])

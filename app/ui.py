@@ -119,16 +119,13 @@ def md_text(text: str) -> str:
 
 
 def missing_target_note(target: str, missing: tuple[int, ...],
-                        sentences: Sequence[str], warn: bool = True) -> bool:
-    """Say which sentences lack the target word; False when none has it. warn=False: only the
-    error when none has it (a page that says which are missing once, above its model tabs)."""
-    n = len(sentences)
-    if not warn and len(missing) < n:
-        return True
-    hint = _inside_longer_words(target, [sentences[i] for i in missing])
-    target = md_text(target)
+                        sentences: Sequence[str]) -> bool:
+    """Say which sentences lack the target word; False when none has it."""
     if not missing:
         return True
+    n = len(sentences)
+    hint = _inside_longer_words(target, [sentences[i] for i in missing])
+    target = md_text(target)
     if len(missing) == n:
         st.error(f"The target word '{target}' is in none of the sentences (words are matched "
                  f"whole, ignoring case){hint}.")

@@ -376,8 +376,8 @@ def brown_output(engine, args) -> str:
 
 
 def cmd_neighbours(args, engine_cls) -> int:
-    from engine.corpus.query import CorpusIndex, neighbours, occurrences_of
-    from engine.text import to_word_text
+    from engine.corpus.query import CorpusIndex, neighbours
+    from engine.text import occurrences_of, to_word_text
 
     if args.k < 1:
         raise EngineError("-k must be at least 1")

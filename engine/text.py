@@ -70,12 +70,22 @@ def word_key(word: str) -> str:
     return drop_invisible(word).lower().replace("\u2019", "'")
 
 
+def occurrences_of(words, word: str) -> list[int]:
+    """Positions of `word` among `words`, matched whole, case (and apostrophe style) ignored."""
+    key = word_key(word)
+    return [i for i, w in enumerate(words) if word_key(w) == key]
+
+
+# what joins the parts of one word in the split above ("bank's", "river-bank")
+JOINER_RE = re.compile(r"['’\-]")
+
+
 def joined_forms(words, word: str) -> list[str]:
     """The words (each once, in order) that hold `word` as a part joined by an apostrophe or a
     hyphen ("bank's", "river-bank"): the split keeps them whole, so they are not `word`."""
     key = word_key(word)
     return list(dict.fromkeys(w for w in words if word_key(w) != key and
-                              key in (word_key(p) for p in re.split(r"['’\-]", w))))
+                              key in (word_key(p) for p in JOINER_RE.split(w))))
 
 
 def _check(text: str, n_words: int) -> None:

@@ -107,7 +107,7 @@ def overlap_notes(inputs, model_id: str, tv, layer: int, overlaps) -> None:
 
 def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None:
     tv = compute.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
-    if not ui.missing_target_note(inputs.target, tv.missing, inputs.sentences, warn=False):
+    if not tv.rows:     # render said which sentences lack the target, once for every tab
         return None
     ui.repeated_target_note(inputs.target, tv.repeated)
     proj = compute.project(model_id, inputs.sentences, inputs.target, inputs.pool, method)

@@ -5,7 +5,6 @@ fill-in-the-blank prompt proposes, and ranks them by the whole sentence (beside 
 next-word guess, and the logit lens at every layer);
 ELMo multiplies its forward LM (from the left) and backward LM (from the right), shown together
 and apart. No family is named here: a new family's row says what it can do."""
-import re
 import zlib
 
 import numpy as np
@@ -15,7 +14,7 @@ import streamlit as st
 from app import compute, export, figures, state, ui
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.families import FAMILIES
-from engine.text import MASK, joined_forms, split_words, word_key
+from engine.text import JOINER_RE, MASK, joined_forms, split_words, word_key
 
 
 def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
@@ -56,9 +55,9 @@ def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
     # keeps the 's the sentence was typed with ("The [MASK]'s door", as a CLI user writes
     # it). Only a part that starts the word: after a hyphen ("river-[MASK]") a GPT's fill
     # would score "river- water"; a word the user picks is masked whole.
-    stem = re.match(r"[^'’\-]+", wt.words[w])
-    if w == default and t not in lowered and stem and word_key(stem.group()) == t:
-        end = start + stem.end()
+    stem = JOINER_RE.split(wt.words[w])[0]
+    if w == default and t not in lowered and word_key(stem) == t:
+        end = start + len(stem)
     text = wt.text
     return text[:start] + MASK + text[end:], text[:start].strip(), text[end:].strip()
 
@@ -118,7 +117,7 @@ def model_column(inputs, family_name: str, model_id: str | None, masked: str, pr
             st.markdown(f"**{fam.label} · {model_id}** — fills the blank")
             rescore = st.toggle(
                 "Re-rank by sentence", key=state.url_key("pred_rescore", kind=bool,
-                                                                   default=False),
+                                                         default=False),
                 help="The head's 30 likeliest words, each put in the blank and ranked by how "
                      "likely the model finds the whole sentence then (pseudo-log-likelihood, "
                      "Salazar et al. 2020). Slower: one pass of the model per candidate and word, "

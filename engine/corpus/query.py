@@ -9,7 +9,7 @@ import numpy as np
 
 from engine.corpus.index import REFINE, SENT, Manifest, _connect, layer_table
 from engine.errors import EngineError
-from engine.text import joined_forms, split_words, to_word_text, word_key
+from engine.text import joined_forms, occurrences_of, split_words, to_word_text, word_key
 
 
 @dataclass(frozen=True)
@@ -185,12 +185,6 @@ def embed_word(engine, manifest: Manifest, text: str, word: str,
                           f"{manifest.layers[-1]} of {manifest.dim}: it was not built with this "
                           "model as it is now; build it again into a new folder")
     return vectors[manifest.layers][:, pos], pos
-
-
-def occurrences_of(words, word: str) -> list[int]:
-    """Positions of `word` among `words`, matched whole, case (and apostrophe style) ignored."""
-    key = word_key(word)
-    return [i for i, w in enumerate(words) if word_key(w) == key]
 
 
 def neighbours(engine, index: CorpusIndex, text: str, word: str, layer: int, k: int = 10,
