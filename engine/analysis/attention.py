@@ -1,4 +1,4 @@
-"""Attention maps: per-head statistics, hiding special tokens, attention rollout.
+"""Attention maps: per-head statistics, hiding special tokens, attention rollout, word maps.
 
 Maps are [layers, heads, T, T] with rows attending to columns (rows sum to 1), as in
 engine.result.Encoding.attentions.
@@ -117,3 +117,52 @@ def word_row(att: np.ndarray, token_to_word: np.ndarray, word: int,
             out[:, w] += row[:, t]
     special = row[:, token_to_word < 0].sum(axis=1)
     return out, special
+
+
+def word_entries(token_to_word: np.ndarray) -> np.ndarray:
+    """[T] -> [T]: the entry of each token in the word view. The entries are the words and,
+    each on its own, the special tokens ([CLS], [SEP], BOS), in reading order."""
+    t2w = np.asarray(token_to_word)
+    # a special token gets an id no word has (-1 - its position), so it stays an entry alone
+    group = np.where(t2w >= 0, t2w, -1 - np.arange(len(t2w)))
+    _, first, entry = np.unique(group, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    return rank[entry.reshape(-1)]
+
+
+def word_labels(tokens: tuple[str, ...], words: tuple[str, ...],
+                token_to_word: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The word view's entry labels (a word, or a special token as written) and a [E] mask of
+    the special tokens, in the order of word_entries."""
+    entry = word_entries(token_to_word)
+    labels = [""] * (int(entry.max()) + 1 if len(entry) else 0)
+    special = np.zeros(len(labels), bool)
+    for t, (e, w) in enumerate(zip(entry, token_to_word)):
+        labels[e] = words[w] if w >= 0 else tokens[t]
+        special[e] = w < 0
+    return labels, special
+
+
+def word_attention(att: np.ndarray, token_to_word: np.ndarray, n_words: int) -> np.ndarray:
+    """Token maps [layers, heads, T, T] -> word maps [layers, heads, E, E].
+
+    Clark et al. 2019 ("What does BERT look at?", the word-level maps of their syntax
+    probes): attention TO a word is the sum over its pieces (the pieces share the key's mass),
+    attention FROM a word the mean over its pieces (each piece's row sums to 1, so the mean
+    does too). Special tokens are not merged: each stays an entry of its own (word_entries),
+    so a row still sums to 1 and [CLS] and [SEP], which heads treat very differently, stay
+    apart. A causal map stays causal: no piece of a word sees a later word.
+    """
+    _check(att)
+    t2w = np.asarray(token_to_word)
+    if t2w.shape != (att.shape[-1],):
+        raise ValueError("token_to_word: one entry per token of the maps")
+    if set(t2w[t2w >= 0].tolist()) != set(range(n_words)):
+        raise ValueError(f"token_to_word: must name each of the {n_words} words at least once")
+    entry = word_entries(t2w)
+    member = np.zeros((int(entry.max()) + 1, len(t2w)))              # [E, T]
+    member[entry, np.arange(len(t2w))] = 1.0
+    to_keys = att.astype(np.float64) @ member.T                      # [L, H, T, E]: key sum
+    queries = member / member.sum(axis=1, keepdims=True)             # query mean
+    return (queries @ to_keys).astype(np.float32)

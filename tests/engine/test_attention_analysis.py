@@ -1,8 +1,10 @@
 """Attention statistics and rollout on hand-built maps."""
 import numpy as np
+import pytest
 
 from engine.analysis.attention import (average_heads, head_stats, keep_tokens,
-                                       previous_token_score, rollout, sink_mask)
+                                       previous_token_score, rollout, sink_mask, word_attention,
+                                       word_entries, word_labels)
 
 
 def _random_maps(layers=3, heads=2, t=5, seed=0):
@@ -61,3 +63,64 @@ def test_hiding_tokens_renormalises_rows():
     kept = keep_tokens(a, np.array([False, True, True, True, False]))
     assert kept.shape == (3, 2, 3, 3)
     assert np.allclose(kept.sum(-1), 1.0, atol=1e-5)
+
+
+# [CLS] the river ##bank [SEP]: word 1 ("riverbank") is two pieces
+TOKENS = ("[CLS]", "the", "river", "##bank", "[SEP]")
+T2W = np.array([-1, 0, 1, 1, -1])
+
+
+def test_word_maps_keep_each_special_token_apart_and_rows_sum_to_one():
+    words = word_attention(_random_maps(), T2W, 2)
+    assert words.shape == (3, 2, 4, 4)
+    assert np.allclose(words.sum(-1), 1.0, atol=1e-6)
+    assert word_entries(T2W).tolist() == [0, 1, 2, 2, 3]
+    labels, special = word_labels(TOKENS, ("the", "riverbank"), T2W)
+    assert labels == ["[CLS]", "the", "riverbank", "[SEP]"]
+    assert special.tolist() == [True, False, False, True]
+
+
+def test_a_word_of_one_piece_keeps_its_token_row_and_column():
+    a = _random_maps()
+    words = word_attention(a, T2W, 2)
+    one = [0, 1, 4]                                 # [CLS], the, [SEP]: entries 0, 1, 3
+    assert np.allclose(words[..., [0, 1, 3], :][..., [0, 1, 3]], a[..., one, :][..., one])
+    # a one-piece query's row to the split word is the sum of its pieces' columns
+    assert np.allclose(words[..., 1, 2], a[..., 1, 2] + a[..., 1, 3])
+    # all words one piece each: the word maps are the token maps
+    assert np.allclose(word_attention(a, np.array([-1, 0, 1, 2, -1]), 3), a)
+
+
+def test_a_two_piece_word_sums_its_keys_and_averages_its_queries_by_hand():
+    a = np.array([[0.1, 0.2, 0.3, 0.4, 0.0],
+                  [0.0, 0.5, 0.1, 0.1, 0.3],
+                  [0.2, 0.2, 0.2, 0.2, 0.2],
+                  [0.4, 0.0, 0.0, 0.6, 0.0],
+                  [0.0, 0.0, 0.5, 0.0, 0.5]], np.float32)[None, None]
+    expected = np.array([[0.1, 0.2, 0.7, 0.0],
+                         [0.0, 0.5, 0.2, 0.3],
+                         [0.3, 0.1, 0.5, 0.1],             # mean of rows 2 and 3, keys summed
+                         [0.0, 0.0, 0.5, 0.5]])
+    assert np.allclose(word_attention(a, T2W, 2)[0, 0], expected, atol=1e-6)
+
+
+def test_a_causal_map_stays_causal_at_word_level():
+    # BOS the river ##bank ##s .: a causal model's pieces never look ahead
+    t2w = np.array([-1, 0, 1, 1, 1, 2])
+    rng = np.random.default_rng(1)
+    a = np.tril(rng.random((2, 3, 6, 6)))
+    a = (a / a.sum(-1, keepdims=True)).astype(np.float32)
+    words = word_attention(a, t2w, 3)
+    assert words.shape == (2, 3, 4, 4)
+    assert np.allclose(np.triu(words, 1), 0.0)
+    assert np.allclose(words.sum(-1), 1.0, atol=1e-6)
+    # the split word's first piece sees only itself of the word; the mean keeps that share
+    assert np.allclose(words[..., 2, 2], (a[..., 2, 2] + a[..., 3, 2:4].sum(-1)
+                                          + a[..., 4, 2:5].sum(-1)) / 3)
+
+
+def test_word_maps_refuse_an_alignment_that_does_not_fit():
+    with pytest.raises(ValueError, match="token_to_word"):
+        word_attention(_random_maps(), np.array([-1, 0, 1, -1]), 2)
+    with pytest.raises(ValueError, match="each of the 3 words"):
+        word_attention(_random_maps(), T2W, 3)
