@@ -405,3 +405,86 @@ def test_a_half_precision_dtype_on_the_cpu_is_said_not_silently_dropped(model_di
     assert proc.returncode == 0, proc.stderr
     assert "--dtype float16 applies on a GPU; on the CPU this runs in float32" in proc.stderr
     assert np.load(tmp_path / "e.npz")["vectors"].dtype == np.float32
+
+
+# "riverbank" is two pieces for the tiny BERT (river ##bank); BPE and SentencePiece split words
+# of their own
+SPLIT_TEXT = "They were playing near the riverbank all day."
+
+
+@pytest.fixture(scope="module")
+def attention_models(tmp_path_factory) -> dict[str, str]:
+    from tests.tiny_models import save_bert, save_causal_lm
+
+    root = tmp_path_factory.mktemp("att-models")
+    return {"root": str(root), "bert": str(save_bert(root / "bert", masked_lm=False)),
+            "gpt2": str(save_causal_lm(root / "gpt2", "gpt2")),
+            "llama": str(save_causal_lm(root / "llama", "llama"))}
+
+
+def attention_npz(models, monkeypatch, tmp_path, kind: str, *flags: str):
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", models["root"])
+    out = tmp_path / f"{kind}.npz"
+    assert main(["attention", "--model", models[kind], "--text", SPLIT_TEXT, "--output",
+                 str(out), *flags]) == 0
+    return np.load(out)
+
+
+@pytest.mark.parametrize("kind", ["bert", "gpt2"])
+def test_attention_words_writes_the_word_maps_of_the_token_maps(attention_models, monkeypatch,
+                                                                tmp_path, kind):
+    from engine.analysis.attention import word_attention
+
+    z = attention_npz(attention_models, monkeypatch, tmp_path, kind, "--words")
+    expected = word_attention(z["attentions"], z["token_to_word"], len(z["words"]))
+    np.testing.assert_allclose(z["word_attentions"], expected, atol=1e-7)
+    np.testing.assert_allclose(z["word_attentions"].sum(-1), 1.0, atol=1e-5)
+    labels = z["word_labels"].tolist()
+    assert [w for w, s in zip(labels, z["word_special"]) if not s] == z["words"].tolist()
+    assert "riverbank" in labels
+    if kind == "bert":
+        assert labels[0] == "[CLS]" and labels[-1] == "[SEP]"
+        assert "##bank" in z["tokens"].tolist()
+
+
+def test_attention_without_flags_writes_token_maps_only(attention_models, monkeypatch,
+                                                        tmp_path):
+    z = attention_npz(attention_models, monkeypatch, tmp_path, "bert")
+    assert not {"word_attentions", "word_labels", "query", "key", "scale"} & set(z.files)
+
+
+@pytest.mark.parametrize("kind", ["bert", "gpt2", "llama"])
+def test_attention_query_key_rebuilds_the_maps_by_softmax(attention_models, monkeypatch,
+                                                          tmp_path, kind):
+    z = attention_npz(attention_models, monkeypatch, tmp_path, kind, "--query-key")
+    att, q, k = z["attentions"], z["query"], z["key"]
+    assert q.shape == k.shape and q.shape[:3] == att.shape[:3] and q.ndim == 4
+    scores = (q.astype(np.float64) @ k.transpose(0, 1, 3, 2)) * z["scale"][:, None, None, None]
+    assert bool(z["causal"]) == (kind != "bert")
+    if z["causal"]:
+        scores = np.where(np.tril(np.ones(att.shape[-2:], bool)), scores, -np.inf)
+    e = np.exp(scores - scores.max(-1, keepdims=True))
+    np.testing.assert_allclose(e / e.sum(-1, keepdims=True), att, atol=1e-4)
+
+
+def test_attention_query_key_a_layer_without_vectors_is_one_line(attention_models, monkeypatch,
+                                                                 tmp_path, capsys):
+    from engine.api import Engine
+    from engine.errors import UnsupportedPrediction
+
+    real = Engine.query_key
+
+    def refuse_layer_2(self, model_id, text, layer):
+        if layer == 2:
+            raise UnsupportedPrediction("this architecture's query and key vectors are not "
+                                        "exposed")
+        return real(self, model_id, text, layer)
+
+    monkeypatch.setattr(Engine, "query_key", refuse_layer_2)
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", attention_models["root"])
+    out = tmp_path / "a.npz"
+    assert main(["attention", "--model", attention_models["gpt2"], "--text", SPLIT_TEXT,
+                 "--output", str(out), "--query-key"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("ctxlens: error: --query-key: layer 2")
+    assert "not exposed" in err and not out.exists()
