@@ -107,13 +107,23 @@ def manifest_json(settings: dict) -> bytes:
     return json.dumps(settings, indent=2, sort_keys=True, default=str).encode()
 
 
+def arrays_npz(arrays: dict[str, np.ndarray]) -> bytes:
+    """Named arrays as one compressed NPZ; labels as unicode (not object) arrays, so np.load
+    works without allow_pickle."""
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    return buf.getvalue()
+
+
 def figure_downloads(fig: go.Figure, name: str, table: pd.DataFrame | None = None,
-                     settings: dict | None = None) -> None:
-    """Download buttons under a figure: PNG, SVG, PDF (rendered on click), HTML, CSV, JSON."""
+                     settings: dict | None = None,
+                     arrays: dict[str, np.ndarray] | None = None) -> None:
+    """Download buttons under a figure: PNG, SVG, PDF (rendered on click), HTML, CSV, JSON, and
+    NPZ of `arrays` (the figure's numbers, for a figure no table holds)."""
     import streamlit as st
 
     with st.expander(f"Export {name}"):
-        cols = st.columns(6)
+        cols = st.columns(6 if arrays is None else 7)
         for col, fmt in zip(cols, IMAGE_FORMATS):
             col.download_button(fmt.upper(), lambda f=fmt: figure_image(fig, f),
                                 file_name=f"{name}.{fmt}", mime=IMAGE_FORMATS[fmt],
@@ -126,6 +136,10 @@ def figure_downloads(fig: go.Figure, name: str, table: pd.DataFrame | None = Non
         if settings is not None:
             cols[5].download_button("JSON", manifest_json(settings), file_name=f"{name}.json",
                                     mime="application/json", key=f"dl-{name}-json",
+                                    on_click="ignore")
+        if arrays is not None:
+            cols[6].download_button("NPZ", lambda: arrays_npz(arrays), file_name=f"{name}.npz",
+                                    mime="application/octet-stream", key=f"dl-{name}-arrays",
                                     on_click="ignore")
 
 

@@ -27,25 +27,60 @@ def view_options(enc) -> tuple[int, int | None, bool]:
     return layer, head, hide
 
 
+UNITS = ("Tokens", "Words")
+WORDS_HELP = ("Words: the words the rest of the app uses. Attention to a word is the sum over "
+              "its pieces, from a word the mean over its pieces (Clark et al. 2019, \"What does "
+              "BERT look at?\"); [CLS], [SEP] and BOS stay entries of their own, so every row "
+              "still sums to 1.")
+
+
+def by_words() -> bool:
+    """The "Tokens / Words" choice: whether the head view, heatmap and model view merge each
+    word's pieces (WordPiece ##, BPE Ġ, SentencePiece ▁ all split words their own way)."""
+    c1, c2 = st.columns([1, 2.2])
+    units = c1.radio("Show", UNITS, horizontal=True, key=state.url_key(
+        "att_units", str, default=UNITS[0], choices=UNITS), help=WORDS_HELP)
+    if units == "Words":
+        c2.caption("Head view, heatmap and model view per word; head statistics, rollout and "
+                   "the neuron view stay per token.")
+    return units == "Words"
+
+
 def shown(maps: np.ndarray, keep: np.ndarray, hide: bool) -> np.ndarray:
     return att.keep_tokens(maps, keep) if hide else maps
 
 
+def viewed_maps(enc, words: bool, hide: bool) -> tuple[np.ndarray, list[str]]:
+    """The maps [L, H, n, n] the head view, heatmap and model view draw and their labels: per
+    token, or per word (engine.analysis.attention.word_attention), special entries hidden on
+    request."""
+    labels, special = list(enc.tokens), enc.special_mask
+    maps = enc.attentions
+    if words:
+        labels, special = att.word_labels(enc.tokens, enc.words, enc.token_to_word)
+        maps = att.word_attention(maps, enc.token_to_word, len(enc.words))
+    return shown(maps, ~special, hide), [t for t, s in zip(labels, special) if not (s and hide)]
+
+
 def attention_views(inputs, enc) -> None:
     layer, head, hide = view_options(enc)
+    words = by_words()
     keep = ~enc.special_mask
     tokens = [t for t, k in zip(enc.tokens, keep) if k or not hide]
-    maps = shown(enc.attentions, keep, hide)                      # [L, H, T, T]
+    maps, labels = viewed_maps(enc, words, hide)                  # [L, H, n, n]
     one = maps[layer - 1].mean(axis=0) if head is None else maps[layer - 1, head]
-    what = f"layer {layer}, " + ("mean of heads" if head is None else f"head {head + 1}")
+    unit = ", words" if words else ""        # in the titles of the maps that follow the choice
+    what = f"layer {layer}, " + ("mean of heads" if head is None else f"head {head + 1}") + unit
     # layer and head as the page numbers them, from 1 (None: the mean of the heads)
     settings = inputs.settings(model=enc.model_id, sentence=enc.text, layer=layer,
-                               head=None if head is None else head + 1, hide_special=hide)
+                               head=None if head is None else head + 1, hide_special=hide,
+                               units=UNITS[words].lower())
+    per_token = {**settings, "units": "tokens"}     # the tabs that do not follow the choice
     names = ["Head view", "Heatmap", "Model view", "Head statistics", "Rollout"]
     neurons = FAMILIES[enc.family].can("query_key")
     tabs = st.tabs(names + (["Neuron view"] if neurons else []))
     with tabs[0]:
-        options = ["(all)"] + [f"{i}: {t}" for i, t in enumerate(tokens)]
+        options = ["(all)"] + [f"{i}: {t}" for i, t in enumerate(labels)]
         if st.session_state.get("att_focus") not in options:   # another sentence or model
             st.session_state["att_focus"] = "(all)"
         c1, c2 = st.columns([2, 1])
@@ -55,36 +90,37 @@ def attention_views(inputs, enc) -> None:
             "att_every_head", bool, default=False))
         idx = None if focus == "(all)" else int(focus.split(":")[0])
         if every:
-            fig = figures.head_view_heads(tokens, maps[layer - 1], idx,
-                                          f"{enc.model_id}, layer {layer}, every head")
+            fig = figures.head_view_heads(labels, maps[layer - 1], idx,
+                                          f"{enc.model_id}, layer {layer}, every head{unit}")
         else:
-            fig = figures.head_view(tokens, one, idx, f"{enc.model_id}, {what}")
+            fig = figures.head_view(labels, one, idx, f"{enc.model_id}, {what}")
         ui.plotly_chart(fig, key="head-view", selection_mode="points",
                         on_select=lambda: focus_token(options))
-        export.figure_downloads(fig, "head-view", matrix_table(one, tokens), settings)
+        export.figure_downloads(fig, "head-view", matrix_table(one, labels), settings)
     with tabs[1]:
-        show(figures.matrix_heatmap(one, tokens, tokens, f"{enc.model_id}, {what}",
+        show(figures.matrix_heatmap(one, labels, labels, f"{enc.model_id}, {what}",
                                     "attention", 0.0, 1.0), "head-heatmap",
-             matrix_table(one, tokens), settings)
+             matrix_table(one, labels), settings)
     with tabs[2]:
         st.caption("Every layer (rows) and head (columns): click a thumbnail (or pick a layer "
                    "and head above) to open it in the head view and heatmap.")
         grid = figures.attention_grid(maps, [f"layer {l + 1}" for l in range(len(maps))])
         ui.plotly_chart(grid, key="model-view", selection_mode="points",
                         on_select=lambda: open_head(maps.shape[1]))
-        export.figure_downloads(grid, "model-view", None, settings)
+        export.figure_downloads(grid, "model-view", None, settings,
+                                arrays=maps_npz(enc, maps, labels, words))
     with tabs[3]:
-        head_statistics(inputs, enc, settings)
+        head_statistics(inputs, enc, per_token)
     with tabs[4]:
         st.caption("Attention rollout (Abnar & Zuidema 2020): heads averaged, the residual "
                    "added as 0.5·A + 0.5·I, multiplied from the input up to this layer.")
         rolled = shown(att.rollout(enc.attentions)[:, None], keep, hide)[:, 0]
         show(figures.matrix_heatmap(rolled[layer - 1], tokens, tokens,
                                     f"Rollout to layer {layer}", "share", 0.0, None),
-             "rollout", matrix_table(rolled[layer - 1], tokens), settings)
+             "rollout", matrix_table(rolled[layer - 1], tokens), per_token)
     if neurons:
         with tabs[5]:
-            neuron_view(enc, layer, head, settings)
+            neuron_view(enc, layer, head, per_token)
 
 
 def neuron_view(enc, layer: int, head: int | None, settings: dict) -> None:
@@ -141,6 +177,14 @@ def head_statistics(inputs, enc, settings) -> None:
         show(figures.matrix_heatmap(values, heads, rows, name.capitalize(), name, 0.0, zmax),
              f"heads-{name.replace(' ', '-')}",
              pd.DataFrame(values, columns=heads).assign(layer=rows), settings)
+
+
+def maps_npz(enc, maps: np.ndarray, labels: list[str], words: bool) -> dict[str, np.ndarray]:
+    """The model view's maps as shown, under the names `ctxlens attention` (--words) uses."""
+    n = len(maps)
+    return {"word_attentions" if words else "attentions": maps,
+            "word_labels" if words else "tokens": np.array(labels),
+            "model": np.array(enc.model_id), "layers": np.arange(1, n + 1, dtype=np.int64)}
 
 
 def matrix_table(m: np.ndarray, tokens) -> pd.DataFrame:

@@ -6,7 +6,8 @@ import pytest
 from engine.analysis import attention as att
 from engine.api import Engine
 from engine.families import FAMILIES
-from tests.app.helpers import figure, figures, messages, no_failures, page, title
+from tests.app.helpers import (figure, figures, messages, no_failures, page, set_sentences,
+                               title)
 from tests.tiny_models import HEADS, LAYERS
 
 pytestmark = pytest.mark.usefixtures("tiny_engine")
@@ -179,12 +180,69 @@ def test_the_exported_settings_number_the_head_as_the_page_does(tiny_engine, mon
     seen = {}
     real = export.figure_downloads
 
-    def record(fig, name, table=None, settings=None):
+    def record(fig, name, table=None, settings=None, **kwargs):
         seen[name] = settings
-        return real(fig, name, table, settings)
+        return real(fig, name, table, settings, **kwargs)
 
     monkeypatch.setattr(export, "figure_downloads", record)
     at = _bert(page("attention").run(), tiny_engine)
     no_failures(at)
     heads = {s["head"] for s in seen.values() if s and "head" in s}
     assert heads == {1} and figure(at, f"{tiny_engine.bert}, layer 1, head 1")
+
+
+RIVERBANK = "We sat on the riverbank."      # the tiny BERT splits it: river ##bank
+
+
+def _words_page(tiny_engine):
+    at = page("attention").run()
+    set_sentences(at, [RIVERBANK, "The bank closed."], "bank").run()
+    return _bert(at, tiny_engine)
+
+
+def test_the_word_view_merges_a_split_word_into_one_entry(tiny_engine, monkeypatch):
+    from app import export
+
+    m = tiny_engine
+    enc = Engine().encode(m.bert, [RIVERBANK], attentions=True)[0]
+    assert ("river", "##bank") == enc.tokens[5:7]
+    exported = {}
+    real = export.figure_downloads
+
+    def record(fig, name, table=None, settings=None, arrays=None):
+        exported[name] = (table, settings, arrays)
+        return real(fig, name, table, settings, arrays)
+
+    monkeypatch.setattr(export, "figure_downloads", record)
+    at = _words_page(m)
+    at.radio(key="att_units").set_value("Words").run()
+    no_failures(at)
+    heat = _heatmap(at, f"{m.bert}, layer 1, head 1, words")["data"][0]
+    labels = [x.replace("\u200b", "") for x in heat["x"]]
+    assert labels == ["[CLS]", *enc.words, "[SEP]"] and "riverbank" in labels
+    z = np.array(heat["z"])
+    words = att.word_attention(enc.attentions, enc.token_to_word, len(enc.words))
+    assert np.allclose(z, words[0, 0], atol=1e-6) and np.allclose(z.sum(1), 1.0, atol=1e-5)
+    assert figure(at, f"{m.bert}, layer 1, head 1, words")        # the head view follows
+    assert any("stay per token" in c.value for c in at.caption)
+    table, settings, _ = exported["head-heatmap"]
+    assert list(table["row_token"]) == labels and settings["units"] == "words"
+    npz = exported["model-view"][2]
+    assert np.allclose(npz["word_attentions"], words, atol=1e-6)
+    assert npz["word_labels"].tolist() == labels
+    # rollout stays per token
+    assert len(figure(at, "Rollout to layer 1")["data"][0]["x"]) == len(enc.tokens)
+    assert exported["rollout"][1]["units"] == "tokens"
+    at.toggle(key="att_hide").set_value(True).run()
+    heat = _heatmap(at, f"{m.bert}, layer 1, head 1, words")["data"][0]
+    assert [x.replace("\u200b", "") for x in heat["x"]] == list(enc.words)
+    assert np.allclose(np.array(heat["z"]).sum(1), 1.0, atol=1e-5)
+
+
+def test_a_link_opens_the_word_view(tiny_engine):
+    at = page("attention")
+    at.query_params.update(att_units="Words", att_model=tiny_engine.bert)
+    at.run()
+    no_failures(at)
+    assert at.radio(key="att_units").value == "Words"
+    assert _heatmap(at, f"{tiny_engine.bert}, layer 1, head 1, words")

@@ -33,6 +33,15 @@ def test_npz_round_trips_vectors_and_metadata():
     assert data["meta_sense"].tolist() == ["a", "b", "a", "b"]
 
 
+def test_arrays_npz_opens_without_pickle_and_keeps_labels_as_text():
+    maps = np.random.default_rng(0).random((2, 3, 4, 4)).astype(np.float32)
+    data = np.load(io.BytesIO(export.arrays_npz({"word_attentions": maps,
+                                                 "word_labels": np.array(["[CLS]", "a", "b",
+                                                                          "[SEP]"])})))
+    assert np.array_equal(data["word_attentions"], maps)
+    assert data["word_labels"].tolist() == ["[CLS]", "a", "b", "[SEP]"]
+
+
 def test_html_is_standalone_with_plotly_js_inline():
     html = export.figure_html(go.Figure(go.Bar(x=[1], y=[2]))).decode()
     assert "<html>" in html and len(html) > 1_000_000
