@@ -22,8 +22,7 @@ from engine.cache import EncodingStore, ResultCache
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families import FAMILIES, family
 from engine.families.base import Adapter, LoadOptions
-from engine.registry import (ModelEntry, family_of_dir, load_registry, local_path,
-                             resolve_local_dir)
+from engine.registry import ModelEntry, load_registry, local_path, resolve
 from engine.result import Encoding, LogitLens, Prediction
 from engine.text import MASK, TextError, WordText, to_word_text
 
@@ -82,15 +81,25 @@ class Engine:
         self.results = ResultCache(cache_size)
         self.store = store
         self._identities: dict[str, tuple | None] = {}   # model id -> its key in the store
+        self._resolved: dict[str, ModelEntry] = {}   # hub ids and folders, once read
         self._lock = threading.RLock()      # guards adapter loading
 
     # -- models -------------------------------------------------------------------------
     def entry(self, model_id: str) -> ModelEntry | None:
         return self.registry.get(model_id)
 
+    def resolved(self, model_id: str) -> ModelEntry:
+        """The entry of any model id (registry, folder or hub id: engine.registry.resolve); a
+        failure is not kept, so a model that needed a download resolves once it is cached."""
+        if model_id in self.registry:
+            return self.registry[model_id]
+        with self._lock:
+            if model_id not in self._resolved:
+                self._resolved[model_id] = resolve(model_id, self.registry)
+            return self._resolved[model_id]
+
     def family(self, model_id: str) -> str:
-        entry = self.entry(model_id)
-        return entry.family if entry else family_of_dir(resolve_local_dir(model_id))
+        return self.resolved(model_id).family
 
     def is_loaded(self, model_id: str) -> bool:
         """Whether the model is already in memory (so a first use will not be slow)."""
@@ -103,10 +112,7 @@ class Engine:
             return self._adapters[model_id]
 
     def _load(self, model_id: str, progress: bool) -> Adapter:
-        entry = self.entry(model_id)
-        if entry is None:
-            path = resolve_local_dir(model_id)
-            return self._load_dir(model_id, family_of_dir(path), Path(path), "", progress)
+        entry = self.resolved(model_id)
         if entry.base:
             # an overlay (e.g. an MLM head trained on a bundled encoder): the base model's
             # files plus the overlay's own tensors
@@ -128,6 +134,8 @@ class Engine:
         module = _family_module(family_name)
         source = fetch.gguf_source(path, gguf_file)
         if source is None:
+            if (path / "config.json").is_file():       # a Hugging Face folder
+                self._check_loadable(model_id, path)
             return module.load(model_id, path, self.options, progress=progress)
         if not family(family_name).reads_gguf:
             raise EngineError(f"{source.name}: GGUF files hold causal LMs; load a {family_name} "
@@ -136,11 +144,20 @@ class Engine:
         path, hit = fetch.ensure_converted(model_id, source, convert, progress)
         return module.load(model_id, path, self.options, progress=progress, gguf_cache_hit=hit)
 
+    def _check_loadable(self, model_id: str, path: Path) -> None:
+        """Refuse, in one line and before transformers reads anything, what would run the
+        checkpoint's own code (pickles) or not fit in the free memory."""
+        from engine import checkpoint
+        from engine.families.base import resolve_device, resolve_dtype
+
+        checkpoint.check_safe(path)
+        device = resolve_device(self.options.device)
+        dtype = str(resolve_dtype(self.options.dtype, device)).removeprefix("torch.")
+        checkpoint.check_memory(path, dtype, device, model_id)
+
     def _sources(self, model_id: str, progress: bool) -> list[Path]:
         """The folders a model is read from: its own, and its base's for an overlay."""
-        entry = self.entry(model_id)
-        if entry is None:
-            return [resolve_local_dir(model_id)]
+        entry = self.resolved(model_id)
         base = [self._files(self.entry(entry.base), progress)] if entry.base else []
         return base + [self._files(entry, progress)]
 
@@ -180,6 +197,10 @@ class Engine:
     @staticmethod
     def _files(entry: ModelEntry, progress: bool) -> Path:
         path = local_path(entry)
+        if path is None and entry.hub:
+            from engine import hub
+
+            return hub.snapshot(entry.hub, progress=progress)
         if path is None:
             from engine.fetch import fetch
 
@@ -269,14 +290,11 @@ class Engine:
         if self.options.dtype != "float32" or not _cpu_only(self.options.device):
             return None
         try:
-            entry = self.entry(model_id)
-            if entry is None:
-                sources = [resolve_local_dir(model_id)]
-            else:
-                entries = ([self.entry(entry.base)] if entry.base else []) + [entry]
-                sources = [local_path(e) if e is not None else None for e in entries]
-                if any(p is None or not p.exists() for p in sources):
-                    return None
+            entry = self.resolved(model_id)
+            entries = ([self.entry(entry.base)] if entry.base else []) + [entry]
+            sources = [local_path(e) if e is not None else None for e in entries]
+            if any(p is None or not p.exists() for p in sources):
+                return None
             code = [ENGINE_ROOT / n for n in ("api.py", "result.py", "text.py", "traced.py")]
             code += sorted((ENGINE_ROOT / "families").rglob("*.py"))
             versions = []
@@ -344,12 +362,7 @@ class Engine:
     def fills_blank(self, model_id: str) -> str:
         """How a model fills a [MASK] without loading it: "masked-lm", "both-sides" or "".
         Registry models say so in assets/models.toml; a local folder is read from its files."""
-        entry = self.entry(model_id)
-        if entry is not None:
-            return entry.fills_blank
-        from engine.registry import fills_blank_of_dir
-
-        return fills_blank_of_dir(resolve_local_dir(model_id))
+        return self.resolved(model_id).fills_blank
 
     def blank_fillers(self) -> list[str]:
         """Registry models that fill a blank, the masked LMs first (from the registry's

@@ -1,8 +1,11 @@
-"""The model registry (assets/models.toml) and where each model's files are found.
+"""The model registry (assets/models.toml, plus the user's own file) and where each model's
+files are found.
 
-A model id is either a registry id or a local directory under a configured model directory
-(CTXLENS_MODEL_DIRS, os.pathsep-separated; assets/models always included). Local paths outside
-those directories are refused so a typed path cannot make the app read arbitrary files.
+A model id is a registry id, a local directory under a configured model directory
+(CTXLENS_MODEL_DIRS, os.pathsep-separated; assets/models always included), or a Hugging Face hub
+id (`org/name`, or a legacy bare name like `gpt2`). Local paths outside the model directories
+are refused so a typed path cannot make the app read arbitrary files. `resolve` turns any of
+the three into a ModelEntry; the registry is the curated list, not the limit.
 """
 from __future__ import annotations
 
@@ -23,10 +26,10 @@ REGISTRY_FILE = ASSETS / "models.toml"
 class ModelEntry:
     id: str
     family: str
-    name: str
-    licence: str
-    size: str
-    bundled: bool
+    name: str = ""           # how lists show it ("" = the id)
+    licence: str = ""
+    size: str = ""
+    bundled: bool = False
     hub: str = ""            # Hugging Face hub id
     urls: tuple[str, ...] = ()  # direct downloads (AllenNLP ELMo: options, weights)
     package: str = ""        # installed Python package holding the files
@@ -39,9 +42,12 @@ class ModelEntry:
     base: str = ""           # registry id whose weights this model overlays (an added head)
     fill_order: int = 0      # where the app lists it among the masked LMs (1 first; 0: after
                              # those with an order, by id)
+    folder: str = ""         # a model folder under the model directories (not in the registry)
 
     @property
     def source(self) -> str:
+        if self.folder:
+            return f"folder {self.folder}"
         if self.package:
             return f"package {self.package}:{self.path}"
         if self.hub:
@@ -51,12 +57,42 @@ class ModelEntry:
         return f"assets/{self.path}"
 
 
-def load_registry(path: Path = REGISTRY_FILE) -> dict[str, ModelEntry]:
-    with open(path, "rb") as f:
-        raw = tomllib.load(f)
+FIELDS = frozenset(ModelEntry.__dataclass_fields__) - {"id", "folder"}
+
+
+def user_registry_file() -> Path:
+    """The user's own registry: CTXLENS_REGISTRY, else $XDG_CONFIG_HOME/ctxlens/models.toml."""
+    if os.environ.get("CTXLENS_REGISTRY"):
+        return Path(os.environ["CTXLENS_REGISTRY"]).expanduser()
+    config = Path(os.environ.get("XDG_CONFIG_HOME", "~/.config")).expanduser()
+    return config / "ctxlens" / "models.toml"
+
+
+def load_registry(path: Path = REGISTRY_FILE, user: Path | None = None) -> dict[str, ModelEntry]:
+    """The registry's entries, then the user's file's (which may add or replace entries)."""
+    entries = _read_registry(path)
+    user = user_registry_file() if user is None and path == REGISTRY_FILE else user
+    if user is not None and user.is_file():
+        entries.update(_read_registry(user))
+    return entries
+
+
+def _read_registry(path: Path) -> dict[str, ModelEntry]:
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise EngineError(f"model registry {path} cannot be read: {err}") from err
     entries = {}
-    for mid, fields in raw["models"].items():
+    for mid, fields in (raw.get("models") or {}).items():
+        if not isinstance(fields, dict):
+            raise EngineError(f"{path}: [models.{mid}] is not a table")
         fields = dict(fields)
+        unknown = sorted(set(fields) - FIELDS)
+        if unknown or "family" not in fields:
+            what = f"unknown field {unknown[0]!r}" if unknown else "no `family`"
+            raise EngineError(f"{path}: [models.{mid}] has {what} (fields: family, hub, path, "
+                              "package, name, description, fills_blank, default, ...)")
         fields["urls"] = tuple(fields.get("urls", ()))
         entries[mid] = ModelEntry(id=mid, **fields)
     return entries
@@ -84,17 +120,25 @@ def package_dir(package: str) -> Path | None:
 
 def local_path(entry: ModelEntry) -> Path | None:
     """The on-disk location of a bundled or installed model, or None if it needs a download."""
+    if entry.folder:
+        return Path(entry.folder)
     if entry.package:
         base = package_dir(entry.package)
         return base / entry.path if base is not None else None
     if entry.path:
         return ASSETS / entry.path
+    if entry.hub:
+        from engine.hub import cached_snapshot
+
+        return cached_snapshot(entry.hub)
     return None
 
 
 def availability(entry: ModelEntry) -> str:
     """bundled / installed / needs network / missing."""
     p = local_path(entry)
+    if entry.folder:
+        return "installed"
     if entry.package or entry.path:
         # a folder must hold the model's files, not just exist (an interrupted copy is empty)
         if p is not None and p.exists() and (p.is_file() or any(p.iterdir())):
@@ -109,20 +153,61 @@ def _hub_cached(entry: ModelEntry) -> bool:
     if entry.urls:
         return all((cache_dir() / "downloads" / entry.id / u.rsplit("/", 1)[-1]).exists()
                    for u in entry.urls)
+    from engine.hub import cached_snapshot
+
+    return cached_snapshot(entry.hub) is not None
+
+
+def is_path(model_id: str) -> bool:
+    """Whether a model id names a folder rather than a hub id: a path that exists, or one
+    written as a path (absolute, ./, ../, ~)."""
+    if model_id.startswith(("/", "./", "../", "~")):
+        return True
     try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:  # pragma: no cover - transformers depends on it
+        return Path(model_id).expanduser().exists()
+    except (OSError, ValueError):
         return False
-    hit = try_to_load_from_cache(entry.hub, "config.json")
-    return isinstance(hit, str)
+
+
+def resolve(model_id: str, registry: dict[str, ModelEntry] | None = None) -> ModelEntry:
+    """The entry of any model id: the registry's, else a folder's or a hub id's, whose family
+    its config.json decides (engine/checkpoint.py)."""
+    from engine import hub
+
+    registry = load_registry() if registry is None else registry
+    if model_id in registry:
+        return registry[model_id]
+    if is_path(model_id):
+        path = resolve_local_dir(model_id)
+        fam = family_of_dir(path)
+        return ModelEntry(id=model_id, family=fam, name=path.name, folder=str(path),
+                          fills_blank=family(fam).folder_probe().fills_blank_of_dir(path))
+    if not hub.looks_like_repo_id(model_id):
+        raise ModelUnavailable(f"unknown model {hub.shown(model_id)}: not in the registry, not "
+                               "a folder under the model directories and not a Hugging Face "
+                               "hub id (org/name); see `ctxlens models`")
+    kind = hub.kind(model_id)
+    return ModelEntry(id=model_id, family=kind.family, name=model_id, hub=model_id,
+                      fills_blank=kind.fills_blank, description=kind.architecture)
+
+
+def family(name: str):
+    from engine.families import family as family_row
+
+    return family_row(name)
 
 
 def resolve_local_dir(model_id: str) -> Path:
     """A model id that is a path: allowed only under a configured model directory."""
-    p = Path(model_id).expanduser().resolve()
+    from engine.hub import shown
+
+    try:
+        p = Path(model_id).expanduser().resolve()
+    except (OSError, ValueError, RuntimeError):
+        raise ModelUnavailable(f"{shown(model_id)} is not a usable path") from None
     if not p.exists():
-        raise ModelUnavailable(f"unknown model {model_id!r}: not in the registry and no such "
-                               "directory (see `ctxlens models`)")
+        raise ModelUnavailable(f"unknown model {shown(model_id)}: not in the registry and no "
+                               "such directory (see `ctxlens models`)")
     if not p.is_dir():
         raise ModelUnavailable(f"{model_id!r} is not a model directory")
     allowed = model_dirs()

@@ -155,7 +155,11 @@ class LogitLens:
 class QueryKey:
     """What one attention layer's scores are made of (BertViz's neuron view): per head the
     query and key vector of every token, [heads, tokens, head_dim], and the factor the dot
-    products are scaled by. causal: a token attends only to itself and earlier tokens."""
+    products are scaled by, read where the model's own attention function receives them (after
+    rotary embeddings; grouped-query keys repeated to every head). causal: a token attends only
+    to itself and earlier tokens. allowed [tokens, tokens]: where each query may look, when the
+    model's mask says more than `causal` (a sliding window, local attention). softcap: the
+    scores are soft-capped to softcap·tanh(s / softcap) before the softmax (Gemma-2)."""
 
     model_id: str
     tokens: tuple[str, ...]
@@ -164,20 +168,30 @@ class QueryKey:
     keys: np.ndarray
     scale: float
     causal: bool
+    allowed: np.ndarray | None = None
+    softcap: float | None = None
 
     def __post_init__(self) -> None:
         _require(self.queries.ndim == 3 and self.queries.shape == self.keys.shape
                  and self.queries.shape[1] == len(self.tokens), "queries",
                  "queries and keys must both be [heads, tokens, head_dim]")
+        n = len(self.tokens)
+        _require(self.allowed is None or self.allowed.shape == (n, n), "allowed",
+                 "allowed must be [tokens, tokens]")
 
     def products(self, head: int, token: int) -> np.ndarray:
         """q_token ⊙ k_j for every j: [tokens, head_dim]; row j sums to the raw score."""
         return self.queries[head, token][None, :] * self.keys[head]
 
     def scores(self, head: int, token: int) -> np.ndarray:
-        """Scaled scores q·k_j × scale, [tokens]; -inf where a causal model cannot look."""
+        """Scaled scores q·k_j × scale (soft-capped where the model caps them), [tokens];
+        -inf where the token cannot look."""
         s = self.products(head, token).astype(np.float64).sum(axis=1) * self.scale
-        if self.causal:
+        if self.softcap:
+            s = np.tanh(s / self.softcap) * self.softcap
+        if self.allowed is not None:
+            s[~self.allowed[token]] = -np.inf
+        elif self.causal:
             s[token + 1:] = -np.inf
         return s
 

@@ -77,8 +77,9 @@ class BertAdapter:
 
     def query_key(self, text: WordText, layer: int) -> QueryKey:
         t = hf.tokenize(self.tokenizer, self.prepare(text), self.max_tokens)
-        q, k, scale = hf.query_key(self.encoder, t, layer)
-        return QueryKey(self.model_id, t.tokens, layer, q, k, scale, causal=False)
+        q, k, scale, allowed, softcap = hf.query_key(self.encoder, t, layer)
+        return QueryKey(self.model_id, t.tokens, layer, q, k, scale, causal=False,
+                        allowed=allowed, softcap=softcap)
 
     def predict_masked(self, text: WordText, top_k: int = 10, sides: str = "both",
                        rescore: bool = False) -> Prediction:
@@ -111,12 +112,18 @@ class BertAdapter:
                           hf.top_k_candidates(logits, self.tokenizer, top_k), method="MLM head")
 
     def _whole_words(self):
-        """Vocabulary rows that are a whole alphabetic word (not "##ing", "[SEP]" or ",")."""
+        """Vocabulary rows that are a whole alphabetic word: "bank" in WordPiece (not "##ing"),
+        "Ġbank" / "▁bank" in byte-level BPE and SentencePiece (not a piece that continues a
+        word), never "[SEP]" or ","."""
         if self._word_rows is None:
             import torch
 
-            pieces = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
-            self._word_rows = torch.tensor([p.isalpha() for p in pieces])
+            ids = list(range(len(self.tokenizer)))
+            pieces = hf.plain_tokens(self.tokenizer, ids)
+            wordpiece = type(self.tokenizer.backend_tokenizer.model).__name__ == "WordPiece"
+            self._word_rows = torch.tensor([
+                p.isalpha() if wordpiece else (p.startswith(" ") and p[1:].isalpha())
+                for p in pieces])
         return self._word_rows
 
     def _rescored(self, text: WordText, ids, pos: int, logits, top_k: int) -> Prediction:
@@ -130,9 +137,6 @@ class BertAdapter:
 
         from engine.result import Candidate
 
-        if not hasattr(self.model, "cls"):
-            raise UnsupportedPrediction("re-scoring reads BERT's own MLM head (BertForMaskedLM); "
-                                        "this model's head is laid out differently")
         logp = torch.log_softmax(logits.float(), dim=-1)
         rows = self._whole_words().to(logp.device)
         # a fixed pool (as the GPT fill's): the shares do not move with top_k
@@ -151,23 +155,35 @@ class BertAdapter:
             target = batch[at, cols].clone()
             batch[at, cols] = self.tokenizer.mask_token_id
             scored = []
-            # the head over the scored positions only: [sequences, vocabulary] for a whole
-            # batch's every position would be hundreds of MB
-            for lo in range(0, len(batch), RESCORE_CHUNK):
-                sl = slice(lo, lo + RESCORE_CHUNK)
-                hidden = self.model.base_model(input_ids=batch[sl]).last_hidden_state
-                lp = torch.log_softmax(self.model.cls(hidden[at[sl] - lo, cols[sl]]).float(), -1)
+            for sl in self._chunks(len(batch), batch.shape[1]):
+                lp = torch.log_softmax(self._head_at(batch[sl], at[sl] - sl.start, cols[sl]), -1)
                 scored.append(lp.gather(1, target[sl, None])[:, 0])
             context = torch.cat(scored).view(len(cands), len(others)).sum(1)
         score = head.values + context
         share = torch.softmax(score.double(), dim=0)
         best = torch.argsort(share, descending=True)[:top_k]
-        words = hf.readable_tokens(self.tokenizer, cands[best].tolist())
+        words = [w.strip() for w in hf.readable_tokens(self.tokenizer, cands[best].tolist())]
         return Prediction(self.model_id, "masked", text.text,
                           tuple(Candidate(w, float(share[k])) for w, k in zip(words, best.tolist())),
                           method=f"MLM head's top {len(cands)} words, re-ranked by the "
                                  "pseudo-log-likelihood of the sentence each makes",
                           pool=len(cands))
+
+    def _chunks(self, n: int, width: int) -> list[slice]:
+        """Slices of the re-scoring batch: BERT's own head runs on the scored positions only;
+        any other masked LM's runs on every position (its head is not one module), so fewer
+        sequences go at once to keep [sequences, tokens, vocabulary] near RESCORE_BYTES."""
+        fast = type(self.model).__name__ == "BertForMaskedLM"
+        step = RESCORE_CHUNK if fast else max(
+            1, min(RESCORE_CHUNK, RESCORE_BYTES // (4 * width * len(self.tokenizer))))
+        return [slice(lo, min(n, lo + step)) for lo in range(0, n, step)]
+
+    def _head_at(self, ids, rows, cols):
+        """The masked-LM logits at (row, col) of each sequence of `ids`, float32."""
+        if type(self.model).__name__ == "BertForMaskedLM":
+            hidden = self.model.base_model(input_ids=ids).last_hidden_state
+            return self.model.cls(hidden[rows, cols]).float()
+        return self.model(input_ids=ids).logits[rows, cols].float()
 
     def predict_next(self, text: WordText, top_k: int = 10) -> Prediction:
         raise UnsupportedPrediction("BERT models are bidirectional and cannot predict the next "
@@ -187,6 +203,7 @@ class BertAdapter:
 # one item; each candidate costs one forward pass per token of the sentence
 RESCORE_CANDIDATES = 30
 RESCORE_CHUNK = 128          # sequences a forward pass
+RESCORE_BYTES = 256 * 2**20  # logits held at once by a head that scores every position
 
 OVERLAY_GLOB = "mlm_overlay*.safetensors"   # one or more shards (bundled files stay small)
 # a tensor too big for one shard is stored as row slices "<name>@rows<first row>"

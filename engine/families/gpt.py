@@ -70,6 +70,12 @@ NEXT_METHOD = ("next token from the left context: a byte-level piece, so '…x' 
                "last word and a word may go on beyond its first piece")
 
 
+def torch_tanh_cap(x, cap: float):
+    import torch
+
+    return torch.tanh(x / cap) * cap
+
+
 def _word_piece(token: str) -> str:
     """A next-token piece as a reader should see it: a word start without its space ("Ġbank"
     -> "bank"), a piece glued to the last word marked ("sid" -> "…sid")."""
@@ -108,6 +114,14 @@ class GPTAdapter:
         # words proposed by the fill-in-the-blank prompt (0: the left context alone proposes)
         self.prompt_candidates = FILL_PROMPT_CANDIDATES
 
+    def _logits(self, raw):
+        """The head's output as the model's own logits: Gemma-2 soft-caps them to
+        c·tanh(x / c) (final_logit_softcapping), which the lens must do too or it overstates
+        every layer's top probability."""
+        cap = getattr(self.model.config, "final_logit_softcapping", None)
+        raw = raw.float()
+        return torch_tanh_cap(raw, cap) if cap else raw
+
     @property
     def device(self) -> str:
         return str(next(self.model.parameters()).device)
@@ -134,8 +148,9 @@ class GPTAdapter:
 
     def query_key(self, text: WordText, layer: int) -> QueryKey:
         t = hf.tokenize(self.tokenizer, text, self.max_tokens)
-        q, k, scale = hf.query_key(self.model.base_model, t, layer)
-        return QueryKey(self.model_id, t.tokens, layer, q, k, scale, causal=True)
+        q, k, scale, allowed, softcap = hf.query_key(self.model.base_model, t, layer)
+        return QueryKey(self.model_id, t.tokens, layer, q, k, scale, causal=True,
+                        allowed=allowed, softcap=softcap)
 
     def _input(self, text: WordText):
         # trailing spaces would become a lone space token the model rarely saw before a word
@@ -179,7 +194,7 @@ class GPTAdapter:
             top_ids, top_probs = [], []
             for i, h in enumerate(states):
                 x = h if (i == len(states) - 1 and last_is_normed) else self.norm(h)
-                probs = torch.softmax(self.head(x)[0].float(), dim=-1)   # (T, V)
+                probs = torch.softmax(self._logits(self.head(x)[0]), dim=-1)   # (T, V)
                 p, idx = probs.max(dim=-1)
                 top_ids.append(idx.tolist())
                 top_probs.append(p.cpu().numpy())

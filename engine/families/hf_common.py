@@ -52,12 +52,13 @@ def folder_config(path: Path) -> dict | None:
 
 def causal_config(path: Path) -> bool | None:
     """Whether a Hugging Face model folder's config.json names a left-to-right LM (None: no
-    config.json)."""
-    cfg = folder_config(path)
+    config.json); a config ctxlens cannot show (custom code, encoder-decoder) raises why."""
+    from engine.checkpoint import kind_of, read_config
+
+    cfg = read_config(path)
     if cfg is None:
         return None
-    kinds = " ".join(cfg.get("architectures") or []) + " " + cfg.get("model_type", "")
-    return any(k in kinds for k in ("CausalLM", "LMHead", "gpt", "llama"))
+    return kind_of(cfg, str(path)).family == "gpt"
 
 
 def layer_names(n_layers: int) -> tuple[str, ...]:
@@ -117,26 +118,22 @@ def _quiet(on: bool):
 
 def load_hf_model(auto_cls, path: Path, options: LoadOptions, progress: bool = True,
                   config=None):
-    """A model in eval mode on the requested device and dtype, with SDPA attention where the
-    architecture has it (else eager). SDPA never materialises the attention weights, so a call
-    that asks for attention maps switches the model to eager for that call (run_layers)."""
+    """A model in eval mode on the requested device and dtype, with transformers' default
+    attention (SDPA where the architecture has it, else eager). SDPA never materialises the
+    attention weights, so a call that asks for attention maps switches the model to eager for
+    that call (run_layers). Safetensors only: a pickle is never read (engine/checkpoint.py
+    refuses a folder without safetensors before this)."""
     device = resolve_device(options.device)
     dtype = resolve_dtype(options.dtype, device)
     extra = {"config": config} if config is not None else {}
     try:
         with progress_bars(progress), _quiet(config is not None):
-            try:
-                model = auto_cls.from_pretrained(str(path), attn_implementation="sdpa",
-                                                 dtype=dtype, local_files_only=True,
-                                                 trust_remote_code=False, **extra)
-            except ValueError as err:
-                if "sdpa" not in str(err).lower():
-                    raise
-                model = auto_cls.from_pretrained(str(path), attn_implementation="eager",
-                                                 dtype=dtype, local_files_only=True,
-                                                 trust_remote_code=False, **extra)
-    except (OSError, ValueError) as err:
-        raise ModelUnavailable(f"cannot load the model in {path}: {err}") from err
+            model = auto_cls.from_pretrained(str(path), dtype=dtype, local_files_only=True,
+                                             trust_remote_code=False, use_safetensors=True,
+                                             **extra)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+        raise ModelUnavailable(f"cannot load the model in {path}: {first}") from err
     model = model.to(device).eval()
     if options.compile:
         import torch
@@ -636,86 +633,126 @@ def top_k_candidates(logits, tokenizer, top_k: int):
     return tuple(Candidate(tok, float(p)) for tok, p in zip(tokens, values.tolist()))
 
 
-def _blocks(base_model):
-    """The transformer blocks of the three layouts we serve: BERT (encoder.layer), GPT-2 (h),
-    Llama-style (layers)."""
-    for blocks_path in ("encoder.layer", "h", "layers"):
-        blocks = base_model
-        for part in blocks_path.split("."):
-            blocks = getattr(blocks, part, None)
-        if blocks is not None:
-            return blocks
-    raise UnsupportedPrediction("this architecture's blocks are not exposed")
+def _blocks(base_model) -> list:
+    """The modules whose outputs are the hidden states, in order: the class transformers itself
+    records them from (`_can_record_outputs["hidden_states"]`), else the ModuleList of
+    num_hidden_layers blocks. ALBERT shares one layer across its depth: a single module then
+    runs once per layer, and callers count its calls."""
+    import torch
 
-
-def _attention_of_block(base_model, layer: int):
-    """The self-attention module of block `layer` (1-based): BERT's attention.self, GPT-2's
-    attn, Llama's self_attn."""
-    blocks = _blocks(base_model)
-    if not 1 <= layer <= len(blocks):
-        raise EngineError(f"layer {layer} is not an attention layer of this model "
-                          f"(1 to {len(blocks)})")
-    module = blocks[layer - 1]
-    for attn_path in ("attention.self", "attn", "self_attn"):
-        found = module
-        for part in attn_path.split("."):
-            found = getattr(found, part, None)
-        if found is not None:
+    target = (getattr(type(base_model), "_can_record_outputs", None) or {}).get("hidden_states")
+    cls = getattr(target, "target_class", target)
+    if isinstance(cls, type):
+        found = [m for m in base_model.modules() if isinstance(m, cls)]
+        if found:
             return found
-    raise UnsupportedPrediction("this architecture's query and key vectors are not exposed")
+    n = base_model.config.num_hidden_layers
+    for m in base_model.modules():
+        if isinstance(m, torch.nn.ModuleList) and len(m) == n:
+            return list(m)
+    raise UnsupportedPrediction("this architecture's blocks could not be found")
+
+
+# The neuron view reads queries and keys where transformers hands them to the attention
+# function: every architecture written against transformers' AttentionInterface calls it with
+# the queries and keys after rotary embeddings, before grouped-query keys are repeated, with the
+# mask, scale and soft-cap it applies. This implementation records that call, then runs the
+# architecture's own eager attention.
+CAPTURE = "ctxlens_capture"
+_capture = threading.local()
+
+
+def _capturing_attention(module, query, key, value, attention_mask, **kwargs):
+    import sys
+
+    eager = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
+    if eager is None:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward as eager
+    out, weights = eager(module, query, key, value, attention_mask, **kwargs)
+    calls = getattr(_capture, "calls", None)
+    if calls is not None:
+        calls.append((query.detach(), key.detach(), attention_mask, weights, kwargs,
+                       getattr(module, "is_causal", False)))
+    return out, weights
+
+
+def _register_capture() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+
+    AttentionInterface.register(CAPTURE, _capturing_attention)
+    # an explicit additive mask at every call, as eager attention gets (sliding windows and
+    # padding included), so the view knows where each token may look
+    ALL_MASK_ATTENTION_FUNCTIONS.register(CAPTURE, eager_mask)
+
+
+@contextmanager
+def capturing(base_model):
+    """The model's attention through _capturing_attention for one forward pass; the calls
+    (one per layer, in order) are collected into the list yielded."""
+    _register_capture()
+    with _EAGER_LOCK:
+        before = base_model.config._attn_implementation
+        base_model.set_attn_implementation(CAPTURE)
+        _capture.calls = []
+        try:
+            yield _capture.calls
+        finally:
+            _capture.calls = None
+            base_model.set_attn_implementation(before)
 
 
 def query_key(base_model, tokenized: TokenizedText, layer: int):
-    """The query and key vectors of every head at one layer, as the attention scores use them
-    (after RoPE where the model rotates them): ([heads, T, d] queries, [heads, T, d] keys, the
-    scale the scores are multiplied by). Read with forward hooks on one ordinary forward pass,
-    so they are the model's own numbers."""
+    """The query and key vectors of every head at one layer, as the attention scores use them:
+    ([heads, T, d] queries, [heads, T, d] keys, scale, allowed [T, T] or None, softcap or
+    None), read from the architecture's own call of its attention function. Checked against
+    the attention weights that call computed: where a score is more than a scaled q·k (DeBERTa's
+    relative positions, attention sinks) the view says so instead of showing wrong numbers."""
+    import numpy as np
     import torch
 
-    attn = _attention_of_block(base_model, layer)
-    cfg = base_model.config
-    heads = cfg.num_attention_heads
-    got: dict = {}
-
-    def keep(name):
-        return lambda module, args, output: got.__setitem__(name, output.detach())
-
-    hooks = []
-    if hasattr(attn, "query") and hasattr(attn, "key"):                       # BERT
-        hooks += [attn.query.register_forward_hook(keep("q")),
-                  attn.key.register_forward_hook(keep("k"))]
-    elif hasattr(attn, "c_attn") and not getattr(attn, "is_cross_attention", False):  # GPT-2
-        hooks.append(attn.c_attn.register_forward_hook(keep("qkv")))
-    elif hasattr(attn, "q_proj") and hasattr(attn, "k_proj"):               # Llama and kin
-        hooks += [attn.q_proj.register_forward_hook(keep("q")),
-                  attn.k_proj.register_forward_hook(keep("k")),
-                  attn.register_forward_pre_hook(
-                      lambda m, args, kwargs: got.__setitem__(
-                          "rope", kwargs.get("position_embeddings")), with_kwargs=True)]
-    else:
-        raise UnsupportedPrediction("this architecture's query and key vectors are not exposed")
+    n_layers = base_model.config.num_hidden_layers
+    if not 1 <= layer <= n_layers:
+        raise EngineError(f"layer {layer} is not an attention layer of this model "
+                          f"(1 to {n_layers})")
     device = next(base_model.parameters()).device
     ids, mask = pad_batch([tokenized], 0, str(device))
-    try:
-        with torch.inference_mode():
-            base_model(input_ids=ids, attention_mask=mask)
-    finally:
-        for h in hooks:
-            h.remove()
-    if "qkv" in got:
-        q, k, _ = got["qkv"].split(cfg.hidden_size, dim=2)
-    else:
-        q, k = got["q"], got["k"]
-    t = q.shape[1]
-    d = q.shape[2] // heads
-    q = q.view(1, t, heads, d).transpose(1, 2)                  # [1, H, T, d]
-    k = k.view(1, t, -1, d).transpose(1, 2)                     # [1, H_kv, T, d]
-    if got.get("rope") is not None:
-        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
-
-        cos, sin = got["rope"]
-        q, k = apply_rotary_pos_emb(q, k, cos, sin)
-    if k.shape[1] != heads:                                     # grouped-query attention
+    with torch.inference_mode(), capturing(base_model) as calls:
+        base_model(input_ids=ids, attention_mask=mask)
+        calls = list(calls)
+    arch = type(base_model).__name__.removesuffix("Model")
+    if len(calls) != n_layers:
+        raise UnsupportedPrediction(
+            f"{arch} computes its attention scores its own way (not through transformers' "
+            "attention interface: e.g. DeBERTa adds relative-position terms to query·key), so "
+            "they cannot be split into query and key vectors")
+    q, k, amask, weights, kwargs, causal = calls[layer - 1]
+    extra = sorted(set(kwargs) & {"s_aux", "sinks", "alibi", "position_bias"})
+    if extra:
+        raise UnsupportedPrediction(f"{arch}'s attention scores carry {extra[0]} besides "
+                                    "query·key, so the neuron view cannot decompose them")
+    heads = q.shape[1]
+    if k.shape[1] != heads:                                       # grouped-query attention
         k = k.repeat_interleave(heads // k.shape[1], dim=1)
-    scale = float(getattr(attn, "scaling", d ** -0.5))
-    return (q[0].float().cpu().numpy(), k[0].float().cpu().numpy(), scale)
+    d = q.shape[-1]
+    scale = float(kwargs.get("scaling") or d ** -0.5)
+    softcap = kwargs.get("softcap")
+    t = q.shape[2]
+    if amask is None:
+        allowed = np.tril(np.ones((t, t), bool)) if causal else None
+    elif amask.dtype == torch.bool:
+        allowed = amask[0, 0, :, :t].cpu().numpy()
+    else:
+        allowed = (amask[0, 0, :, :t] > torch.finfo(amask.dtype).min / 2).cpu().numpy()
+    q, k = q[0].float().cpu().numpy(), k[0].float().cpu().numpy()    # [H, T, d]
+    rebuilt = q @ k.transpose(0, 2, 1) * scale
+    if softcap:
+        rebuilt = np.tanh(rebuilt / softcap) * softcap
+    if allowed is not None:
+        rebuilt = np.where(allowed[None], rebuilt, -np.inf)
+    rebuilt = np.exp(rebuilt - rebuilt.max(-1, keepdims=True))
+    rebuilt /= rebuilt.sum(-1, keepdims=True)
+    if weights is not None and np.abs(rebuilt - weights[0].float().cpu().numpy()).max() > 1e-3:
+        raise UnsupportedPrediction(f"{arch}'s attention is more than softmax(scaled "
+                                    "query·key) here, so the neuron view cannot decompose it")
+    return q, k, scale, allowed, (float(softcap) if softcap else None)

@@ -1,0 +1,183 @@
+"""Hugging Face hub ids: any model a user names that is not in the registry or a folder.
+
+The local Hugging Face cache is read first (HF_HUB_CACHE, else HF_HOME/hub, read at each call so
+that a test or a user can point it elsewhere); offline (HF_HUB_OFFLINE=1, or the hub unreachable
+within seconds) a model that is not cached fails at once with a message saying it needs a
+download. Online, the files and their sizes are listed before any is fetched, and only files
+that load without unpickling code are fetched.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from engine.checkpoint import Kind, kind_of, read_config
+from engine.errors import ModelUnavailable
+
+HUB_HOST = "huggingface.co"
+PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors"]
+# `org/name` or a legacy bare name; the hub's own rules (96 characters, no "--" or "..")
+_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
+MAX_SHOWN = 80
+
+
+def shown(model_id: str) -> str:
+    """A model id as a message quotes it: never more than MAX_SHOWN characters."""
+    return repr(model_id if len(model_id) <= MAX_SHOWN else model_id[:MAX_SHOWN] + "…")
+
+
+def looks_like_repo_id(model_id: str) -> bool:
+    return bool(_REPO_ID.fullmatch(model_id)) and "--" not in model_id \
+        and ".." not in model_id and not model_id.endswith((".", "-"))
+
+
+def cache_root() -> Path:
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")) \
+        / "huggingface"
+    return Path(home).expanduser() / "hub"
+
+
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on") or \
+        os.environ.get("CTXLENS_OFFLINE") == "1"
+
+
+def cached_snapshot(repo_id: str) -> Path | None:
+    """The cached snapshot folder of a repo (its main revision) holding a config.json, or None."""
+    repo = cache_root() / ("models--" + repo_id.replace("/", "--"))
+    try:
+        commit = (repo / "refs" / "main").read_text().strip()
+    except OSError:
+        snaps = sorted((repo / "snapshots").glob("*")) if (repo / "snapshots").is_dir() else []
+        commit = snaps[-1].name if snaps else ""
+    snap = repo / "snapshots" / commit
+    return snap if commit and (snap / "config.json").is_file() else None
+
+
+def cached_repos() -> list[str]:
+    """Repo ids of the models in the local Hugging Face cache."""
+    root = cache_root()
+    if not root.is_dir():
+        return []
+    out = []
+    for d in sorted(root.glob("models--*")):
+        repo_id = d.name.removeprefix("models--").replace("--", "/")
+        if cached_snapshot(repo_id) is not None:
+            out.append(repo_id)
+    return out
+
+
+def _needs_download(repo_id: str, why: str) -> ModelUnavailable:
+    return ModelUnavailable(
+        f"{shown(repo_id)} is not in the local Hugging Face cache ({cache_root()}) and needs a "
+        f"download from {HUB_HOST}, {why}; connect once to cache it, or see `ctxlens models` "
+        "for what is here")
+
+
+def _reachable() -> bool:
+    from engine.fetch import _reachable as reachable
+
+    return reachable(HUB_HOST)
+
+
+def kind(repo_id: str) -> Kind:
+    """What a hub model is, from its cached config (or, online, its config alone)."""
+    snap = cached_snapshot(repo_id)
+    if snap is not None:
+        return kind_of(read_config(snap), shown(repo_id))
+    cfg_file = _download_one(repo_id, "config.json")
+    return kind_of(read_config(Path(cfg_file).parent), shown(repo_id))
+
+
+def _check_online(repo_id: str) -> None:
+    if offline():
+        raise _needs_download(repo_id, "and HF_HUB_OFFLINE is set")
+    if not _reachable():
+        raise _needs_download(repo_id, "which cannot be reached")
+
+
+def _hub_error(repo_id: str, err: Exception) -> ModelUnavailable:
+    name = type(err).__name__
+    if name == "GatedRepoError":
+        return ModelUnavailable(f"{shown(repo_id)} is gated: accept its terms on {HUB_HOST} and "
+                                "log in (`hf auth login`), then try again")
+    if name in ("RepositoryNotFoundError", "RevisionNotFoundError"):
+        return ModelUnavailable(f"no model {shown(repo_id)} on {HUB_HOST} (check the spelling; a "
+                                "private repo needs `hf auth login`)")
+    first = str(err).strip().splitlines()[0][:200] if str(err).strip() else name
+    return ModelUnavailable(f"downloading {shown(repo_id)} failed: {first}")
+
+
+def _download_one(repo_id: str, filename: str) -> str:
+    from huggingface_hub import hf_hub_download
+
+    _check_online(repo_id)
+    try:
+        return hf_hub_download(repo_id, filename, cache_dir=str(cache_root()), etag_timeout=10)
+    except Exception as err:  # noqa: BLE001 - hub errors of every kind become one line
+        raise _hub_error(repo_id, err) from err
+
+
+@dataclass(frozen=True)
+class DownloadPlan:
+    repo_id: str
+    files: tuple[tuple[str, int], ...]     # (name, bytes) of what would be fetched
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(size for _, size in self.files)
+
+    def describe(self) -> str:
+        return (f"{self.repo_id}: {len(self.files)} files, {self.total_bytes / 2**20:,.1f} MB ("
+                + ", ".join(f"{n} {s / 2**20:,.1f} MB" for n, s in self.files[:6])
+                + (", …" if len(self.files) > 6 else "") + ")")
+
+
+def plan(repo_id: str) -> DownloadPlan:
+    """The files a download of the repo fetches, with their sizes (asks the hub)."""
+    from fnmatch import fnmatch
+
+    from huggingface_hub import HfApi
+
+    _check_online(repo_id)
+    try:
+        info = HfApi().model_info(repo_id, files_metadata=True, timeout=10)
+    except Exception as err:  # noqa: BLE001
+        raise _hub_error(repo_id, err) from err
+    files = tuple((s.rfilename, int(s.size or 0)) for s in info.siblings or []
+                  if "/" not in s.rfilename and any(fnmatch(s.rfilename, p) for p in PATTERNS))
+    if not any(n.endswith(".safetensors") for n, _ in files):
+        raise ModelUnavailable(f"{shown(repo_id)} ships no safetensors weights (pickled .bin "
+                               "only, which can run code when read); ctxlens loads safetensors")
+    return DownloadPlan(repo_id, files)
+
+
+def snapshot(repo_id: str, progress: bool = True,
+             on_file: Callable[[str, int, int], None] | None = None) -> Path:
+    """A local folder of the repo's files: the cached snapshot, else a download (its plan
+    printed first with `progress`; `on_file(name, done, total)` after each file for a page)."""
+    snap = cached_snapshot(repo_id)
+    if snap is not None:
+        return snap
+    import sys
+
+    from huggingface_hub import hf_hub_download
+
+    todo = plan(repo_id)
+    if progress:
+        print(f"ctxlens: downloading {todo.describe()}", file=sys.stderr, flush=True)
+    done = 0
+    for name, size in todo.files:
+        try:
+            path = hf_hub_download(repo_id, name, cache_dir=str(cache_root()), etag_timeout=10)
+        except Exception as err:  # noqa: BLE001
+            raise _hub_error(repo_id, err) from err
+        done += size
+        if on_file is not None:
+            on_file(name, done, todo.total_bytes)
+    return Path(path).parent
