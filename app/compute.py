@@ -345,9 +345,28 @@ def brown_index_state(folder) -> str:
         return "new"
 
 
+READ_ONLY_ENV = "CTXLENS_READ_ONLY"
+
+
+def index_changes_allowed() -> bool:
+    """False on a shared server (CTXLENS_READ_ONLY=1): any visitor could otherwise start a
+    build of many GiB and hours, or delete the indexes others use. The CLI still builds."""
+    return os.environ.get(READ_ONLY_ENV, "").strip().lower() not in ("1", "true", "yes", "on")
+
+
+READ_ONLY_NOTE = ("This server builds and deletes no corpus indexes from the browser "
+                  f"({READ_ONLY_ENV} is set): build them with 'make index' on the server.")
+
+
+def _refuse_index_changes() -> None:
+    if not index_changes_allowed():
+        raise EngineError(READ_ONLY_NOTE)
+
+
 def build_brown_index(model_id: str, layers, folder, on_progress) -> None:
     from engine.corpus.index import build
 
+    _refuse_index_changes()
     # the folder is the app's own: an index of an older format there is built again
     build(model_id, "brown", folder, layers=list(layers), progress=False, engine=get_engine(),
           on_progress=on_progress, replace_older=True)
@@ -375,6 +394,7 @@ def app_owned(folder: str) -> bool:
 def remove_index(folder: str) -> None:
     from engine.corpus.index import remove
 
+    _refuse_index_changes()
     if not app_owned(folder):
         raise EngineError(f"{folder} is not one of the app's own indexes: delete it yourself")
     remove(Path(folder))

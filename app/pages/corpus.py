@@ -49,6 +49,12 @@ def layers_label(layers) -> str:
 def build_offer(have_indexes: bool) -> None:
     """Build Brown for any installed model at the layers chosen: the page's main content with
     no index yet, behind a toggle under the index choice otherwise."""
+    if not compute.index_changes_allowed():
+        if have_indexes:
+            st.caption(compute.READ_ONLY_NOTE)
+        else:
+            st.info(f"No corpus index yet. {compute.READ_ONLY_NOTE}")
+        return
     models = compute.brown_index_models()
     if not models:
         if not have_indexes:
@@ -115,7 +121,7 @@ def build_offer(have_indexes: bool) -> None:
 def delete_offer(folder: str, manifest) -> None:
     """The app's own indexes (those built here) can go again: Brown at seven layers of a 135M
     model takes 9.5 GiB."""
-    if not compute.app_owned(folder):
+    if not compute.app_owned(folder) or not compute.index_changes_allowed():
         return
     name = Path(folder).name
     with st.popover(f"Delete {name}"):

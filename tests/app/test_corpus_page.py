@@ -372,3 +372,43 @@ def test_opening_another_index_starts_at_its_top_layer(indexes, tiny_engine, tmp
     at.selectbox(key="corpus_index").set_value(str(tmp_path / "indexes" / "two")).run()
     no_failures(at)
     assert at.select_slider(key="corpus_layer").value == 1
+
+
+def test_a_read_only_server_offers_no_build_or_delete_and_compute_refuses(indexes,
+                                                                          monkeypatch):
+    """Issue 47, item 7: with CTXLENS_READ_ONLY=1 (a shared server) the page has no build,
+    continue or delete button, says why in one line, and compute refuses both changes even
+    when asked directly (a hidden button is not a lock)."""
+    from app import compute
+    from engine.corpus import sources
+    from engine.errors import EngineError
+
+    monkeypatch.setattr(sources, "brown", lambda build=True, progress=True: sources.Corpus(
+        "brown", tuple(_corpus(40, seed=13))))
+    folder = catalog.brown_index_path("elmo-brown")
+    compute.build_brown_index("elmo-brown", [0, 1], folder, lambda done, total: None)
+    monkeypatch.setenv("CTXLENS_READ_ONLY", "1")
+    at = _corpus_page(corpus_word="bank", corpus_index=str(folder))
+    assert next(s for s in at.selectbox if s.label == "Index").value == str(folder)
+    keys = {w.key for w in [*at.button, *at.toggle]}
+    assert not keys & {"corpus_build", "corpus_build_more", "corpus_delete",
+                       "corpus_delete_partial"}, keys
+    assert any("CTXLENS_READ_ONLY" in c.value for c in at.caption)
+    with pytest.raises(EngineError, match="CTXLENS_READ_ONLY"):
+        compute.remove_index(str(folder))
+    with pytest.raises(EngineError, match="CTXLENS_READ_ONLY"):
+        compute.build_brown_index("elmo-brown", [0], catalog.brown_index_path("elmo-brown", [0]),
+                                  lambda done, total: None)
+    assert (folder / "manifest.json").is_file()
+    assert not catalog.brown_index_path("elmo-brown", [0]).exists()
+
+
+def test_a_read_only_server_without_an_index_says_how_to_build_one(tiny_engine, tmp_path,
+                                                                    monkeypatch):
+    monkeypatch.setenv("CTXLENS_INDEX_DIRS", str(tmp_path / "none"))
+    monkeypatch.setattr(catalog, "DEFAULT_DIR", tmp_path / "default")
+    monkeypatch.setenv("CTXLENS_READ_ONLY", "1")
+    at = page("corpus").run()
+    no_failures(at)
+    assert any("No corpus index yet" in i.value and "make index" in i.value for i in at.info)
+    assert not any(b.label.startswith("Build the Brown index") for b in at.button)
