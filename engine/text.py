@@ -13,18 +13,23 @@ from itertools import chain
 from typing import Sequence
 
 import numpy as np
+import regex
 
 MASK = "[MASK]"
 
-# A word is [MASK], a run of letters/digits joined by inner apostrophes or hyphens, or a run of
-# punctuation. Keeping "don't" and "well-known" whole matches what a reader calls a word; keeping
-# "--", "..." and '."' whole matters because byte-level BPE merges such runs into one token,
-# and a token must not span two words.
-# Combining marks belong to the letter before them ("cafe" + U+0301 is one word), and a stray
-# mark or a control character is no word at all (a tokenizer drops it, so no token could stand
-# for it).
-_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
-_CONTROL = "\x00-\x1f\x7f-\x9f"
+# A word is [MASK]; a run of letters and digits with the marks on them (below), joined by inner
+# apostrophes or hyphens; or a run of punctuation. Keeping "don't" and
+# "well-known" whole matches what a reader calls a word; keeping "--", "..." and '."' whole
+# matters because byte-level BPE merges such runs into one token, and a token must not span two
+# words.
+# Every character a grapheme cluster extends its base with (UAX #29: marks Mn/Mc/Me, Extend,
+# ZWJ) stays with the character before it: "cafe\u0301", Devanagari vowel signs and viramas,
+# Arabic harakat, Hebrew niqqud, Thai tone marks, the ZWJ/ZWNJ inside Indic and Persian words,
+# an emoji's skin tone and VS16. `regex`'s \X is not used as such: it also glues a Prepend
+# character (U+0D4E) to the next cluster across a space. A stray mark, a joiner alone or a
+# control character is no word at all (a tokenizer drops it, so no token could stand for it).
+_LETTER = r"\p{L}\p{N}_"            # what `re`'s \w is for str (the regex module's \w has marks)
+_EXTEND = r"\p{M}\p{gcb=Extend}\p{gcb=ZWJ}"
 # Invisible format characters (Unicode Cf: zero-width space, byte-order mark, word joiner,
 # direction marks, soft hyphen...): WordPiece drops them, so as a word of their own ("He said
 # \u200b nothing") they stopped a corpus build at that line, and inside a word ("co\u00adoperate")
@@ -35,8 +40,19 @@ _INVISIBLE = re.compile("[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u180e\u200b\u200
                         "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]")
 # Corpus indexes store words by position in this split: a change here changes what a position
 # means, so it goes with a new engine/corpus/index.py MANIFEST_SCHEMA.
-WORD_RE = re.compile(rf"\[MASK\]|\w[\w{_MARKS}]*(?:['’\-]\w[\w{_MARKS}]*)*"
-                     rf"|(?:(?!\[MASK\])[^\w\s{_MARKS}{_CONTROL}])+", re.UNICODE)
+WORD_RE = regex.compile(rf"\[MASK\]|[{_LETTER}][{_LETTER}{_EXTEND}]*"
+                        rf"(?:['’\-][{_LETTER}][{_LETTER}{_EXTEND}]*)*"
+                        rf"|(?:(?!\[MASK\])[^{_LETTER}{_EXTEND}\s\p{{Cc}}][{_EXTEND}]*)+")
+
+# Scripts written without spaces between words, by the name a note gives them. Their words are
+# found only with a dictionary (UAX #29 leaves them to one), so the split above takes each run of
+# them between spaces and punctuation as one word: deterministic, and the user's own spaces
+# choose another split.
+_UNSPACED = {"Thai": r"\p{Thai}", "Lao": r"\p{Lao}", "Khmer": r"\p{Khmer}",
+             "Burmese": r"\p{Myanmar}", "Japanese": r"[\p{Hiragana}\p{Katakana}]",
+             "Chinese": r"\p{Han}"}
+_UNSPACED_RE = {name: regex.compile(rf"(?=\p{{L}}){pattern}")
+                for name, pattern in _UNSPACED.items()}
 
 MAX_WORDS = 128
 MAX_CHARS = 1000
@@ -86,6 +102,26 @@ def joined_forms(words, word: str) -> list[str]:
     key = word_key(word)
     return list(dict.fromkeys(w for w in words if word_key(w) != key and
                               key in (word_key(p) for p in JOINER_RE.split(w))))
+
+
+def unspaced_scripts(texts: Sequence[str]) -> list[str]:
+    """The scripts written without spaces (Thai, Lao, Khmer, Burmese, Japanese, Chinese) that
+    `texts` hold letters of, in that order; Japanese text with kana is Japanese, not also
+    Chinese, for its kanji."""
+    found = [name for name, pattern in _UNSPACED_RE.items()
+             if any(pattern.search(t) for t in texts)]
+    return [n for n in found if not (n == "Chinese" and "Japanese" in found)]
+
+
+def unspaced_note(texts: Sequence[str]) -> str | None:
+    """One line on how the split treats a script written without spaces, if `texts` hold one."""
+    names = unspaced_scripts(texts)
+    if not names:
+        return None
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return (f"{listed} {'is' if len(names) == 1 else 'are'} written without spaces: ctxlens "
+            "takes each run of it between spaces or punctuation as one word; put spaces between "
+            "words to choose the split yourself")
 
 
 def _check(text: str, n_words: int) -> None:

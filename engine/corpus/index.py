@@ -42,7 +42,9 @@ from engine.corpus.embed import embed_rows, parse_layers
 from engine.corpus.tables import add_rows, connect_db, layer_table, schema
 from engine.errors import EngineError
 
-MANIFEST_SCHEMA = "ctxlens-index/2"
+# 3: positions count words as engine.text splits them with their marks (a text with marks had
+# other positions under 2)
+MANIFEST_SCHEMA = "ctxlens-index/3"
 SENT = "sentences"
 COMMIT_SENTENCES = 2048          # sentences per atomic commit: the most a kill can cost
 ANN_MIN_ROWS = 50_000            # below this, exact search is fast enough and always right

@@ -121,3 +121,70 @@ def test_invisible_characters_reach_no_model(model):
     assert odd.words == plain.words and odd.tokens == plain.tokens
     assert odd.text == plain.text         # the same input, so the same vectors (to batch noise)
     assert np.allclose(odd.hidden_states, plain.hidden_states, atol=1e-4)
+
+
+@pytest.mark.parametrize("text,words", [
+    ("यह किताब अच्छी है", ("यह", "किताब", "अच्छी", "है")),                 # Hindi: matras, virama
+    ("है", ("है",)),                                                         # one vowel sign
+    ("क्\u200dष", ("क्\u200dष",)),                                           # ZWJ inside a conjunct
+    ("தமிழ் மொழி", ("தமிழ்", "மொழி")),                                     # Tamil
+    ("بِسْمِ ٱللَّهِ", ("بِسْمِ", "ٱللَّهِ")),                                     # Arabic with harakat
+    ("שָׁלוֹם עוֹלָם", ("שָׁלוֹם", "עוֹלָם")),                                     # Hebrew with niqqud
+    ("ภาษาไทย ง่าย", ("ภาษาไทย", "ง่าย")),                                  # a Thai tone mark
+    ("می\u200cخواهم بروم", ("می\u200cخواهم", "بروم")),                      # Persian ZWNJ
+    ("a family 👨\u200d👩\u200d👧 🇫🇷 👍🏽 .", ("a", "family", "👨\u200d👩\u200d👧", "🇫🇷",
+                                               "👍🏽", ".")),
+])
+def test_combining_marks_and_joiners_stay_in_their_word(text, words):
+    """'यह किताब अच्छी है' was 12 words (क, ि, त, ा, ब, ...): every vowel sign, virama and
+    tone mark a word of its own."""
+    wt = split_words(text)
+    assert wt.words == words
+    assert [wt.text[s:e] for s, e in wt.spans] == list(wt.words)
+
+
+def test_a_hindi_target_is_found_in_its_sentence():
+    from engine.text import occurrences_of
+
+    assert occurrences_of(split_words("यह किताब अच्छी है").words, "किताब") == [1]
+
+
+def test_english_and_punctuation_split_as_before():
+    wt = split_words("It's 3½ o'clock -- the well-known café (naïve) said: \"no...\" [MASK]!")
+    assert wt.words == ("It's", "3½", "o'clock", "--", "the", "well-known", "café", "(", "naïve",
+                        ")", "said", ":", '"', "no", '..."', "[MASK]", "!")
+
+
+@pytest.mark.parametrize("texts,scripts", [
+    (["The bank .", "यह किताब अच्छी है", "שָׁלוֹם"], []),
+    (["ภาษาไทย ง่าย"], ["Thai"]),
+    (["日本語のテキスト", "我爱北京"], ["Japanese"]),       # kanji in Japanese text: Japanese
+    (["我爱北京。", "ສະບາຍດີ", "ខ្មែរ", "မြန်မာ"], ["Lao", "Khmer", "Burmese", "Chinese"]),
+])
+def test_scripts_written_without_spaces_are_named(texts, scripts):
+    from engine.text import unspaced_note, unspaced_scripts
+
+    assert unspaced_scripts(texts) == scripts
+    note = unspaced_note(texts)
+    assert (note is None) == (not scripts)
+    if note:
+        assert len(note.splitlines()) == 1 and "put spaces between words" in note
+        assert note.startswith(scripts[0]) and " without spaces" in note
+
+
+def test_a_script_without_spaces_is_split_at_spaces_and_punctuation_only():
+    assert split_words("我爱北京。你好").words == ("我爱北京", "。", "你好")
+    assert split_words("我 爱 北京").words == ("我", "爱", "北京")
+
+
+@pytest.mark.slow
+def test_minilm_takes_a_hindi_sentence_with_a_vowel_sign_word():
+    """Its uncased tokenizer strips marks, so 'ै' as a word of its own had no token and every
+    sentence holding it was refused."""
+    from engine.api import Engine
+    from tests.engine.test_bundled_models import require
+
+    enc = Engine(cache_size=0).encode(require("minilm-l6"), ["यह किताब अच्छी है ."])[0]
+    assert enc.words == ("यह", "किताब", "अच्छी", "है", ".")
+    assert enc.word_vectors("mean").shape[1] == 5
+    assert set(enc.token_to_word[enc.token_to_word >= 0].tolist()) == set(range(5))
