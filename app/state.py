@@ -81,11 +81,14 @@ def presets() -> dict[str, Preset]:
                          tuple(label for _, label in p["sentences"])) for name, p in raw.items()}
 
 
-def url_key(key: str, kind=int, default=None, choices=None, bounds=None) -> str:
+def url_key(key: str, kind=int, default=None, choices=None, bounds=None,
+            max_chars: int | None = None) -> str:
     """Register a page widget key for the URL, restore it once from the query string, and give
     it a default (widgets then take no value= argument, which Streamlit would warn about).
     `bounds` (low, high) are the widget's: a linked value outside them (or NaN) keeps the
-    default, where Streamlit would replace the whole page with StreamlitValueAboveMaxError."""
+    default, where Streamlit would replace the whole page with StreamlitValueAboveMaxError.
+    `max_chars` is a text box's cap (url_text_input passes the box's own): a box shows a linked
+    or handed-over value whole, past its cap, so the value is cut to it here."""
     url_keys()[key] = kind
     restored = st.session_state.setdefault("_restored", set())
     raw = _link_value(key) if key not in restored else None
@@ -115,7 +118,17 @@ def url_key(key: str, kind=int, default=None, choices=None, bounds=None) -> str:
                 st.session_state[key] = default
             else:
                 del st.session_state[key]
+    if max_chars is not None and isinstance(st.session_state.get(key), str):
+        st.session_state[key] = st.session_state[key][:max_chars]
     return key
+
+
+def url_text_input(where, label: str, key: str, max_chars: int, default: str = "",
+                   **kwargs) -> str:
+    """A text box in the URL: one cap for what is typed and what a link or another page puts
+    there."""
+    return where.text_input(label, key=url_key(key, str, default=default, max_chars=max_chars),
+                            max_chars=max_chars, **kwargs)
 
 
 def _link_value(key: str) -> str | None:

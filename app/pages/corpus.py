@@ -12,11 +12,13 @@ from app import compute, export, figures, state, ui
 from app import selection as sel
 from engine.corpus.catalog import (DEFAULT_MAX_LAYERS, brown_index_bytes, default_layers,
                                    free_bytes)
+from engine.text import MAX_CHARS
 
 METHODS = {"PCA": "pca", "UMAP": "umap"}
 MAX_POINTS = 3000
 GRID_POINTS = 1000     # in every layer's panel at once: 7 panels of 1,000 points stay quick
 QUERY_TEXT, QUERY_WORD = "corpus_query_text", "corpus_query_word"
+WORD_CHARS = 40         # the word boxes' cap; a sentence's is the engine's (MAX_CHARS)
 JUST_BUILT = "_corpus_just_built"
 
 
@@ -281,9 +283,8 @@ def search_box(folder, manifest, layer) -> None:
                "Layers side by side) and the word to look up; its vector at this layer is "
                f"compared with every occurrence in the index ({manifest.model}, cosine).")
     c1, c2 = st.columns([4, 1])
-    text = c1.text_input("Sentence", key=state.url_key(QUERY_TEXT, str, default=""),
-                         max_chars=1000)
-    word = c2.text_input("Word", key=state.url_key(QUERY_WORD, str, default=""), max_chars=40)
+    text = state.url_text_input(c1, "Sentence", QUERY_TEXT, MAX_CHARS)
+    word = state.url_text_input(c2, "Word", QUERY_WORD, WORD_CHARS)
     if text.strip() and word.strip():
         try:
             hits = compute.corpus_search(folder, text, word.strip(), layer, 10)
@@ -305,9 +306,8 @@ def render(inputs: state.Inputs) -> None:
     manifest = compute.corpus_manifest(folder)
     delete_offer(folder, manifest)
     c1, c2, c3 = st.columns([2, 3, 2])
-    word = c1.text_input("Word", key=state.url_key("corpus_word", str,
-                                                     default=inputs.target or "bank"),
-                         max_chars=40).strip()
+    word = state.url_text_input(c1, "Word", "corpus_word", WORD_CHARS,
+                                default=inputs.target or "bank").strip()
     key = state.url_key("corpus_layer", int, default=manifest.layers[-1],
                         choices=manifest.layers)
     if st.session_state.get(key) not in manifest.layers:   # another index opened: its top

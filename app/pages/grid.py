@@ -257,8 +257,8 @@ def controls() -> dict:
     d = st.columns([1, 1.5, 1.6, 1.2])
     every = d[0].number_input("Every k-th layer (0: auto)", 0, 32, key=state.url_key(
         "grid_every", int, default=0, bounds=(0, 32)), help=f"auto keeps a grid to {MAX_PANELS} panels")
-    find = d[1].text_input("Find a word", key=state.url_key("grid_find", str, default=""),
-                           max_chars=60, placeholder="rings its occurrences in every panel")
+    find = state.url_text_input(d[1], "Find a word", "grid_find", 60,
+                                placeholder="rings its occurrences in every panel")
     isolate = d[2].toggle("Isolate selection", key=state.url_key("grid_isolate", bool,
                                                                    default=False),
                           help="Re-project only the selected points")
