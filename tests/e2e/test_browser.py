@@ -984,3 +984,24 @@ def test_control_labels_are_not_cut_short_on_a_tablet(server, browser, path):
     _settle(page, 3000)
     assert page.evaluate(ELLIPSIZED) == []
     page.close()
+
+
+def test_the_word_view_draws_a_split_word_as_one_on_a_tablet(server, browser):
+    """Issue 45, item 3: "Show: Words" draws SmolLM2's attention between the words the rest of
+    the app uses (its BPE splits "riverbank" into " river" + "bank"), and its control's labels
+    stay whole at 768 px."""
+    page = browser.new_page(viewport={"width": 768, "height": 1024})
+    _goto(page, server, "attention", sentences="We sat on the riverbank at dawn.\n"
+          "The bank closed at noon.", target="bank", att_units="Words")
+    page.wait_for_selector("text=smollm2-135m, layer 1, head 1, words", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    heat = "[...document.querySelectorAll('.js-plotly-plot')].find(e => e.layout && " \
+           "e.layout.title && /head 1, words/.test(e.layout.title.text) && " \
+           "e.data[0].type === 'heatmap')"
+    page.get_by_role("tab", name="Heatmap").click()
+    page.wait_for_function(f"() => !!{heat}", timeout=MODEL_WAIT_MS)
+    labels = [x.replace("\u200b", "").strip() for x in page.evaluate(f"() => {heat}.data[0].x")]
+    assert labels == ["We", "sat", "on", "the", "riverbank", "at", "dawn", "."]
+    assert page.evaluate(ELLIPSIZED) == []
+    assert not page.locator('[data-testid="stException"]').count()
+    page.close()
