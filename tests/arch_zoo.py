@@ -178,3 +178,37 @@ def into_hub_cache(folder: Path, cache: Path, repo_id: str) -> Path:
     (repo / "refs").mkdir(exist_ok=True)
     (repo / "refs" / "main").write_text(commit)
     return snap
+
+
+# -- the architecture x view matrix (tests/engine/test_architectures.py checks each cell) -----
+# Where the neuron view says why it cannot decompose the scores (the message it must match)
+NEURON_VIEW_REFUSED = {"deberta-v2": "relative-position"}
+LABELS = {"bert": "BERT", "roberta": "RoBERTa", "xlm-roberta": "XLM-R", "distilbert": "DistilBERT",
+          "albert": "ALBERT", "electra": "ELECTRA", "deberta-v2": "DeBERTa-v2",
+          "modernbert": "ModernBERT", "gpt2": "GPT-2", "gpt-neox": "GPT-NeoX", "opt": "OPT",
+          "llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral", "phi3": "Phi-3",
+          "gemma2": "Gemma-2"}
+TOKENIZER_LABELS = {"wordpiece": "WordPiece", "byte": "byte-level BPE (Ġ)",
+                    "meta": "SentencePiece-style (▁)"}
+VIEWS = ("folder / hub id", "hidden states, `--layers`", "attention (tokens, words)",
+         "neuron view", "masked fill, `--rescore`", "next word, logit lens")
+
+
+def matrix_rows() -> list[tuple[str, ...]]:
+    rows = []
+    for name, (cls, tok) in ARCHITECTURES.items():
+        encoder = name in ENCODERS
+        neuron = "— (relative positions: said why)" if name in NEURON_VIEW_REFUSED else "✓"
+        rows.append((LABELS[name], f"`{cls}`, {TOKENIZER_LABELS[tok]}", "✓", "✓", "✓", neuron,
+                     "✓" if encoder else "✓ (re-ranked)", "—" if encoder else "✓"))
+    return rows
+
+
+def matrix_markdown() -> str:
+    head = ("| architecture | checkpoint, tokenizer | " + " | ".join(VIEWS) + " |\n"
+            + "|---" * (len(VIEWS) + 2) + "|\n")
+    return head + "".join("| " + " | ".join(r) + " |\n" for r in matrix_rows())
+
+
+if __name__ == "__main__":
+    print(matrix_markdown(), end="")
