@@ -157,9 +157,30 @@ def _apply_preset(name: str) -> None:
     st.session_state["_labels_for"] = p.sentences
 
 
+# what a preset replaces; the user's own are kept aside and come back with (custom)
+TYPED_KEYS = ("sentences", "target", "labels", "_labels_for")
+
+
+def _typed_own() -> bool:
+    """The sidebar holds something other than a preset as it was applied."""
+    now = (st.session_state.get("sentences", ""), st.session_state.get("target", ""),
+           st.session_state.get("labels", ""))
+    return all(now != ("\n".join(p.sentences), p.target, "|".join(p.labels))
+               for p in presets().values())
+
+
 def _on_preset() -> None:
     if st.session_state["preset"] != CUSTOM:
+        if _typed_own():
+            st.session_state["_typed"] = {k: st.session_state[k] for k in TYPED_KEYS
+                                          if k in st.session_state}
         _apply_preset(st.session_state["preset"])
+    elif "_typed" in st.session_state:
+        for key in TYPED_KEYS:
+            if key in st.session_state["_typed"]:
+                st.session_state[key] = st.session_state["_typed"][key]
+            else:
+                st.session_state.pop(key, None)
 
 
 def _edited() -> None:
