@@ -5,9 +5,11 @@ Every failure a user can cause ends as one line on stderr and a non-zero exit, n
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -15,7 +17,7 @@ import numpy as np
 
 from engine.errors import EngineError
 from engine.result import POOLINGS
-from engine.text import TextError, drop_invisible
+from engine.text import TextError, drop_invisible, split_lines, unspaced_note
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
@@ -28,8 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list the model registry and what is available here")
 
     def model_args(sp):
-        sp.add_argument("--model", required=True, help="registry id (see `ctxlens models`) or a "
-                        "model directory under CTXLENS_MODEL_DIRS")
+        sp.add_argument("--model", required=True, help="registry id (see `ctxlens models`), a "
+                        "Hugging Face hub id (org/name) or a model directory under "
+                        "CTXLENS_MODEL_DIRS")
         sp.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
         sp.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
 
@@ -134,15 +137,31 @@ PREDICT_KINDS = ("masked", "next", "previous")
 
 
 def _read_lines(path: str) -> list[str]:
+    """The file's lines, split at "\\n" only (engine.text.split_lines): line n is what an editor
+    shows as line n."""
     f = Path(path)
     if f.is_dir():
         raise EngineError(f"input {path} is a folder; give a text file, one text a line")
     if not f.is_file():
         raise EngineError(f"input file {path} does not exist")
     try:
-        return [drop_invisible(ln) for ln in f.read_text(encoding="utf-8").splitlines()]
+        lines = [drop_invisible(ln) for ln in split_lines(f.read_bytes().decode("utf-8"))]
     except UnicodeDecodeError as e:
         raise EngineError(f"input file {path} is not UTF-8 text") from e
+    _note_unspaced(lines)
+    return lines
+
+
+# notes already printed by this run (main() starts each run with none)
+_NOTED: set[str] = set()
+
+
+def _note_unspaced(texts) -> None:
+    """Once a run, on stderr: how the word split treats a script written without spaces."""
+    note = unspaced_note(texts)
+    if note and note not in _NOTED:
+        _NOTED.add(note)
+        print(f"ctxlens: {note}", file=sys.stderr)
 
 
 def _read_sentences(path: str) -> list[str]:
@@ -161,17 +180,108 @@ def _check_output(path: str) -> Path:
     return out
 
 
+# a model id is echoed in a message; a longer one that is no model folder is no model at all
+MAX_MODEL_ID = 200
+TEXT_ARGS = ("text", "next", "previous", "word")
+
+
+def _check_text_arg(flag: str, text: str) -> None:
+    """An argument Python could not decode holds lone surrogates (PEP 383): one byte each,
+    which a tokenizer refuses with a TypeError deep inside a run."""
+    at = next((i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff"), None)
+    if at is None:
+        return
+    c = text[at]
+    what = (f"the byte 0x{ord(c) - 0xdc00:02x}" if "\udc80" <= c <= "\udcff"
+            else f"a lone surrogate U+{ord(c):04X}")
+    raise TextError(f"{flag} is not UTF-8 text: {what} at character {at + 1}; pass the text in "
+                    "UTF-8")
+
+
+def _check_model_id(model: str) -> None:
+    if len(model) > MAX_MODEL_ID and not os.path.isdir(model):
+        raise EngineError(f"unknown model {model[:60] + '…'!r} ({len(model):,} characters): not "
+                          "in the registry and no model folder; see `ctxlens models`")
+
+
+def _check_not_system(path: str) -> None:
+    # the kernel's folders answer "No such file or directory" to a new file, which misleads
+    resolved = Path(path).resolve()
+    for top in (Path("/proc"), Path("/sys")):
+        if resolved == top or top in resolved.parents:
+            raise EngineError(f"--output {path} cannot be written: {top} holds the system's "
+                              "own files; choose another folder")
+
+
+def _check_writable_file(path: str) -> None:
+    """--output can be written: checked before any work, so that a long run does not end in an
+    error (/proc/x.npz, a folder, a read-only disk). Opening for append leaves an existing file
+    as it is; a file this check creates is removed again."""
+    out = Path(path)
+    _check_not_system(path)
+    if out.is_dir():
+        raise EngineError(f"--output {path} is a folder; give a file name")
+    if not out.parent.is_dir():
+        raise EngineError(f"output folder {out.parent} does not exist")
+    try:
+        if out.exists():
+            open(out, "ab").close()
+        else:
+            os.close(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+            out.unlink()
+    except OSError as e:
+        raise EngineError(f"--output {path} cannot be written ({e.strerror or e})") from None
+
+
+def _check_writable_folder(path: str) -> None:
+    """An index folder (--output of `index`): a folder, or one that can be made where asked."""
+    import tempfile
+
+    out = Path(path)
+    _check_not_system(path)
+    if out.exists() and not out.is_dir():
+        raise EngineError(f"--output {path} is a file; an index is a folder")
+    there = out
+    while not there.exists() and there != there.parent:
+        there = there.parent
+    if not there.is_dir():
+        raise EngineError(f"--output {path} cannot be made: {there} is not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=there):
+            pass
+    except OSError as e:
+        raise EngineError(f"--output {path} cannot be written ({e.strerror or e})") from None
+
+
+def _check_args(args) -> None:
+    """What can be checked before a model loads: texts, the model id and the output path."""
+    for name in TEXT_ARGS:
+        if getattr(args, name, None) is not None:
+            _check_text_arg(f"--{name}", getattr(args, name))
+    texts = [getattr(args, n) for n in TEXT_ARGS[:3] if getattr(args, n, None) is not None]
+    _note_unspaced(texts)
+    if getattr(args, "model", None) is not None:
+        _check_model_id(args.model)
+    if getattr(args, "output", None) is not None:
+        if args.command == "index":
+            _check_writable_folder(args.output)
+        else:
+            _check_writable_file(args.output)
+
+
 def cmd_models(args, engine_cls) -> int:
-    from engine.registry import availability, load_registry
+    """The registry, the model folders and the cached hub models, each with what it can do."""
+    from engine.registry import catalogue, what_it_can
 
-    for e in load_registry().values():
-        print(f"{e.id:<16} {e.family:<5} {e.name:<46} {availability(e)}")
+    rows = [(e.id if len(e.id) <= 40 else "…" + e.id[-39:], e.family, where, what_it_can(e))
+            for e, where in catalogue()]
+    width = max(len(r[0]) for r in rows) + 2
+    print(f"{'id':<{width}}{'family':<8}{'here':<27}can")
+    for mid, fam, where, can in rows:
+        print(f"{mid:<{width}}{fam:<8}{where:<27}{can}")
+    print("Any Hugging Face hub id (org/name) or a folder under CTXLENS_MODEL_DIRS works too; "
+          "see README.md, 'Your own model'.")
     return 0
-
-
-# sentences encoded per engine call: enough for the length sort to leave little padding, few
-# enough for the progress bar to move
-EMBED_CHUNK = 1024
 
 
 def parse_layers(value: str) -> tuple[int, ...]:
@@ -220,8 +330,6 @@ def embed_pooled(engine, model: str, texts, batch_size: int, pool: str,
 
 
 def cmd_embed(args, engine_cls) -> int:
-    from tqdm import tqdm
-
     from engine.text import to_word_text
 
     if args.batch_size < 1:
@@ -238,10 +346,9 @@ def cmd_embed(args, engine_cls) -> int:
     engine = engine_cls(device=args.device, dtype=args.dtype, cache_size=0,
                         traced=not args.compile, compile=args.compile)
     engine.hidden_state_encoder(args.model, layers=args.layers)
-    with tqdm(total=len(texts), unit="sent", desc=f"embed {args.model}",
-              disable=len(texts) < 50 or None) as bar:
+    with _progress(len(texts), "sent", f"embed {args.model}", "embedded") as step:
         per_text = embed_pooled(engine, args.model, texts, args.batch_size, args.pool,
-                                bar.update, args.layers)
+                                step, args.layers)
     vectors, sent_idx, word_idx, words = [], [], [], []
     for i, (wv, text) in enumerate(zip(per_text, texts)):
         vectors.append(wv.transpose(1, 0, 2))        # (W, L+1, D)
@@ -352,29 +459,26 @@ def cmd_predict(args, engine_cls) -> int:
 def _predict_batch(args, engine_cls) -> int:
     """One JSON line per input line, in order: {"line", "text", "candidates"} or
     {"line", "text", "error"}; the model loads once, a bad line does not stop the others."""
-    from tqdm import tqdm
-
     todo = [(n, ln.strip()) for n, ln in enumerate(_read_lines(args.input), 1) if ln.strip()]
     if not todo:
         raise EngineError(f"input file {args.input} holds no texts")
-    if args.output and not Path(args.output).resolve().parent.is_dir():
-        raise EngineError(f"output folder {Path(args.output).parent} does not exist")
     engine = engine_cls(device=args.device, dtype=args.dtype, cache_size=0)
     engine.adapter(args.model)      # a model that cannot load is one error, not one per line
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     errors = 0
     try:
-        for n, text in tqdm(todo, unit="text", desc=f"predict {args.model}",
-                            disable=len(todo) < 50 or None, file=sys.stderr):
-            row: dict = {"line": n, "text": text}
-            try:
-                pred = _predict_one(engine, args.model, args.kind, text, args.top_k, args.sides,
-                                    args.rescore)
-                row.update(kind=pred.kind, method=pred.method, candidates=pred.as_json())
-            except (EngineError, TextError) as e:
-                errors += 1
-                row["error"] = str(e)
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        with _progress(len(todo), "text", f"predict {args.model}", "predicted") as step:
+            for n, text in todo:
+                row: dict = {"line": n, "text": text}
+                try:
+                    pred = _predict_one(engine, args.model, args.kind, text, args.top_k,
+                                        args.sides, args.rescore)
+                    row.update(kind=pred.kind, method=pred.method, candidates=pred.as_json())
+                except (EngineError, TextError) as e:
+                    errors += 1
+                    row["error"] = str(e)
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                step(1)
     finally:
         if out is not sys.stdout:
             out.close()
@@ -504,6 +608,12 @@ def _reader_gone() -> bool:
         return False
 
 
+def _internal_error(e: BaseException, limit: int = 300) -> str:
+    """One short line: a library's message may span lines or quote a whole input."""
+    text = " ".join(f"{type(e).__name__}: {e}".split())
+    return f"ctxlens: internal error: {text if len(text) <= limit else text[:limit] + '…'}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if getattr(args, "dtype", "float32") != "float32":
@@ -519,7 +629,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _quiet_libraries()
     from engine.api import Engine
 
+    _NOTED.clear()
     try:
+        _check_args(args)
         return COMMANDS[args.command](args, Engine)
     except (EngineError, TextError) as e:
         print(f"ctxlens: error: {e}", file=sys.stderr)
@@ -529,14 +641,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError as e:
         if not _reader_gone():        # a broken pipe of something else (a socket) is an error
-            print(f"ctxlens: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+            print(_internal_error(e), file=sys.stderr)
             return EXIT_INTERNAL
         # `ctxlens stats ... | head -3`: the reader has what it wanted; say nothing more (and
         # point stdout at nothing so that Python's own flush at exit does not complain)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as e:  # noqa: BLE001 - the CLI promises one line, never a traceback
-        print(f"ctxlens: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        print(_internal_error(e), file=sys.stderr)
         return EXIT_INTERNAL
 
 

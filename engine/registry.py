@@ -246,3 +246,48 @@ def default_model(family: str, registry: dict[str, ModelEntry] | None = None) ->
     if usable:
         return usable[0].id
     raise EngineError(f"no {family} model is available here")
+
+
+def what_it_can(entry: ModelEntry) -> str:
+    """What a model gives, in words: its family's views, less the predictions its checkpoint
+    has no head or LM for."""
+    fam = family(entry.family)
+    views = ["every layer"]
+    if fam.can("attention"):
+        views.append("attention")
+    if fam.can("scalar_mix"):
+        views.append("scalar mix")
+    if entry.fills_blank == "masked-lm":
+        views.append("masked word")
+    elif entry.fills_blank == "both-sides":
+        views.append("filled blank")
+        views += [w for cap, w in (("next_word", "next word"), ("previous_word", "previous word"),
+                                   ("logit_lens", "logit lens")) if fam.can(cap)]
+    return ", ".join(views)
+
+
+def catalogue(registry: dict[str, ModelEntry] | None = None) -> list[tuple[ModelEntry, str]]:
+    """Every model a user can name here, with where it is: the registry's entries, the model
+    folders directly under the model directories, and the hub models in the local Hugging Face
+    cache. A folder or cached repo that no family can show is left out."""
+    from engine import hub
+
+    registry = load_registry() if registry is None else registry
+    out = [(e, availability(e)) for e in registry.values()]
+    known = {e.hub for e in registry.values() if e.hub}
+    for root in model_dirs()[1:]:
+        if not root.is_dir() or root == ASSETS / "models":
+            continue
+        for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            try:
+                out.append((resolve(str(d), registry), "folder"))
+            except EngineError:
+                continue
+    for repo in hub.cached_repos():
+        if repo in registry or repo in known:
+            continue
+        try:
+            out.append((resolve(repo, registry), "in the Hugging Face cache"))
+        except EngineError:
+            continue
+    return out
