@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import sys
 import tempfile
 import threading
@@ -20,35 +19,13 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from engine.errors import ModelUnavailable
+from engine.hub import reachable as _reachable
 from engine.registry import ModelEntry, cache_dir
 
-CONNECT_TIMEOUT_S = 3.0
 HUB_HOST = "huggingface.co"
-# Only weight formats that load without unpickling code are fetched.
-HUB_PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors"]
 STALE_TMP_S = 3600            # a cache write this old was abandoned by a killed process
 DIGESTS_FILE = "file-digests.json"
 MAX_DIGESTS = 512
-
-
-def _reachable(host: str, port: int = 443) -> bool:
-    if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("CTXLENS_OFFLINE") == "1":
-        return False
-    # The connect timeout does not bound the DNS lookup, which can stall for much longer on a
-    # machine without a network; a daemon thread caps the whole probe.
-    result: list[bool] = []
-
-    def probe() -> None:
-        try:
-            with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
-                result.append(True)
-        except OSError:
-            result.append(False)
-
-    worker = threading.Thread(target=probe, daemon=True)
-    worker.start()
-    worker.join(CONNECT_TIMEOUT_S + 0.5)
-    return bool(result and result[0])
 
 
 def _offline_message(entry: ModelEntry, host: str) -> str:
@@ -58,26 +35,11 @@ def _offline_message(entry: ModelEntry, host: str) -> str:
 
 
 def fetch(entry: ModelEntry, progress: bool = True) -> Path:
-    """A local directory holding the model's files, downloading them if needed."""
+    """A local directory holding the model's direct downloads (AllenNLP's ELMo files),
+    fetching them if needed; hub models come through engine.hub."""
     if entry.urls:
         return _fetch_urls(entry, progress)
-    return _fetch_hub(entry)
-
-
-def _fetch_hub(entry: ModelEntry) -> Path:
-    from huggingface_hub import snapshot_download
-
-    try:  # already cached: no network needed at all
-        return Path(snapshot_download(entry.hub, allow_patterns=HUB_PATTERNS,
-                                      local_files_only=True))
-    except Exception:  # noqa: BLE001 - any cache miss means "go online"
-        pass
-    if not _reachable(HUB_HOST):
-        raise ModelUnavailable(_offline_message(entry, HUB_HOST))
-    try:
-        return Path(snapshot_download(entry.hub, allow_patterns=HUB_PATTERNS, etag_timeout=10))
-    except Exception as e:  # noqa: BLE001 - network/hub errors become one line
-        raise ModelUnavailable(f"downloading {entry.hub} failed: {e}") from e
+    raise ModelUnavailable(f"{entry.id} names no files to download (hub, urls, path or package)")
 
 
 def _fetch_urls(entry: ModelEntry, progress: bool) -> Path:

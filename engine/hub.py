@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import socket
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -18,6 +20,7 @@ from engine.checkpoint import Kind, kind_of, read_config
 from engine.errors import ModelUnavailable
 
 HUB_HOST = "huggingface.co"
+CONNECT_TIMEOUT_S = 3.0
 PATTERNS = ["*.json", "*.txt", "*.model", "*.safetensors"]
 # `org/name` or a legacy bare name; the hub's own rules (96 characters, no "--" or "..")
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
@@ -79,10 +82,24 @@ def _needs_download(repo_id: str, why: str) -> ModelUnavailable:
         "for what is here")
 
 
-def _reachable() -> bool:
-    from engine.fetch import _reachable as reachable
+def reachable(host: str, port: int = 443) -> bool:
+    if offline():
+        return False
+    # The connect timeout does not bound the DNS lookup, which can stall for much longer on a
+    # machine without a network; a daemon thread caps the whole probe.
+    result: list[bool] = []
 
-    return reachable(HUB_HOST)
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    worker = threading.Thread(target=probe, daemon=True)
+    worker.start()
+    worker.join(CONNECT_TIMEOUT_S + 0.5)
+    return bool(result and result[0])
 
 
 def kind(repo_id: str) -> Kind:
@@ -96,8 +113,8 @@ def kind(repo_id: str) -> Kind:
 
 def _check_online(repo_id: str) -> None:
     if offline():
-        raise _needs_download(repo_id, "and HF_HUB_OFFLINE is set")
-    if not _reachable():
+        raise _needs_download(repo_id, "which cannot be reached (HF_HUB_OFFLINE is set)")
+    if not reachable(HUB_HOST):
         raise _needs_download(repo_id, "which cannot be reached")
 
 

@@ -49,7 +49,7 @@ def test_models_lists_every_registry_entry_with_availability(capsys):
     for mid in ("bert-base-uncased", "gpt2", "elmo-original", "elmo-small", "minilm-l6",
                 "smollm2-135m"):
         assert mid in by_id
-    assert by_id["minilm-l6"].rstrip().endswith("bundled")
+    assert by_id["minilm-l6"].split()[2] == "bundled"
     assert by_id["minilm-l6"].split()[1] == "bert"
     assert by_id["smollm2-135m"].split()[1] == "gpt"
     assert by_id["elmo-original"].split()[1] == "elmo"
@@ -347,10 +347,10 @@ def test_predict_masked_and_previous_word_with_trained_models(capsys):
 def test_reachability_probe_is_bounded_even_when_dns_stalls(monkeypatch):
     import socket
 
-    from engine import fetch
+    from engine import fetch, hub
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(fetch, "CONNECT_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(hub, "CONNECT_TIMEOUT_S", 0.5)
     def stalled_lookup(*args, **kwargs):
         time.sleep(30)
         raise OSError("name resolution timed out")
@@ -488,3 +488,127 @@ def test_attention_query_key_a_layer_without_vectors_is_one_line(attention_model
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("ctxlens: error: --query-key: layer 2")
     assert "not exposed" in err and not out.exists()
+
+
+@pytest.mark.parametrize("command,output", [
+    ("embed", "/proc/x.npz"), ("embed", "DIR.npz"), ("attention", "/sys/x.npz"),
+    ("predict", "/proc/x.jsonl"), ("predict", "DIR.npz"), ("index", "/proc/x"),
+    ("index", "FILE"), ("index", "FILE/sub"),
+])
+def test_an_unwritable_output_is_refused_before_the_model_loads(tmp_path, capsys, command,
+                                                                 output):
+    """'/proc/x.npz' or a folder failed at the very end, as an internal error: a long embed
+    lost all its work. The model here does not exist: the output is refused first."""
+    src = tmp_path / "in.txt"
+    src.write_text("the [MASK] of the river .\n")
+    (tmp_path / "DIR.npz").mkdir()
+    (tmp_path / "FILE").write_text("x")
+    out = output.replace("DIR", str(tmp_path / "DIR")).replace("FILE", str(tmp_path / "FILE"))
+    what = {"embed": ["--input", str(src)], "attention": ["--text", "the bank ."],
+            "predict": ["--input", str(src)], "index": ["--corpus", str(src)]}[command]
+    assert main([command, "--model", "no-such-model", *what, "--output", out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"ctxlens: error: --output {out} ")
+    assert "no-such-model" not in err
+
+
+def test_a_writable_output_is_left_as_it_was_by_the_check(tmp_path, capsys):
+    kept = tmp_path / "old.npz"
+    kept.write_bytes(b"old")
+    for out in (kept, tmp_path / "new.npz"):
+        assert main(["attention", "--model", "no-such-model", "--text", "the bank .",
+                     "--output", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "no-such-model" in err and "--output" not in err
+    assert kept.read_bytes() == b"old" and not (tmp_path / "new.npz").exists()
+
+
+LINE_BREAKS_IN_LINES = ("the bank\u2028of the river .\r\n"
+                        "a bank\u2029that lends\x0bmoney\x0c.\n"
+                        "\n"
+                        "the\x85bank [MASK] money .\n")
+
+
+def test_input_lines_split_at_newlines_only(model_dir, capsys):
+    """U+2028, U+2029, U+0085, VT and FF split a line: this file gave 8 sentences, not 3."""
+    from tests.tiny_models import save_bert
+
+    bert = save_bert(model_dir / "bert", masked_lm=False)
+    z = embed(model_dir, str(bert), LINE_BREAKS_IN_LINES)
+    assert len(z["sentences"]) == 3 and z["sentences"][0] == "the bank\u2028of the river ."
+    assert z["words"].tolist()[:6] == ["the", "bank", "of", "the", "river", "."]
+
+
+def test_predict_input_numbers_lines_as_an_editor_does(model_dir, tmp_path):
+    """Text on line 1 holding U+2028 was reported as line 2."""
+    from tests.engine.elmo_tiny import write_tiny_elmo
+
+    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+    src = tmp_path / "blanks.txt"
+    src.write_text(LINE_BREAKS_IN_LINES.replace("river .", "[MASK] ."), encoding="utf-8")
+    proc = run_cli("predict", "--model", str(elmo), "--input", str(src), "--top-k", "2",
+                   env={"CTXLENS_MODEL_DIRS": str(model_dir)})
+    rows = [json.loads(x) for x in proc.stdout.split("\n") if x]      # JSON lines: at \n only
+    assert [r["line"] for r in rows] == [1, 2, 4]
+    assert rows[0]["text"] == "the bank\u2028of the [MASK] ." and "candidates" in rows[0]
+    assert "exactly one [MASK]" in rows[1]["error"] and "candidates" in rows[2]
+
+
+@pytest.mark.parametrize("command", [
+    ["attention", "--output", "a.npz", "--text"], ["predict", "--text"], ["predict", "--next"],
+])
+def test_text_that_is_not_utf8_is_one_line_naming_the_byte(tmp_path, command):
+    """Invalid UTF-8 in --text ended as 'internal error: TypeError: TextEncodeInput must be…'.
+    A separate process: the bytes reach argv as a shell passes them."""
+    argv = [sys.executable, "-m", "engine", command[0], "--model", "no-such-model",
+            *command[1:]]
+    proc = subprocess.run([os.fsencode(a) for a in argv] + [b"caf\xe9 [MASK] ."], cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=120)
+    assert_one_line_error(proc, f"{command[-1]} is not UTF-8 text: the byte 0xe9 at character 4")
+
+
+@pytest.mark.parametrize("model", ["/" + "x" * 5000, "./" + "x" * 300, "x" * 5000])
+def test_an_overlong_model_id_is_one_short_line(capsys, model):
+    """A 5,000-character path as --model gave a 5,069-byte internal error quoting all of it."""
+    assert main(["predict", "--model", model, "--text", "a [MASK] ."]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and len(err) < 300, err
+    assert err.startswith("ctxlens: error: unknown model") and "…" in err
+
+
+def test_a_library_error_is_one_short_line(monkeypatch, capsys):
+    from engine.api import Engine
+
+    def fail(*a, **k):
+        raise ValueError("bad\n" + "y" * 5000)
+
+    monkeypatch.setattr(Engine, "__init__", fail)
+    assert main(["predict", "--model", "minilm-l6", "--text", "a [MASK] ."]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and len(err) < 400
+    assert err.startswith("ctxlens: internal error: ValueError: bad yyy")
+
+
+def test_a_long_embed_prints_progress_lines_without_a_terminal(model_dir, monkeypatch, capsys):
+    """With stderr not a terminal tqdm draws nothing: 10,000 sentences ran in silence."""
+    import engine.cli as cli
+    from tests.tiny_models import save_bert
+
+    monkeypatch.setattr(cli, "EMBED_CHUNK", 20)
+    bert = save_bert(model_dir / "bert", masked_lm=False)
+    z = embed(model_dir, str(bert), "the bank of the river .\n" * 100)
+    assert len(z["sentences"]) == 100
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "embedded" in ln]
+    assert lines == [f"ctxlens: embedded {n}/100 sentences" for n in (20, 40, 60, 80, 100)]
+
+
+def test_a_text_in_a_script_without_spaces_gets_one_note(model_dir, tmp_path, capsys):
+    from tests.tiny_models import save_bert
+
+    bert = save_bert(model_dir / "bert", masked_lm=False)
+    embed(model_dir, str(bert), "ภาษาไทย ง่าย .\nภาษาไทย .\nthe bank .\n")
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if "without spaces" in ln]
+    assert notes == ["ctxlens: Thai is written without spaces: ctxlens takes each run of it "
+                     "between spaces or punctuation as one word; put spaces between words to "
+                     "choose the split yourself"]
