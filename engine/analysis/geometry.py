@@ -291,8 +291,84 @@ def linear_cka_matrix(word_vectors: np.ndarray) -> np.ndarray:
         raise EngineError("linear CKA needs word vectors [layers, n >= 2, dim]")
     centred = [layer - layer.mean(axis=0, keepdims=True) for layer in x]
     hsic = _hsic_matrix(centred)
-    norms = np.sqrt(np.maximum(np.diag(hsic), 0.0))
-    denom = np.outer(norms, norms)
+    return cka_from_hsic(hsic, np.diag(hsic), np.diag(hsic))
+
+
+def cka_from_hsic(hsic: np.ndarray, self_a: np.ndarray, self_b: np.ndarray) -> np.ndarray:
+    """HSIC(X_i, Y_j) / sqrt(HSIC(X_i, X_i) HSIC(Y_j, Y_j)) over the last two axes; NaN where
+    a layer has no variance (all its words one vector)."""
+    denom = np.sqrt(np.maximum(self_a, 0.0))[..., :, None] * \
+        np.sqrt(np.maximum(self_b, 0.0))[..., None, :]
     with np.errstate(invalid="ignore", divide="ignore"):
-        cka = np.where(denom > _EPS, hsic / denom, np.nan)
-    return cka
+        return np.where(denom > _EPS, hsic / np.where(denom > _EPS, denom, 1.0), np.nan)
+
+
+def _centred_layers(word_vectors: np.ndarray, name: str) -> np.ndarray:
+    x = np.asarray(word_vectors, dtype=np.float64)
+    if x.ndim != 3 or x.shape[1] < 2:
+        raise EngineError(f"{name}: linear CKA needs word vectors [layers, n >= 2, dim]")
+    return x - x.mean(axis=1, keepdims=True)
+
+
+def _self_hsic(centred: np.ndarray) -> np.ndarray:
+    """[layers]: ||X^T X||_F^2 = ||X X^T||_F^2, through the smaller of the two matrices."""
+    _, n, d = centred.shape
+    small = centred @ centred.transpose(0, 2, 1) if n <= d else \
+        centred.transpose(0, 2, 1) @ centred
+    return (small * small).sum(axis=(1, 2))
+
+
+def _cross_hsic(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """[La, Lb]: ||X_i^T Y_j||_F^2 between the layers of two models, through the n x n Gram
+    matrices (one per layer, then one dot product per pair) or the da x db cross-covariances
+    (one per pair), whichever costs fewer multiplications and fits in memory."""
+    (la, n, da), (lb, _, db) = xs.shape, ys.shape
+    gram_cost = n * n * (la * da + lb * db + la * lb)
+    if gram_cost <= la * lb * n * da * db and (la + lb) * n * n <= _MAX_GRAM_ENTRIES:
+        gx = (xs @ xs.transpose(0, 2, 1)).reshape(la, -1)
+        gy = (ys @ ys.transpose(0, 2, 1)).reshape(lb, -1)
+        return gx @ gy.T
+    out = np.empty((la, lb))
+    for i in range(la):
+        cross = xs[i].T @ ys                                    # [Lb, da, db]
+        out[i] = (cross * cross).sum(axis=(1, 2))
+    return out
+
+
+# Gram matrices of every layer of both models at once: 2^26 float64 entries are 512 MiB
+_MAX_GRAM_ENTRIES = 2 ** 26
+
+
+def debiased_hsic(t1: np.ndarray, t2: np.ndarray, t3: np.ndarray, n) -> np.ndarray:
+    """Song et al. 2012 (Eq. 5) unbiased HSIC, times n(n-3) (a factor CKA's ratio cancels),
+    from t1 = tr(K~L~), t2 = 1'K~L~1 and t3 = (1'K~1)(1'L~1), K~ and L~ the Gram matrices with
+    their diagonals zeroed: a word paired with itself (|x|^2 |y|^2) no longer counts as
+    shared structure, which lifts plain CKA far above its population value with few words."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 3, t1 + t3 / ((n - 1) * (n - 2)) - 2 * t2 / (n - 2), np.nan)
+
+
+def cross_cka(a: np.ndarray, b: np.ndarray, debiased: bool = False) -> np.ndarray:
+    """Linear CKA between every layer of one model and every layer of another on the same words
+    (Kornblith et al. 2019, Eq. 4 with a linear kernel; their Fig. 5 compares two networks).
+
+    a: [La, n, da], b: [Lb, n, db]: row k of every layer is the same word k (the word split is
+    shared by every model), the widths may differ. Returns [La, Lb]; cross_cka(x, x) equals
+    linear_cka_matrix(x). debiased: from the unbiased HSIC estimator (debiased_hsic; Kornblith
+    et al.'s code offers it too), needing n >= 4 words.
+    """
+    xs, ys = _centred_layers(a, "a"), _centred_layers(b, "b")
+    n = xs.shape[1]
+    if n != ys.shape[1]:
+        raise EngineError(f"the two models hold different words ({n} vs {ys.shape[1]}): CKA "
+                          "compares the same words")
+    cross, self_a, self_b = _cross_hsic(xs, ys), _self_hsic(xs), _self_hsic(ys)
+    if debiased:
+        # on centred words K1 = 0, so K~1 = -diag(K) and 1'K~1 = -tr(K): the squared norms
+        # carry every correction
+        ka, kb = (xs * xs).sum(axis=-1), (ys * ys).sum(axis=-1)          # [L, n]: diag(K)
+        kl = ka @ kb.T
+        cross = debiased_hsic(cross - kl, kl, np.outer(ka.sum(1), kb.sum(1)), n)
+        self_a = debiased_hsic(self_a - (ka * ka).sum(1), (ka * ka).sum(1), ka.sum(1) ** 2, n)
+        self_b = debiased_hsic(self_b - (kb * kb).sum(1), (kb * kb).sum(1), kb.sum(1) ** 2, n)
+    return cka_from_hsic(cross, self_a, self_b)
