@@ -18,11 +18,12 @@ import streamlit as st
 
 from engine.analysis import attention as att_analysis
 from engine.analysis import geometry, occurrences as occ_analysis, projection, senses
+from engine.analysis.model_cka import ModelCKA, compare_models
 from engine.analysis.vectors import unit_rows
 from engine.api import Engine, encoding_store
 from engine.errors import EngineError
 from engine.families import FAMILIES
-from engine.registry import availability, family_of_dir
+from engine.registry import availability, catalogue
 from engine.registry import default_model as registry_default
 from engine.result import Encoding
 from engine.text import occurrences_of, split_words
@@ -53,28 +54,60 @@ def engine_cached(spinner: str | None = None):
 
 
 def available_models(family: str) -> list[str]:
-    """Installed registry models of a family, the default first, then the model folders in
-    the user's CTXLENS_MODEL_DIRS (the engine accepts those paths as model ids)."""
-    reg = get_engine().registry
-    ids = [e.id for e in reg.values() if e.family == family
-           and availability(e) in ("bundled", "installed")]
+    """The models of a family a user can pick without a download: the registry's installed
+    ones, the default first, then the model folders under CTXLENS_MODEL_DIRS and the hub models
+    in the local Hugging Face cache (the engine takes those paths and ids as model ids)."""
     first = default_model(family)
-    return sorted(ids, key=lambda i: (i != first, i)) + local_models(family)
+    listed = [(e.id, where) for e, where in _catalogue() if e.family == family
+              and where in ("bundled", "installed", "folder", "in the Hugging Face cache")]
+    registry = sorted((i for i, w in listed if w in ("bundled", "installed")),
+                      key=lambda i: (i != first, i))
+    return registry + [i for i, w in listed if w not in ("bundled", "installed")]
 
 
-def local_models(family: str) -> list[str]:
-    out = []
-    for root in os.environ.get("CTXLENS_MODEL_DIRS", "").split(os.pathsep):
-        base = Path(root.strip()).expanduser() if root.strip() else None
-        if base is None or not base.is_dir():
-            continue
-        for d in sorted(p for p in base.iterdir() if p.is_dir()):
-            try:
-                if family_of_dir(d) == family:
-                    out.append(str(d.resolve()))
-            except EngineError:
-                continue  # not a model folder
-    return out
+@st.cache_data(ttl=10, show_spinner=False)
+def _catalogue():
+    # a folder copied in, or a model downloaded elsewhere, shows within seconds
+    return catalogue(get_engine().registry)
+
+
+def model_problem(model_id: str, family: str) -> str | None:
+    """Why a typed or linked model id cannot be shown in `family`'s box (None: it can), in
+    one line: unknown, refused, another family's, or not downloaded yet."""
+    try:
+        entry = get_engine().resolved(model_id)
+    except EngineError as err:
+        return str(err).strip().splitlines()[0]
+    if entry.family != family:
+        what = entry.description or entry.family
+        return (f"this is {FAMILIES[entry.family].a_label} model ({what}); pick it in the "
+                f"{FAMILIES[entry.family].label} model box")
+    if availability(entry) == "needs network":
+        return "this model needs a download from huggingface.co before it can be shown"
+    return None
+
+
+def download_plan(model_id: str) -> str | None:
+    """What a download of a hub model fetches ("3 files, 498.5 MB"), or None offline."""
+    from engine import hub
+
+    try:
+        plan = hub.plan(get_engine().resolved(model_id).hub or model_id)
+    except EngineError:
+        return None
+    return f"{len(plan.files)} files, {plan.total_bytes / 2**20:,.1f} MB"
+
+
+def download(model_id: str, bar) -> None:
+    """Fetch a hub model into the local cache, file by file on the page's progress bar."""
+    from engine import hub
+
+    def step(name: str, done: int, total: int) -> None:
+        bar.progress(min(1.0, done / max(total, 1)), text=f"{name}: {done / 2**20:,.1f} of "
+                                                          f"{total / 2**20:,.1f} MB")
+
+    hub.snapshot(get_engine().resolved(model_id).hub or model_id, progress=False, on_file=step)
+    _catalogue.clear()
 
 
 def default_model(family: str) -> str | None:
@@ -235,6 +268,14 @@ def layer_geometry(model_id: str, sentences: tuple[str, ...], pool: str):
     metrics = geometry.layer_metrics(encs, pool=pool, seed=0)
     words = np.concatenate([e.word_vectors(pool) for e in encs], axis=1)
     return metrics, geometry.linear_cka_matrix(words)
+
+
+@engine_cached("Comparing the two models' layers …")
+def between_models(model_a: str, model_b: str, sentences: tuple[str, ...],
+                   pool: str) -> ModelCKA:
+    """Layer x layer CKA of two models on every word of the sentences, with bootstrap
+    intervals over the sentences (EngineError below 2 sentences or 4 words)."""
+    return compare_models(encodings(model_a, sentences), encodings(model_b, sentences), pool)
 
 
 @engine_cached()

@@ -65,8 +65,9 @@ def _parser() -> argparse.ArgumentParser:
                    "the mean over its pieces (Clark et al. 2019)")
     a.add_argument("--query-key", action="store_true", help="also write what the scores are "
                    "made of: query and key [layers, heads, tokens, head_dim], scale [layers] "
-                   "and causal, so that attentions = softmax(query @ keyᵀ × scale), a causal "
-                   "model's later tokens masked out")
+                   "causal, allowed [layers, tokens, tokens] and softcap [layers] (NaN: none), so "
+                   "that attentions = softmax(cap(query @ keyᵀ × scale)) over the allowed keys, "
+                   "cap(s) = softcap·tanh(s / softcap)")
 
     pr = sub.add_parser("predict", help="top-k masked / next / previous word as JSON")
     model_args(pr)
@@ -240,7 +241,7 @@ def _check_writable_folder(path: str) -> None:
     out = Path(path)
     _check_not_system(path)
     if out.exists() and not out.is_dir():
-        raise EngineError(f"--output {path} is a file; an index is a folder")
+        raise EngineError(f"--output {path} is a file; give a folder for the index")
     there = out
     while not there.exists() and there != there.parent:
         there = there.parent
@@ -282,6 +283,40 @@ def cmd_models(args, engine_cls) -> int:
     print("Any Hugging Face hub id (org/name) or a folder under CTXLENS_MODEL_DIRS works too; "
           "see README.md, 'Your own model'.")
     return 0
+
+
+# sentences encoded per engine call: enough for the length sort to leave little padding, few
+# enough for the progress bar to move
+EMBED_CHUNK = 1024
+# runs shorter than this show no progress
+PROGRESS_MIN = 50
+# without a terminal: a line each tenth of the way, or after this many seconds without one
+PROGRESS_SECONDS = 10.0
+
+
+@contextlib.contextmanager
+def _progress(total: int, unit: str, desc: str, done_verb: str):
+    """Yields step(n): tqdm's bar on a terminal; elsewhere (a log file, a pipe, a batch job),
+    where a bar draws nothing, plain lines such as "ctxlens: embedded 2000/10000 sentences"."""
+    if sys.stderr.isatty() or total < PROGRESS_MIN:
+        from tqdm import tqdm
+
+        with tqdm(total=total, unit=unit, desc=desc, file=sys.stderr,
+                  disable=total < PROGRESS_MIN or None) as bar:
+            yield bar.update
+        return
+    state = {"done": 0, "tenth": 0, "at": time.monotonic()}
+    noun = {"sent": "sentences", "text": "texts"}.get(unit, unit)
+
+    def step(n: int) -> None:
+        state["done"] += n
+        tenth = 10 * state["done"] // total
+        if tenth > state["tenth"] or time.monotonic() - state["at"] >= PROGRESS_SECONDS:
+            state.update(tenth=tenth, at=time.monotonic())
+            print(f"ctxlens: {done_verb} {state['done']:,}/{total:,} {noun}", file=sys.stderr,
+                  flush=True)
+
+    yield step
 
 
 def parse_layers(value: str) -> tuple[int, ...]:
@@ -419,7 +454,18 @@ def _query_keys(engine, model: str, text: str, n_layers: int) -> dict[str, np.nd
     return {"query": np.stack([qk.queries for qk in per_layer]).astype(np.float32),
             "key": np.stack([qk.keys for qk in per_layer]).astype(np.float32),
             "scale": np.array([qk.scale for qk in per_layer], np.float64),
-            "causal": np.array(per_layer[0].causal)}
+            "causal": np.array(per_layer[0].causal),
+            # where each query may look (padding, causal order, sliding windows) and the
+            # soft-cap applied to the scores (NaN: none), so softmax is rebuilt exactly
+            "allowed": np.stack([_allowed(qk) for qk in per_layer]),
+            "softcap": np.array([qk.softcap or np.nan for qk in per_layer], np.float64)}
+
+
+def _allowed(qk) -> np.ndarray:
+    n = len(qk.tokens)
+    if qk.allowed is not None:
+        return qk.allowed
+    return np.tril(np.ones((n, n), bool)) if qk.causal else np.ones((n, n), bool)
 
 
 def _predict_one(engine, model: str, kind: str, text: str, top_k: int, sides: str,

@@ -7,6 +7,7 @@ import streamlit as st
 from app import compute, export, figures, state, ui
 from app import selection as sel
 from engine.analysis import attention as att
+from engine.errors import UnsupportedPrediction
 from engine.families import FAMILIES
 
 
@@ -139,7 +140,14 @@ def neuron_view(enc, layer: int, head: int | None, settings: dict) -> None:
         st.session_state[key] = options[min(len(options) - 1, 1)]
     pick = st.selectbox("Query token", options, key=key)
     token = options.index(pick)
-    qk = compute.query_key(enc.model_id, enc.text, layer)
+    try:
+        qk = compute.query_key(enc.model_id, enc.text, layer)
+    except UnsupportedPrediction as err:   # the architecture's scores are not a plain q·k
+        st.info(f"No neuron view for this model: {ui.one_line(err)}")
+        return
+    if qk.softcap:
+        st.caption(f"This model soft-caps its scores before the softmax: "
+                   f"{qk.softcap:g}·tanh(score / {qk.softcap:g}); the scores shown are capped.")
     scores, attn = qk.scores(head, token), qk.attention(head, token)
     fig = figures.neuron_view(qk.tokens, qk.queries[head, token], qk.keys[head],
                               qk.products(head, token), scores, attn, token,

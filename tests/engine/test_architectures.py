@@ -143,3 +143,29 @@ def test_readme_shows_the_tested_matrix():
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert matrix_markdown() in readme
+
+
+@pytest.mark.parametrize("name", ["gemma2", "mistral", "modernbert"])
+def test_query_key_npz_rebuilds_soft_capped_and_windowed_attention(zoo, name, tmp_path):
+    """The NPZ of `ctxlens attention --query-key` carries what the scores are made of for a
+    soft-capped (Gemma-2), sliding-window (Mistral) or local-attention (ModernBERT) model:
+    softmax(cap(q·kᵀ × scale)) over the allowed keys is the model's own map."""
+    from engine import cli
+
+    engine, folders = zoo
+    long = " ".join([S] * 2)        # past the tiny sliding windows (8 tokens)
+    out = tmp_path / "a.npz"
+    assert cli.main(["attention", "--model", folders[name], "--text", long, "--output",
+                     str(out), "--query-key", "--device", "cpu"]) == 0
+    z = np.load(out)
+    s = np.einsum("lhqd,lhkd->lhqk", z["query"].astype(np.float64), z["key"]) \
+        * z["scale"][:, None, None, None]
+    cap = z["softcap"][:, None, None, None]
+    s = np.where(np.isnan(cap), s, np.tanh(s / np.where(np.isnan(cap), 1, cap)) * cap)
+    s = np.where(z["allowed"][:, None], s, -np.inf)
+    rebuilt = np.exp(s - s.max(-1, keepdims=True))
+    rebuilt /= rebuilt.sum(-1, keepdims=True)
+    assert not z["allowed"].all()                 # the window or the causal order is there
+    np.testing.assert_allclose(rebuilt, z["attentions"], atol=1e-4)
+    if name == "gemma2":
+        assert np.all(z["softcap"] == 2.0)

@@ -1,0 +1,55 @@
+"""Any model in the app: a link or a typed id naming a hub model in the local Hugging Face cache
+opens it in its family's box; one that cannot be used is said once, under its box, and no other
+model is swapped in."""
+import pytest
+
+from tests.app.helpers import app, figures, messages, no_failures
+from tests.arch_zoo import into_hub_cache, save_arch
+
+pytestmark = pytest.mark.usefixtures("tiny_engine")
+
+
+@pytest.fixture
+def hub_llama(tmp_path, monkeypatch):
+    cache = tmp_path / "hf-hub"
+    into_hub_cache(save_arch("llama", tmp_path / "src"), cache, "someone/tiny-llama")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    from app import compute
+
+    compute._catalogue.clear()
+    yield "someone/tiny-llama"
+    compute._catalogue.clear()
+
+
+def test_a_link_naming_a_cached_hub_model_opens_it(hub_llama):
+    at = app()
+    at.query_params["model_gpt"] = hub_llama
+    at.run()
+    no_failures(at)
+    assert at.sidebar.selectbox(key="model_gpt").value == hub_llama
+    assert hub_llama in at.sidebar.selectbox(key="model_gpt").options
+    assert any(hub_llama in str(f["layout"].get("title", "")) for f in figures(at))
+
+
+@pytest.mark.parametrize("asked, reason", [
+    ("nobody/not-cached", "needs a download"),
+    ("a b c", "not a Hugging Face hub id"),
+])
+def test_a_model_that_cannot_be_used_is_said_once_and_not_swapped(asked, reason, hub_llama):
+    at = app()
+    at.query_params["model_gpt"] = asked
+    at.run()
+    assert not at.exception
+    box = at.sidebar.selectbox(key="model_gpt")
+    assert box.value == asked                       # what was asked stays in the box
+    said = [e for e in messages(at)["error"] if reason in e]
+    assert len(said) == 1 and "GPT model" in said[0]
+    assert not any("some" in str(f["layout"].get("title", "")) for f in figures(at))
+
+
+def test_a_model_of_another_family_is_pointed_to_its_box(hub_llama):
+    at = app()
+    at.query_params["model_bert"] = hub_llama
+    at.run()
+    assert any("pick it in the GPT model box" in e for e in messages(at)["error"])
