@@ -475,3 +475,18 @@ def heatmaps_per_row(n_layers: list[int], width_px: int = 1200, min_cell_px: int
         if cols <= len(n_layers) and width_px / cols - 120 >= biggest * min_cell_px:
             return cols
     return 1
+
+
+def model_cka_heatmap(cka: np.ndarray, low: np.ndarray, high: np.ndarray,
+                      layers_a: Sequence[str], layers_b: Sequence[str], model_a: str,
+                      model_b: str) -> go.Figure:
+    """Layers of model A (rows) x layers of model B (columns): CKA, and on hover its 95%
+    interval (low and high as the heatmap's customdata)."""
+    fig = matrix_heatmap(cka, layers_b, layers_a,
+                         f"CKA between models: {model_a} (rows) × {model_b} (columns)", "CKA",
+                         0.0, 1.0)
+    fig.update_traces(customdata=np.stack([low, high], axis=-1),
+                      hovertemplate="A %{y} · B %{x}<br>CKA %{z:.3f} [%{customdata[0]:.3f}, "
+                                    "%{customdata[1]:.3f}] (95% CI)<extra></extra>")
+    fig.update_layout(xaxis_title="model B", yaxis_title="model A")
+    return fig

@@ -1,9 +1,11 @@
-"""Compare layers: Ethayarajh (2019) statistics per layer and layer-by-layer linear CKA."""
+"""Compare layers: Ethayarajh (2019) statistics per layer, layer-by-layer linear CKA within each
+model and between two models."""
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from app import compute, export, figures, state, ui
+from engine.errors import EngineError
 
 METRICS = {  # key: (title, y axis, what it says)
     "self_similarity": ("Self-similarity", "cosine",
@@ -77,6 +79,44 @@ def cka_heatmaps(inputs, results) -> None:
                                     inputs.settings(model=model_id))
 
 
+def pick_model(col, label: str, key: str, ids: list[str], default: str) -> str:
+    key = state.url_key(key, str, choices=ids)
+    if st.session_state.get(key) not in ids:     # the sidebar changed since it was picked
+        st.session_state[key] = default
+    return col.selectbox(label, ids, key=key)
+
+
+def between_models(inputs, models) -> None:
+    st.subheader("Between two models")
+    ids = [m for _, m in models]
+    if len(ids) < 2:
+        st.info("Choose models of two families in the sidebar to compare their layers.")
+        return
+    # first and last of the sidebar's models: with one model a family, the families the
+    # furthest apart in the family table
+    c1, c2 = st.columns(2)
+    model_a = pick_model(c1, "Model A (rows)", "cka_model_a", ids, ids[0])
+    model_b = pick_model(c2, "Model B (columns)", "cka_model_b", ids, ids[-1])
+    try:
+        res = compute.between_models(model_a, model_b, inputs.sentences, inputs.pool)
+    except EngineError as e:
+        st.info(str(e))
+        return
+    fig = figures.model_cka_heatmap(res.cka, res.low, res.high, res.layer_names_a,
+                                    res.layer_names_b, model_a, model_b)
+    ui.plotly_chart(fig, key="cka-between")
+    st.caption(f"Linear CKA (Kornblith et al. 2019) between each layer of A and each layer of "
+               f"B over the same {res.n_words} words: 1 = the same geometry up to rotation and "
+               "scale, 0 = none shared. Debiased (Song et al. 2012's unbiased HSIC), since on "
+               "a few dozen words plain CKA is high even between unrelated vectors. Hover: "
+               f"the 95% interval, a percentile bootstrap over the {res.n_sentences} sentences "
+               f"({res.n_resamples} resamples).")
+    export.figure_downloads(fig, "cka-between-models", pd.DataFrame(res.rows()),
+                            inputs.settings(model_a=model_a, model_b=model_b,
+                                            estimator="debiased linear CKA",
+                                            n_resamples=res.n_resamples))
+
+
 def render(inputs: state.Inputs) -> None:
     st.title("Compare layers")
     st.caption("How contextual is each layer? Statistics of Ethayarajh (2019) on your "
@@ -96,6 +136,7 @@ def render(inputs: state.Inputs) -> None:
                 "undefined: repeat a word (a preset does).")
     metric_charts(inputs, results, adjusted)
     cka_heatmaps(inputs, results)
+    between_models(inputs, models)
 
 
 ui.run_page(render)

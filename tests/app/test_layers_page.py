@@ -5,7 +5,7 @@ import pytest
 from app import state
 from engine.analysis import geometry
 from engine.api import Engine
-from tests.app.helpers import figure, messages, no_failures, page, set_sentences, title
+from tests.app.helpers import figure, figures, messages, no_failures, page, set_sentences, title
 
 pytestmark = pytest.mark.usefixtures("tiny_engine")
 
@@ -101,3 +101,39 @@ def test_an_exported_table_says_when_the_baseline_is_subtracted(monkeypatch):
     assert "anisotropy" in tables["layers-anisotropy"].columns
     at.toggle(key="adjusted").set_value(False).run()
     assert "self_similarity" in tables["layers-self_similarity"].columns
+
+
+def test_between_two_models_shows_a_layers_by_layers_heatmap_with_intervals(tiny_engine,
+                                                                            monkeypatch):
+    """#45 item 4: model A's layers (rows) x model B's (columns), the sidebar's first and last
+    models by default; the exported CSV carries each cell's 95% interval."""
+    from engine.analysis.model_cka import compare_models
+    from tests.app.helpers import exported_tables
+
+    m = tiny_engine
+    tables = exported_tables(monkeypatch)
+    at = page("layers").run()
+    no_failures(at)
+    model_a, model_b = at.selectbox(key="cka_model_a").value, at.selectbox(key="cka_model_b").value
+    assert (model_a, model_b) == (m.elmo, m.bert)
+    fig = figure(at, "CKA between models")
+    z = np.array(fig["data"][0]["z"])
+    expected = compare_models(_preset_encodings(m.elmo), _preset_encodings(m.bert))
+    assert z.shape == (expected.cka.shape[0], expected.cka.shape[1]) == (3, 3)
+    assert np.allclose(z, expected.cka, atol=1e-6)
+    assert np.allclose(np.array(fig["data"][0]["customdata"])[..., 0], expected.low, atol=1e-6)
+    table = tables["cka-between-models"]
+    assert {"ci_low", "ci_high", "cka", "layer_a_name", "layer_b_name"} <= set(table.columns)
+    assert len(table) == z.size and (table.ci_low <= table.cka).all()
+    assert (table.cka <= table.ci_high).all() and (table.n_sentences == 8).all()
+    at.selectbox(key="cka_model_b").set_value(m.gpt).run()
+    no_failures(at)
+    assert title(figure(at, "CKA between models")).endswith(f"{m.gpt} (columns)")
+
+
+def test_between_two_models_with_one_sentence_says_it_needs_two():
+    at = page("layers").run()
+    set_sentences(at, ["Hi there friend."], "hi").run()
+    no_failures(at)
+    assert any("at least 2 sentences" in i for i in messages(at)["info"])
+    assert not [f for f in figures(at) if title(f).startswith("CKA between models")]
