@@ -53,3 +53,14 @@ def test_a_model_of_another_family_is_pointed_to_its_box(hub_llama):
     at.query_params["model_bert"] = hub_llama
     at.run()
     assert any("pick it in the GPT model box" in e for e in messages(at)["error"])
+
+
+def test_the_neuron_view_of_a_hub_model(hub_llama):
+    """Done when: a link /attention?model_gpt=org/name opens the neuron view of a model that is
+    only in the (offline) Hugging Face cache."""
+    at = app()
+    at.query_params["model_gpt"] = hub_llama
+    at.switch_page("app/pages/attention.py").run()
+    no_failures(at)
+    assert any(f["layout"].get("title", {}).get("text", "").endswith("neuron view")
+               for f in figures(at) if isinstance(f["layout"].get("title"), dict))

@@ -148,3 +148,17 @@ def test_bad_model_ids_get_one_short_line(model_id, message, hub_cache, capsys):
                      "--output", "/tmp/never.npz"]) != 0
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and len(err) < 400
+
+
+def test_ctxlens_embed_takes_a_hub_id_from_the_offline_cache(tmp_path, hub_cache):
+    import numpy as np
+
+    into_hub_cache(save_arch("qwen2", tmp_path / "src"), hub_cache, "org/tiny-qwen")
+    src = tmp_path / "in.txt"
+    src.write_text("The bank raised its rates .\nShe sat on the river bank .\n")
+    out = tmp_path / "v.npz"
+    assert cli.main(["embed", "--model", "org/tiny-qwen", "--input", str(src), "--output",
+                     str(out), "--layers", "0,2"]) == 0
+    z = np.load(out, allow_pickle=False)
+    assert str(z["model"]) == "org/tiny-qwen" and list(z["layers"]) == [0, 2]
+    assert z["vectors"].shape == (13, 2, 32)      # words x the two layers asked x dims
