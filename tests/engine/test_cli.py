@@ -612,3 +612,69 @@ def test_a_text_in_a_script_without_spaces_gets_one_note(model_dir, tmp_path, ca
     assert notes == ["ctxlens: Thai is written without spaces: ctxlens takes each run of it "
                      "between spaces or punctuation as one word; put spaces between words to "
                      "choose the split yourself"]
+
+
+COMPARE_TEXT = ("the bank of the river .\nthe money is in the bank\nwe sat by the river bank\n"
+                "the bank raised its rates .\n")
+
+
+def compare(model_dir: Path, models: str, text: str = COMPARE_TEXT, *flags: str) -> int:
+    src = model_dir / "compare.txt"
+    src.write_text(text)
+    return main(["compare", "--models", models, "--input", str(src), "--output",
+                 str(model_dir / "cka.npz"), "--resamples", "200", *flags])
+
+
+def test_compare_writes_cka_between_two_models_with_intervals_as_csv_and_npz(model_dir,
+                                                                             capsys):
+    """#45 item 4: ELMo's layers x a BERT's, one CSV row per pair, the NPZ as matrices."""
+    import pandas as pd
+
+    from engine.analysis.model_cka import compare_models
+    from engine.api import Engine
+    from tests.engine.elmo_tiny import write_tiny_elmo
+    from tests.tiny_models import save_bert
+
+    elmo, bert = str(write_tiny_elmo(model_dir / "elmo")), str(save_bert(model_dir / "bert"))
+    assert compare(model_dir, f"{elmo},{bert}") == 0
+    assert "debiased linear CKA over 24 words of 4 sentences" in capsys.readouterr().err
+    z = np.load(model_dir / "cka.npz")
+    assert z["cka"].shape == z["ci_low"].shape == z["ci_high"].shape == (3, 3)
+    assert len(z["layer_names_a"]) == 3 and str(z["model_b"]) == bert
+    assert int(z["n_sentences"]) == 4 and int(z["n_resamples"]) == 200
+    table = pd.read_csv(model_dir / "cka.csv")
+    assert list(table.columns) == ["model_a", "layer_a", "layer_a_name", "model_b", "layer_b",
+                                   "layer_b_name", "cka", "ci_low", "ci_high", "n_words",
+                                   "n_sentences"]
+    assert len(table) == 9 and (table.ci_low <= table.cka + 1e-6).all()
+    assert (table.cka <= table.ci_high + 1e-6).all()
+    engine = Engine()
+    encs = [engine.encode(m, COMPARE_TEXT.splitlines()) for m in (elmo, bert)]
+    expected = compare_models(*encs, n_resamples=200)
+    np.testing.assert_allclose(z["cka"], expected.cka, atol=1e-5)
+    np.testing.assert_allclose(z["ci_high"], expected.high, atol=1e-5)
+
+
+def test_compare_csv_goes_where_asked(model_dir):
+    from tests.tiny_models import save_bert
+
+    bert = str(save_bert(model_dir / "bert"))
+    assert compare(model_dir, f"{bert},{bert}", COMPARE_TEXT, "--csv",
+                   str(model_dir / "table.csv")) == 0
+    assert (model_dir / "table.csv").exists() and not (model_dir / "cka.csv").exists()
+    # a model with itself: 1 on the diagonal, as the Compare layers page's own heatmap
+    np.testing.assert_allclose(np.diag(np.load(model_dir / "cka.npz")["cka"]), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("models,text,said", [
+    ("minilm-l6", COMPARE_TEXT, "--models takes two model ids"),
+    ("minilm-l6,elmo-brown,gpt-brown", COMPARE_TEXT, "--models takes two model ids"),
+    ("minilm-l6,no-such-model", COMPARE_TEXT, "no-such-model"),
+    ("minilm-l6,elmo-brown", "the bank of the river .\n", "at least 2 sentences"),
+    ("minilm-l6,elmo-brown", "bank\nriver\n", "4 words"),
+])
+def test_compare_bad_input_is_one_line(model_dir, capsys, models, text, said):
+    assert compare(model_dir, models, text) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("ctxlens: error:") and said in err
+    assert not (model_dir / "cka.npz").exists()
