@@ -71,6 +71,13 @@ def _catalogue():
     return catalogue(get_engine().registry)
 
 
+def model_note(model_id: str) -> str:
+    """What a model is, where a page shows it: the registry's `note` (the bundled models trained
+    here say how little they read), else nothing."""
+    entry = get_engine().entry(model_id)
+    return entry.note if entry is not None else ""
+
+
 def model_problem(model_id: str, family: str) -> str | None:
     """Why a typed or linked model id cannot be shown in `family`'s box (None: it can), in
     one line: unknown, refused, another family's, or not downloaded yet."""

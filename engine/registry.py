@@ -43,6 +43,7 @@ class ModelEntry:
     fill_order: int = 0      # where the app lists it among the masked LMs (1 first; 0: after
                              # those with an order, by id)
     folder: str = ""         # a model folder under the model directories (not in the registry)
+    note: str = ""           # one line the pages show beside the model: what it is
 
     @property
     def source(self) -> str:

@@ -7,6 +7,7 @@ import streamlit as st
 
 from app import compute, export, figures, state, ui
 from app import selection as sel
+from app.safe import safe_md
 from engine.analysis import senses
 from engine.analysis.vectors import identical_groups
 from engine.families import FAMILIES
@@ -82,7 +83,8 @@ def overlap_notes(inputs, model_id: str, tv, layer: int, overlaps) -> None:
     n = len(tv.rows)
     if overlaps[0] and len(overlaps[0][0]) == n:
         st.caption(f"{tv.layer_names[0]} is context-free: all {n} sentences give "
-                   f"'{inputs.target}' the same vector there, so the baseline is one point.")
+                   f"'{safe_md(inputs.target)}' the same vector there, so the baseline is one "
+                   "point.")
     elif n > 1:
         # BERT's and GPT-2's input layer adds the word's position in the sentence: the points
         # differ a little, and a projection stretched to fill its panel makes that look large
@@ -99,13 +101,35 @@ def overlap_notes(inputs, model_id: str, tv, layer: int, overlaps) -> None:
     left_to_right = FAMILIES[compute.family(model_id)].left_to_right
     sizes = ", ".join(str(len(g)) for g in shared)
     lines = "; ".join(", ".join(str(tv.rows[i] + 1) for i in g) for g in shared)
-    why = (f"they share the words before '{inputs.target}', and a left-to-right model has not "
-           "read what follows" if left_to_right else "the model gives them the same vector")
+    why = (f"they share the words before '{safe_md(inputs.target)}', and a left-to-right "
+           "model has not read what follows" if left_to_right
+           else "the model gives them the same vector")
     st.caption(f"Sentences {lines} coincide at {tv.layer_names[layer]} ({sizes} points, "
                f"marked ×k): {why}.")
 
 
-def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None:
+def best_view(inputs, models, labels) -> tuple[str, int, float] | None:
+    """(model, layer, silhouette) where the user's senses separate best, above the input
+    layer: where the page opens (the separation chart below needs every model's vectors
+    anyway); None without two labelled senses."""
+    if len({lab for lab in labels if lab != state.UNLABELLED}) < 2:
+        return None
+    best = None
+    for _, model_id in models:
+        try:
+            sil = compute.separation(model_id, inputs.sentences, inputs.target, inputs.pool,
+                                     tuple(labels)).silhouette
+        except Exception:  # noqa: BLE001 - its own tab says why it cannot be shown
+            continue
+        if len(sil) > 1 and np.isfinite(sil[1:]).any():
+            layer = int(np.nanargmax(sil[1:])) + 1
+            if best is None or sil[layer] > best[2]:
+                best = (model_id, layer, float(sil[layer]))
+    return best
+
+
+def model_view(inputs, model_id, method, labels,
+               best_layer: int | None = None) -> compute.TargetVectors | None:
     tv = compute.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
     if not tv.rows:     # render said which sentences lack the target, once for every tab
         return None
@@ -115,7 +139,9 @@ def model_view(inputs, model_id, method, labels) -> compute.TargetVectors | None
     key = state.url_key(f"layer_{model_id}")
     if not 0 <= st.session_state.get(key, n_layers - 1) < n_layers:
         st.session_state[key] = n_layers - 1
-    st.session_state.setdefault(key, n_layers - 1)
+    st.session_state.setdefault(key, n_layers - 1 if best_layer is None else best_layer)
+    if compute.model_note(model_id):       # what the model is: a bundled one says how little it read
+        st.caption(compute.model_note(model_id))
     layer = st.slider("Layer", 0, n_layers - 1, key=key,
                       help="0 is the input embedding layer: the word (and, in BERT and "
                            "GPT-2, its position), before any context")
@@ -195,8 +221,9 @@ def separation_chart(inputs, models, labels) -> None:
     single = sorted(s for s, n in counts.items() if n == 1)
     charts = [("silhouette", sil, "silhouette (cosine)")]
     if single:
+        named = ", ".join(f"'{safe_md(s)}'" for s in single)
         st.info(f"Nearest-centroid accuracy is left out: it holds each sentence out in turn, so "
-                f"every sense needs at least two sentences ({', '.join(map(repr, single))} "
+                f"every sense needs at least two sentences ({named} "
                 "has one).")
     else:
         charts.append(("nearest-centroid", acc, "leave-one-out accuracy"))
@@ -226,13 +253,20 @@ def render(inputs: state.Inputs) -> None:
     missing = compute.target_missing(inputs.sentences, inputs.target)
     if not ui.missing_target_note(inputs.target, missing, inputs.sentences):
         return
-    tabs = st.tabs([f"{state.family_name(f)}: {m}" for f, m in models])
+    names = [f"{state.family_name(f)}: {m}" for f, m in models]
+    best = best_view(inputs, models, labels)
+    if best is not None:
+        st.caption(f"Opened on {best[0]}, layer {best[1]}: of the models here, your senses "
+                   f"separate best there (silhouette {best[2]:.2f}, below). Every tab and layer "
+                   "is one click away.")
+    tabs = st.tabs(names, default=names[[m for _, m in models].index(best[0])] if best else None)
     shown = []
     for tab, (family, model_id) in zip(tabs, models):
         with tab:
             try:
+                layer = best[1] if best and best[0] == model_id else None
                 if ui.prepared(model_id, inputs) and model_view(inputs, model_id, method,
-                                                                labels) is not None:
+                                                                labels, layer) is not None:
                     shown.append((family, model_id))
             except Exception as exc:  # noqa: BLE001 - keep the other models' tabs
                 ui.show_error(exc)

@@ -373,3 +373,26 @@ def test_only_forms_of_the_target_are_named_as_other_words():
     assert _inside_longer_words("die", ["A healthy diet ."]) == ""
     one = _inside_longer_words("bank", ["The bank's door .", "A bank's loan ."])
     assert "'bank's' is another word here" in one and "edit the sentences, to include them" in one
+
+
+def test_the_page_opens_on_the_model_and_layer_where_the_senses_separate_best(tiny_engine):
+    """The first view shows the phenomenon: the tab and layer with the highest silhouette
+    (above the input layer) over the preset's labelled senses, said in a caption."""
+    import numpy as np
+
+    from app import compute
+
+    at = page("clusters").run()
+    no_failures(at)
+    inputs = (tuple(at.session_state["sentences"].splitlines()), at.session_state["target"])
+    labels = tuple(at.session_state["labels"].split("|")) if isinstance(
+        at.session_state["labels"], str) else tuple(at.session_state["labels"])
+    best = max(((m, int(np.nanargmax(sil[1:])) + 1, float(np.nanmax(sil[1:])))
+                for m in (tiny_engine.elmo, tiny_engine.gpt, tiny_engine.bert)
+                for sil in [compute.separation(m, *inputs, "mean", labels).silhouette]),
+               key=lambda b: b[2])
+    said = [c.value for c in at.caption if c.value.startswith("Opened on")]
+    assert said == [f"Opened on {best[0]}, layer {best[1]}: of the models here, your senses "
+                    f"separate best there (silhouette {best[2]:.2f}, below). Every tab and "
+                    "layer is one click away."]
+    assert at.slider(key=f"layer_{best[0]}").value == best[1]
