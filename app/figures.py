@@ -1,11 +1,13 @@
 """Plotly figure builders: plain data in, figure out (no Streamlit, no engine calls).
 
+Text arrives plain and each builder makes what it draws safe (app.safe.safe_label), so no typed
+label, word or title renders as HTML; only `hover` arrives as markup, built by bold_word.
+
 Colours come from plotly's qualitative palette and the Streamlit theme sets the background, so
 figures stay legible in light and dark mode.
 """
 from __future__ import annotations
 
-import html
 import re
 import textwrap
 from collections import Counter
@@ -16,16 +18,17 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from app.safe import safe_label
+
 PALETTE = qualitative.Plotly + qualitative.D3
 SEQUENTIAL = "Viridis"
 
 
 def bold_word(text: str, word: str) -> str:
-    """Hover text: typed or corpus `text` escaped for the small HTML subset plotly reads (so
-    "<a href=...>" stays text), with its first whole-word `word` in bold, the only markup.
-    Quotes stay as they are: plotly showed html.escape's "&quot;" literally."""
-    pattern = re.compile(rf"\b({re.escape(html.escape(word, quote=False))})\b", re.IGNORECASE)
-    return pattern.sub(r"<b>\1</b>", html.escape(text, quote=False), count=1)
+    """Hover text: typed or corpus `text` as safe_label makes it, with its first whole-word
+    `word` in bold, the only markup."""
+    pattern = re.compile(rf"\b({re.escape(safe_label(word))})\b", re.IGNORECASE)
+    return pattern.sub(r"<b>\1</b>", safe_label(text), count=1)
 
 
 def _colour_map(labels: Sequence[str]) -> dict[str, str]:
@@ -59,7 +62,8 @@ def projection_scatter(panels: Sequence[tuple[str, np.ndarray]], labels: Sequenc
     differ ("×7: 3 animal, 4 sport"), so an exported image does not read as one sense.
     numbers: drawn beside the points (the sentence numbers), so a still image says which is
     which."""
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[t for t, _ in panels],
+    fig = make_subplots(rows=1, cols=len(panels),
+                        subplot_titles=[safe_label(t) for t, _ in panels],
                         shared_xaxes=True, shared_yaxes=True, horizontal_spacing=0.04)
     colours = _colour_map(labels)
     labels_arr = np.asarray(labels)
@@ -70,13 +74,13 @@ def projection_scatter(panels: Sequence[tuple[str, np.ndarray]], labels: Sequenc
             idx = np.nonzero(labels_arr == lab)[0]
             fig.add_trace(go.Scatter(
                 x=coords[idx, 0], y=coords[idx, 1], mode="markers+text" if numbers else "markers",
-                name=lab, legendgroup=lab, showlegend=col == 1,
+                name=safe_label(lab), legendgroup=safe_label(lab), showlegend=col == 1,
                 textposition="middle right", textfont=dict(size=10, color="grey"),
                 texttemplate=[("" if i in grouped else str(numbers[i])) for i in idx]
                 if numbers else None,
                 marker=dict(size=12, color=colour, line=dict(width=1, color="white")),
                 customdata=idx, text=[_wrap(hover[i]) for i in idx],
-                hovertemplate="%{text}<extra>" + lab + "</extra>"), row=1, col=col)
+                hovertemplate="%{text}<extra>" + safe_label(lab) + "</extra>"), row=1, col=col)
     for col, groups in enumerate(overlaps, start=1):
         if groups:
             coords = panels[col - 1][1]
@@ -86,7 +90,7 @@ def projection_scatter(panels: Sequence[tuple[str, np.ndarray]], labels: Sequenc
                 textposition="top right",
                 name="same vector", showlegend=False, hoverinfo="skip"), row=1, col=col)
     fig.update_xaxes(matches="x")    # one scale for every panel: the layouts are comparable
-    fig.update_layout(title=title, height=430, legend_title_text="sense",
+    fig.update_layout(title=safe_label(title), height=430, legend_title_text="sense",
                       margin=dict(l=10, r=10, t=60, b=10))
     return fig
 
@@ -95,16 +99,18 @@ def _overlap_mark(group: Sequence[int], labels: np.ndarray) -> str:
     counts = Counter(labels[list(group)].tolist())
     if len(counts) == 1:
         return f"×{len(group)}"
-    return f"×{len(group)}: " + ", ".join(f"{n} {lab}" for lab, n in counts.most_common())
+    return f"×{len(group)}: " + ", ".join(f"{n} {safe_label(lab)}"
+                                          for lab, n in counts.most_common())
 
 
 def similarity_heatmap(matrix: np.ndarray, labels: Sequence[str], title: str = "") -> go.Figure:
-    fig = go.Figure(go.Heatmap(z=matrix, x=unique_labels(labels), y=unique_labels(labels),
+    labels = unique_labels([safe_label(l) for l in labels])
+    fig = go.Figure(go.Heatmap(z=matrix, x=labels, y=labels,
                                colorscale=SEQUENTIAL,
                                zmin=float(min(0.0, np.nanmin(matrix))), zmax=1.0,
                                colorbar=dict(title="cosine"),
                                hovertemplate="%{y}<br>%{x}<br>cosine %{z:.3f}<extra></extra>"))
-    fig.update_layout(title=title, height=420, yaxis_autorange="reversed",
+    fig.update_layout(title=safe_label(title), height=420, yaxis_autorange="reversed",
                       margin=dict(l=10, r=10, t=50, b=10))
     return fig
 
@@ -117,12 +123,13 @@ def per_layer_lines(series: Mapping[str, np.ndarray], title: str, yaxis: str,
         n = len(values)
         x = np.linspace(0, 1, n) if relative and n > 1 else np.arange(n)
         # explicit hues: the Streamlit theme's default sequence starts with two blues
+        name = safe_label(name)
         fig.add_trace(go.Scatter(x=x, y=values, mode="lines+markers", name=name,
                                  line=dict(color=PALETTE[k % len(PALETTE)]),
                                  hovertemplate=f"{name}<br>layer %{{customdata}}<br>"
                                                f"{yaxis} %{{y:.3f}}<extra></extra>",
                                  customdata=np.arange(n)))
-    fig.update_layout(title=title, height=360, yaxis_title=yaxis,
+    fig.update_layout(title=safe_label(title), height=360, yaxis_title=yaxis,
                       xaxis_title="relative depth (0 = embeddings, 1 = top)" if relative
                       else "layer", margin=dict(l=10, r=10, t=50, b=10))
     return fig
@@ -131,12 +138,15 @@ def per_layer_lines(series: Mapping[str, np.ndarray], title: str, yaxis: str,
 def matrix_heatmap(matrix: np.ndarray, x: Sequence[str], y: Sequence[str], title: str,
                    zlabel: str, zmin: float | None = None, zmax: float | None = None,
                    text: Sequence[Sequence[str]] | None = None) -> go.Figure:
+    if text is not None:
+        text = [[safe_label(cell) for cell in row] for row in text]
     fig = go.Figure(go.Heatmap(
-        z=matrix, x=unique_labels(x), y=unique_labels(y), colorscale=SEQUENTIAL, zmin=zmin,
+        z=matrix, x=unique_labels([safe_label(v) for v in x]),
+        y=unique_labels([safe_label(v) for v in y]), colorscale=SEQUENTIAL, zmin=zmin,
         zmax=zmax,
         colorbar=dict(title=zlabel), text=text, texttemplate="%{text}" if text is not None
         else None, hovertemplate="%{y} · %{x}<br>" + zlabel + " %{z:.3f}<extra></extra>"))
-    fig.update_layout(title=title, height=max(320, 22 * len(y) + 120),
+    fig.update_layout(title=safe_label(title), height=max(320, 22 * len(y) + 120),
                       yaxis_autorange="reversed", margin=dict(l=10, r=10, t=50, b=10))
     return fig
 
@@ -144,7 +154,7 @@ def matrix_heatmap(matrix: np.ndarray, x: Sequence[str], y: Sequence[str], title
 def mix_weights(weights: np.ndarray, gamma: float, layer_names: Sequence[str]) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, column_widths=[0.8, 0.2],
                         subplot_titles=["softmax(s): weight per layer", "γ (scale)"])
-    fig.add_trace(go.Bar(x=list(layer_names), y=weights, name="softmax(s)",
+    fig.add_trace(go.Bar(x=[safe_label(n) for n in layer_names], y=weights, name="softmax(s)",
                          text=[f"{w:.2f}" for w in weights], textposition="outside"), 1, 1)
     fig.add_trace(go.Bar(x=["γ"], y=[gamma], name="γ", text=[f"{gamma:.2f}"],
                          textposition="outside"), 1, 2)
@@ -166,6 +176,7 @@ def head_view(tokens: Sequence[str], att: np.ndarray, focus: int | None = None,
 
     Lines are grouped into a few opacity bins, one trace each, so a 100-token sentence draws
     ten traces rather than ten thousand."""
+    tokens = [safe_label(tok) for tok in tokens]
     t = len(tokens)
     y = -np.arange(t, dtype=float)
     edges = np.array([0.01, 0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8, 1.01])
@@ -189,7 +200,7 @@ def head_view(tokens: Sequence[str], att: np.ndarray, focus: int | None = None,
                 x=xs, y=ys, mode="lines", showlegend=False, text=text, hoverinfo="text",
                 line=dict(width=1 + 5 * lo, color=f"rgba({rgb},{min(1.0, 0.15 + hi):.2f})")))
     _token_columns(fig, tokens, y)
-    fig.update_layout(title=title, height=max(300, 26 * t + 80),
+    fig.update_layout(title=safe_label(title), height=max(300, 26 * t + 80),
                       xaxis=dict(visible=False, range=[-0.6, 1.6]),
                       yaxis=dict(visible=False), margin=dict(l=10, r=10, t=50, b=10))
     return fig
@@ -211,6 +222,7 @@ def head_view_heads(tokens: Sequence[str], att: np.ndarray, focus: int | None = 
     """BertViz's head view with every head at once: att [heads, T, T], one colour per head (a
     legend entry each: click it to hide the head), weight as opacity; lines under min_weight
     are left out. focus: only the lines from that token."""
+    tokens = [safe_label(tok) for tok in tokens]
     heads, t = att.shape[0], att.shape[1]
     y = -np.arange(t, dtype=float)
     edges = np.array([min_weight, 0.2, 0.4, 0.7, 1.01])
@@ -235,7 +247,8 @@ def head_view_heads(tokens: Sequence[str], att: np.ndarray, focus: int | None = 
                 line=dict(width=1 + 4 * lo, color=colour)))
             first = False
     _token_columns(fig, tokens, y)
-    fig.update_layout(title=title, height=max(300, 26 * t + 80), legend_title_text="head",
+    fig.update_layout(title=safe_label(title), height=max(300, 26 * t + 80),
+                      legend_title_text="head",
                       xaxis=dict(visible=False, range=[-0.6, 1.6]),
                       yaxis=dict(visible=False), margin=dict(l=10, r=10, t=50, b=10))
     return fig
@@ -262,7 +275,8 @@ def attention_grid(att: np.ndarray, layer_names: Sequence[str] | None = None) ->
         xaxis=dict(tickvals=[h * cell + t / 2 for h in range(heads)],
                    ticktext=[f"head {h + 1}" for h in range(heads)]),
         yaxis=dict(tickvals=[l * cell + t / 2 for l in range(layers)],
-                   ticktext=list(layer_names or [f"layer {l + 1}" for l in range(layers)])),
+                   ticktext=[safe_label(n) for n in
+                             layer_names or [f"layer {l + 1}" for l in range(layers)]]),
         margin=dict(l=10, r=10, t=30, b=10))
     return fig
 
@@ -270,9 +284,10 @@ def attention_grid(att: np.ndarray, layer_names: Sequence[str] | None = None) ->
 def stacked_shares(words: Sequence[str], shares: np.ndarray, layer_names: Sequence[str],
                    title: str) -> go.Figure:
     """shares: [layers, words], columns summing to 1."""
-    fig = go.Figure([go.Bar(x=unique_labels(words), y=shares[l], name=layer_names[l],
+    words = unique_labels([safe_label(w) for w in words])
+    fig = go.Figure([go.Bar(x=words, y=shares[l], name=safe_label(layer_names[l]),
                             marker_color=PALETTE[l % len(PALETTE)]) for l in range(len(shares))])
-    fig.update_layout(barmode="stack", title=title, height=360, yaxis_title="share",
+    fig.update_layout(barmode="stack", title=safe_label(title), height=360, yaxis_title="share",
                       margin=dict(l=10, r=10, t=50, b=10))
     return fig
 
@@ -285,10 +300,12 @@ def visible_token(token: str) -> str:
 
 
 def prediction_bars(tokens: Sequence[str], probs: Sequence[float], title: str) -> go.Figure:
-    fig = go.Figure(go.Bar(x=list(probs)[::-1], y=[visible_token(t) for t in tokens][::-1],
+    fig = go.Figure(go.Bar(x=list(probs)[::-1],
+                           y=[safe_label(visible_token(t)) for t in tokens][::-1],
                            orientation="h", text=[f"{p:.3f}" for p in probs][::-1],
                            textposition="outside"))
-    fig.update_layout(title=title, height=60 + 28 * len(tokens), xaxis_title="probability",
+    fig.update_layout(title=safe_label(title), height=60 + 28 * len(tokens),
+                      xaxis_title="probability",
                       xaxis_range=[0, min(1.0, max(probs or [0.1]) * 1.3 + 0.05)],
                       margin=dict(l=10, r=10, t=50, b=10))
     return fig
@@ -323,7 +340,7 @@ def layer_grid(panels: Sequence[tuple[str, np.ndarray]], labels: Sequence[str],
     cols = max(1, min(cols, n_panels))
     rows = -(-n_panels // cols)
     specs = [[{"type": "scene" if three_d else "xy"}] * cols for _ in range(rows)]
-    titles = [_wrap(t, 12) for t, _ in panels]
+    titles = [_wrap(safe_label(t), 12) for t, _ in panels]
     two_lines = any("<br>" in t for t in titles)
     fig = make_subplots(rows=rows, cols=cols, specs=specs,
                         # two short lines, not one long one: on a phone a row of four panels
@@ -343,13 +360,15 @@ def layer_grid(panels: Sequence[tuple[str, np.ndarray]], labels: Sequence[str],
             else:
                 marker = dict(size=size[idx], color=colour, opacity=opacity[idx],
                               line=dict(width=width[idx], color=outline[idx]))
-            common = dict(name=lab, legendgroup=lab, showlegend=p == 0,
+            common = dict(name=safe_label(lab), legendgroup=safe_label(lab), showlegend=p == 0,
                           mode="markers+text" if words is not None else "markers",
-                          text=[words[i] for i in idx] if words is not None else None,
+                          text=[safe_label(words[i]) for i in idx] if words is not None
+                          else None,
                           textposition="top center", textfont=dict(size=10),
                           customdata=np.stack([idx, np.full(len(idx), p)], axis=1),
                           hovertext=[_wrap(hover[i]) for i in idx],
-                          hovertemplate="%{hovertext}<extra>" + f"{lab} · {name}</extra>")
+                          hovertemplate="%{hovertext}<extra>"
+                                        + f"{safe_label(lab)} · {safe_label(name)}</extra>")
             if three_d:
                 fig.add_trace(go.Scatter3d(x=coords[idx, 0], y=coords[idx, 1], z=coords[idx, 2],
                                            marker=marker, **common), row=r + 1, col=c + 1)
@@ -363,7 +382,7 @@ def layer_grid(panels: Sequence[tuple[str, np.ndarray]], labels: Sequence[str],
         fig.update_yaxes(matches="y", showticklabels=False)
     # plotly's default drag (zoom) keeps a plain click a selection; lasso and box select are
     # in the mode bar
-    fig.update_layout(title=dict(text=title, y=1, yref="container", yanchor="top",
+    fig.update_layout(title=dict(text=safe_label(title), y=1, yref="container", yanchor="top",
                                  pad=dict(t=12)),
                       height=rows * GRID_PANEL_PX + 90, legend_title_text="sense",
                       margin=dict(l=10, r=10, t=90 if two_lines else 70, b=10))
@@ -379,23 +398,25 @@ def layer_animation(panels: Sequence[tuple[str, np.ndarray]], labels: Sequence[s
     groups = {lab: np.nonzero(labels_arr == lab)[0] for lab in colours}
 
     def traces(coords):
-        return [go.Scatter(x=coords[idx, 0], y=coords[idx, 1], mode="markers", name=lab,
+        return [go.Scatter(x=coords[idx, 0], y=coords[idx, 1], mode="markers",
+                           name=safe_label(lab),
                            marker=dict(size=12, color=colours[lab],
                                        line=dict(width=1, color="white")),
                            text=[_wrap(hover[i]) for i in idx],
-                           hovertemplate="%{text}<extra>" + lab + "</extra>")
+                           hovertemplate="%{text}<extra>" + safe_label(lab) + "</extra>")
                 for lab, idx in groups.items()]
 
     allc = np.concatenate([c for _, c in panels]) if panels else np.zeros((1, 2))
     pad = 0.08 * (allc.max(axis=0) - allc.min(axis=0) + 1e-9)
     lo, hi = allc.min(axis=0) - pad, allc.max(axis=0) + pad
-    names = [n for n, _ in panels]
+    names = [safe_label(n) for n, _ in panels]
     fig = go.Figure(data=traces(panels[0][1]),
-                    frames=[go.Frame(data=traces(c), name=n) for n, c in panels])
+                    frames=[go.Frame(data=traces(c), name=n)
+                            for n, (_, c) in zip(names, panels)])
     step = dict(frame=dict(duration=700, redraw=False), transition=dict(duration=500),
                 mode="immediate")
     fig.update_layout(
-        title=title, height=520, legend_title_text="sense",
+        title=safe_label(title), height=520, legend_title_text="sense",
         xaxis=dict(range=[lo[0], hi[0]], showticklabels=False),
         yaxis=dict(range=[lo[1], hi[1]], showticklabels=False),
         updatemenus=[dict(type="buttons", showactive=False, x=0, y=-0.08, xanchor="left",
@@ -415,13 +436,14 @@ def attention_row(words: Sequence[str], weights: np.ndarray, special: float,
                   focus: int, title: str) -> go.Figure:
     """Where one word looks: attention (mean over heads) to each word, the word itself marked,
     the share that goes to special tokens as a last bar."""
-    names = unique_labels(list(words)) + (["[special]"] if special > 0 else [])
+    names = unique_labels([safe_label(w) for w in words]) + (["[special]"] if special > 0
+                                                              else [])
     values = list(weights) + ([special] if special > 0 else [])
     colours = [PALETTE[1] if i == focus else PALETTE[0] for i in range(len(words))] + \
         (["grey"] if special > 0 else [])
     fig = go.Figure(go.Bar(x=names, y=values, marker_color=colours,
                            hovertemplate="%{x}: %{y:.3f}<extra></extra>"))
-    fig.update_layout(title=title, height=260, yaxis_title="attention",
+    fig.update_layout(title=safe_label(title), height=260, yaxis_title="attention",
                       yaxis_range=[0, max(values + [0.05]) * 1.15],
                       margin=dict(l=10, r=10, t=40, b=10))
     return fig
@@ -433,7 +455,7 @@ def neuron_view(tokens: Sequence[str], query: np.ndarray, keys: np.ndarray,
     """BertViz's neuron view for one head and one query token: the query vector, every key
     vector, their elementwise products (a row sums to the raw score), the scaled scores and
     their softmax, which is the attention row. A causal model's future tokens score -inf."""
-    names = unique_labels([f"{i}: {t}" for i, t in enumerate(tokens)])
+    names = unique_labels([safe_label(f"{i}: {t}") for i, t in enumerate(tokens)])
     fig = make_subplots(rows=2, cols=4, row_heights=[0.12, 0.88], column_widths=[0.34, 0.34,
                         0.16, 0.16], horizontal_spacing=0.04, vertical_spacing=0.06,
                         specs=[[{"colspan": 2}, None, None, None], [{}, {}, {}, {}]],
@@ -461,7 +483,8 @@ def neuron_view(tokens: Sequence[str], query: np.ndarray, keys: np.ndarray,
     for col in (1, 2, 3, 4):
         fig.update_yaxes(autorange="reversed", row=2, col=col, showticklabels=col == 1)
     fig.update_yaxes(showticklabels=False, row=1, col=1)
-    fig.update_layout(title=title, height=max(320, 24 * len(tokens) + 160), showlegend=False,
+    fig.update_layout(title=safe_label(title), height=max(320, 24 * len(tokens) + 160),
+                      showlegend=False,
                       margin=dict(l=10, r=10, t=70, b=10))
     return fig
 

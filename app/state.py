@@ -20,6 +20,7 @@ import streamlit as st
 
 from app import compute
 from app.export import manifest_json
+from app.safe import safe_md
 from engine.families import FAMILIES
 from engine.result import POOLINGS
 from engine.text import MAX_WORDS, TextError, drop_invisible, split_words
@@ -256,12 +257,12 @@ def sidebar() -> Inputs:
     # lacked the settings of a page on its first visit ("widgets": {})
     st.session_state["_settings_slot"] = sb.empty()
     for key, times in st.session_state.get("_repeated_keys", {}).items():
-        shown = str(key)[:40].replace("`", "'")          # a code span: never markdown
-        sb.warning(f"The link gives `{shown}` {times} times; the last one is used.")
+        sb.warning(f"The link gives '{safe_md(str(key)[:40])}' {times} times; the last one "
+                   "is used.")
     for i, (_, why) in enumerate(checked_lines(), 1):
         if why is not None:
-            # the line itself is not quoted: typed text is never rendered as markdown
-            sb.warning(f"Line {i} is left out: {why}.")
+            # the line itself is not quoted (it may be a whole pasted page)
+            sb.warning(f"Line {i} is left out: {safe_md(why)}.")
     usable = sum(why is None for _, why in checked_lines())
     if usable > MAX_SENTENCES:
         sb.warning(f"{usable} sentences: only the first {MAX_SENTENCES} are used")

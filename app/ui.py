@@ -1,20 +1,21 @@
 """Page scaffolding shared by every page: the error guard, model preparation, common messages."""
 from __future__ import annotations
 
-import re
 import time
 from typing import Callable, Sequence
 
 import streamlit as st
 
 from app import compute, state
+from app.safe import safe_md
 from engine.errors import EngineError
 from engine.text import TextError, joined_forms, split_words, word_key
 
 
 def one_line(exc: BaseException) -> str:
+    """The exception's first line as safe_md makes it: error texts quote what was typed."""
     text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    return safe_md(text[0]) if text else type(exc).__name__
 
 
 def show_error(exc: Exception) -> None:
@@ -112,12 +113,6 @@ def plotly_chart(fig, **kwargs):
     return st.plotly_chart(fig, config=CHART_CONFIG, **kwargs)
 
 
-def md_text(text: str) -> str:
-    """Typed text for a message Streamlit reads as markdown, every markdown character escaped
-    ("_bank_" stays "_bank_", not an italic bank)."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|~<>$])", r"\\\1", text)
-
-
 def missing_target_note(target: str, missing: tuple[int, ...],
                         sentences: Sequence[str]) -> bool:
     """Say which sentences lack the target word; False when none has it."""
@@ -125,14 +120,14 @@ def missing_target_note(target: str, missing: tuple[int, ...],
         return True
     n = len(sentences)
     hint = _inside_longer_words(target, [sentences[i] for i in missing])
-    target = md_text(target)
+    quoted = safe_md(target)
     if len(missing) == n:
-        st.error(f"The target word '{target}' is in none of the sentences (words are matched "
+        st.error(f"The target word '{quoted}' is in none of the sentences (words are matched "
                  f"whole, ignoring case){hint}.")
         return False
     where = ", ".join(str(i + 1) for i in missing)
     plural = "s" if len(missing) > 1 else ""
-    st.warning(f"The target word '{target}' is missing from sentence{plural} {where} "
+    st.warning(f"The target word '{quoted}' is missing from sentence{plural} {where} "
                f"(of {n}); {'they are' if plural else 'it is'} left out{hint}.")
     return True
 
@@ -164,7 +159,7 @@ def _inside_longer_words(target: str, sentences: Sequence[str]) -> str:
         n_sentences += bool(hits)
     if not found:
         return ""
-    listed = ", ".join(f"'{md_text(w)}'" for w in list(found.values())[:3])
+    listed = ", ".join(f"'{safe_md(w)}'" for w in list(found.values())[:3])
     what = "is another word" if len(found) == 1 else "are other words"
     which = "it" if len(found) == 1 else "one"
     edit = "the sentence, to include it" if n_sentences == 1 else "the sentences, to include them"
@@ -176,12 +171,11 @@ def repeated_target_note(target: str, repeated: tuple[int, ...]) -> None:
     """One point a sentence, labelled by the sentence's sense: a second occurrence of the
     target in a sentence is left out, and the user is told so instead of silently."""
     if repeated:
-        target = md_text(target)
         where = ", ".join(str(i + 1) for i in repeated)
         plural = "s" if len(repeated) > 1 else ""
-        st.caption(f"'{target}' occurs more than once in sentence{plural} {where}: this page "
-                   "plots its first occurrence in each sentence (Layers side by side plots "
-                   "every one).")
+        st.caption(f"'{safe_md(target)}' occurs more than once in sentence{plural} {where}: "
+                   "this page plots its first occurrence in each sentence (Layers side by side "
+                   "plots every one).")
 
 
 def build_progress(bar, label: str, clock=time.perf_counter):

@@ -10,6 +10,7 @@ import streamlit as st
 
 from app import compute, export, figures, state, ui
 from app import selection as sel
+from app.safe import safe_md
 from engine.corpus.catalog import (DEFAULT_MAX_LAYERS, brown_index_bytes, default_layers,
                                    free_bytes)
 from engine.text import MAX_CHARS
@@ -86,19 +87,19 @@ def build_offer(have_indexes: bool) -> None:
         if not layers:
             st.warning("Choose at least one layer to index.")
             return
-        target = compute.brown_index_path(model, layers, n)
-        state = compute.brown_index_state(target)
+        folder = compute.brown_index_path(model, layers, n)
+        state = compute.brown_index_state(folder)
         if state == "complete":
-            st.caption(f"Already built: {target.name}, in the Index list above.")
+            st.caption(f"Already built: {folder.name}, in the Index list above.")
             return
         size = brown_index_bytes(len(layers), shape.dim)
-        st.caption(f"{len(layers)} of {n} layers ({shape.dim} dimensions each) into {target}: "
+        st.caption(f"{len(layers)} of {n} layers ({shape.dim} dimensions each) into {folder}: "
                    f"about {size / 2**30:.1f} GiB on disk. The time depends on the model; the "
                    "bar shows the time left once the first sentences are in. Leaving the page "
                    "or changing a setting stops the build; building again continues it."
                    + (" A build of these layers stopped before the end: this continues it."
                       if state == "partial" else ""))
-        free = free_bytes(target)
+        free = free_bytes(folder)
         if size > free:
             st.warning(f"That disk has {free / 2**30:.1f} GiB free, less than the index needs: "
                        "choose fewer layers, or free some space first (a build that fills the "
@@ -106,17 +107,17 @@ def build_offer(have_indexes: bool) -> None:
         verb = "Continue" if state == "partial" else "Build"
         if state == "partial" and st.button("Delete what the stopped build wrote",
                                             key="corpus_delete_partial"):
-            delete_index(str(target))
+            delete_index(str(folder))
         if st.button(f"{verb} the Brown index for {model}", key="corpus_build"):
             bar = st.progress(0.0, text=f"Embedding Brown with {model} …")
             try:
-                compute.build_brown_index(model, layers, target, ui.build_progress(
+                compute.build_brown_index(model, layers, folder, ui.build_progress(
                     bar, f"Embedding Brown with {model}"))
             except Exception as exc:  # noqa: BLE001 - one line, the page stays
                 ui.show_error(exc)
                 return
             bar.progress(1.0, text="Done")
-            st.session_state[JUST_BUILT] = str(target)     # the page opens the new index
+            st.session_state[JUST_BUILT] = str(folder)     # the page opens the new index
             st.rerun()
 
 
@@ -145,10 +146,10 @@ def delete_index(folder: str) -> None:
 
 def _too_few(word: str, n: int) -> bool:
     if n == 0:
-        st.warning(f"'{word}' does not occur in this index (words are matched whole, "
+        st.warning(f"'{safe_md(word)}' does not occur in this index (words are matched whole, "
                    "ignoring case).")
     elif n < 3:
-        st.warning(f"'{word}' occurs {n} times: too few to map.")
+        st.warning(f"'{safe_md(word)}' occurs {n} times: too few to map.")
     return n < 3
 
 

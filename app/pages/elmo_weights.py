@@ -130,7 +130,8 @@ def render(inputs: state.Inputs) -> None:
                     same_point=[list(range(len(mixed)))] == identical_groups(mixed))
     proj = projection.project(mixed[None], "pca")
     hover = [inputs.sentences[r] for r in tv.rows]
-    fig = figures.projection_scatter([("mixed vectors (PCA)", proj.coords[0])], labels, hover,
+    fig = figures.projection_scatter([("mixed vectors (PCA)", proj.coords[0])], labels,
+                                     [figures.bold_word(h, inputs.target) for h in hover],
                                      title=f"{model_id}: '{inputs.target}', mixed",
                                      numbers=[r + 1 for r in tv.rows])
     ui.plotly_chart(fig, key="mix-scatter")

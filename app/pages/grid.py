@@ -12,6 +12,7 @@ import streamlit as st
 
 from app import compute, export, figures, state, ui
 from app import selection as sel
+from app.safe import safe_md
 from engine.analysis.projection import MIN_POINTS
 from engine.families import FAMILIES
 from engine.text import left_of_word, mask_word, word_key
@@ -78,8 +79,8 @@ def plan(inputs, model_id: str, opts: dict) -> dict | None:
     occ_all = compute.occurrences(model_id, inputs.sentences, inputs.target, inputs.pool,
                                   opts["scope"])
     if len(occ_all) == 0:
-        st.error(f"'{inputs.target}' is in none of the sentences (words are matched whole, "
-                 "ignoring case).")
+        st.error(f"'{safe_md(inputs.target)}' is in none of the sentences (words are matched "
+                 "whole, ignoring case).")
         return None
     keep = list(range(len(occ_all)))
     chosen = [i for i in (occ_all.index(o) for o in selection()) if i is not None]
@@ -118,7 +119,7 @@ def model_grid(inputs, p: dict, opts: dict, labels: list[str]) -> None:
     find = word_key(opts["find"].strip())
     found = [i for i, w in enumerate(occ.word) if find and word_key(w) == find]
     if find and not found:
-        st.caption(f"'{ui.md_text(opts['find'])}' is not among the points shown.")
+        st.caption(f"'{safe_md(opts['find'])}' is not among the points shown.")
     plabels = point_labels(occ, labels, inputs.target, opts["scope"])
     hover = hover_texts(occ, inputs.sentences)
     panels = [(occ.layer_names[l] + (" (baseline)" if l == 0 else ""), proj.coords[l])
@@ -190,7 +191,8 @@ def side_panel(inputs, opts: dict, labels: list[str]) -> None:
     s, w = occ.sentence[focus], occ.position[focus]
     word = occ.word[focus]
     st.text(f"{s + 1}: {inputs.sentences[s]}")        # st.text: typed text stays text
-    st.markdown(f"**Nearest to `{word}` (sentence {s + 1}) at {occ.layer_names[layer]}**")
+    st.markdown(f"**Nearest to '{safe_md(word)}' (sentence {s + 1}) at "
+                f"{occ.layer_names[layer]}**")
     near = compute.neighbours(model_id, inputs.sentences, inputs.target, inputs.pool,
                               opts["scope"], focus, layer, 5)
     st.dataframe(pd.DataFrame({"word": [occ.word[n.index] for n in near],
@@ -215,10 +217,10 @@ def predictions(model_id: str, sentence: str, position: int, word: str) -> None:
     try:
         if compute.fills_blank(model_id) == "masked-lm":
             pred = compute.predict("masked", model_id, mask_word(sentence, position), top_k=5)
-            what = f"masked-word guesses for `{word}`"
+            what = f"masked-word guesses for '{safe_md(word)}'"
         elif family.can("next_word") and position > 0:
             pred = compute.predict("next", model_id, left_of_word(sentence, position), top_k=5)
-            what = f"next-word guesses before `{word}` (left context only)"
+            what = f"next-word guesses before '{safe_md(word)}' (left context only)"
         else:
             return
     except Exception as exc:  # noqa: BLE001 - the panel's other parts still show
