@@ -500,14 +500,25 @@ def heatmaps_per_row(n_layers: list[int], width_px: int = 1200, min_cell_px: int
     return 1
 
 
+# layers a side up to which every cell of a model x model heatmap is labelled
+MAX_CELL_TEXT = 8
+
+
 def model_cka_heatmap(cka: np.ndarray, low: np.ndarray, high: np.ndarray,
                       layers_a: Sequence[str], layers_b: Sequence[str], model_a: str,
                       model_b: str) -> go.Figure:
     """Layers of model A (rows) x layers of model B (columns): CKA, and on hover its 95%
-    interval (low and high as the heatmap's customdata)."""
+    interval (low and high as the heatmap's customdata); written in the cells too while they
+    are few enough to hold it, so an exported image carries the intervals."""
     fig = matrix_heatmap(cka, layers_b, layers_a,
                          f"CKA between models: {model_a} (rows) × {model_b} (columns)", "CKA",
                          0.0, 1.0)
+    if len(layers_a) <= MAX_CELL_TEXT and len(layers_b) <= MAX_CELL_TEXT:
+        # numbers only, so the line break may stay markup
+        fig.update_traces(texttemplate="%{text}", text=[
+            [f"{v:.2f}<br>[{lo:.2f}, {hi:.2f}]" for v, lo, hi in zip(*rows)]
+            for rows in zip(cka, low, high)])
+        fig.update_layout(height=max(320, 46 * len(layers_a) + 120))
     fig.update_traces(customdata=np.stack([low, high], axis=-1),
                       hovertemplate="A %{y} · B %{x}<br>CKA %{z:.3f} [%{customdata[0]:.3f}, "
                                     "%{customdata[1]:.3f}] (95% CI)<extra></extra>")

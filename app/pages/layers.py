@@ -108,8 +108,9 @@ def between_models(inputs, models) -> None:
     st.caption(f"Linear CKA (Kornblith et al. 2019) between each layer of A and each layer of "
                f"B over the same {res.n_words} words: 1 = the same geometry up to rotation and "
                "scale, 0 = none shared. Debiased (Song et al. 2012's unbiased HSIC), since on "
-               "a few dozen words plain CKA is high even between unrelated vectors. Hover: "
-               f"the 95% interval, a percentile bootstrap over the {res.n_sentences} sentences "
+               "a few dozen words plain CKA is high even between unrelated vectors. In "
+               "brackets (in the cells while they are few, and on hover): the 95% interval, a "
+               f"percentile bootstrap over the {res.n_sentences} sentences "
                f"({res.n_resamples} resamples).")
     export.figure_downloads(fig, "cka-between-models", pd.DataFrame(res.rows()),
                             inputs.settings(model_a=model_a, model_b=model_b,

@@ -75,3 +75,17 @@ def test_hover_text_keeps_quotes_and_escapes_markup():
     text = bold_word('"That\'s Johnny", sighed the bank <a href="x">president</a>', "bank")
     assert text.startswith('"That\'s Johnny", sighed the <b>bank</b> &lt;a href="x"&gt;')
     assert "&quot;" not in text and "<a" not in text
+
+
+def test_model_cka_heatmap_writes_each_interval_in_its_cell_while_the_cells_are_few():
+    from app.figures import MAX_CELL_TEXT, model_cka_heatmap
+
+    cka, low, high = np.full((3, 2), 0.5), np.full((3, 2), 0.4), np.full((3, 2), 0.6)
+    fig = model_cka_heatmap(cka, low, high, ["a0", "a1", "a2"], ["b0", "b1"], "A", "B")
+    trace = fig.data[0]
+    assert np.asarray(trace.z).shape == (3, 2) and np.asarray(trace.customdata).shape == (3, 2, 2)
+    assert trace.text[2][1] == "0.50<br>[0.40, 0.60]" and "95% CI" in trace.hovertemplate
+    n = MAX_CELL_TEXT + 1
+    deep = model_cka_heatmap(np.zeros((3, n)), np.zeros((3, n)), np.zeros((3, n)),
+                             ["a0", "a1", "a2"], [f"b{i}" for i in range(n)], "A", "B")
+    assert deep.data[0].text is None and "95% CI" in deep.data[0].hovertemplate
