@@ -100,7 +100,7 @@ def between_models(inputs, models) -> None:
     try:
         res = compute.between_models(model_a, model_b, inputs.sentences, inputs.pool)
     except EngineError as e:
-        st.info(str(e))
+        st.info(ui.one_line(e))
         return
     fig = figures.model_cka_heatmap(res.cka, res.low, res.high, res.layer_names_a,
                                     res.layer_names_b, model_a, model_b)
