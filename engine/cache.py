@@ -8,12 +8,17 @@ the same way, so a result computed for one page or one session is reused by ever
 Entries are shared between callers and threads, so every numpy array stored is made read-only:
 a caller that wants to change one must copy it first, and an accidental in-place edit raises
 instead of silently corrupting what the next caller gets.
+
+The cache is bounded in entries and in bytes (CTXLENS_RESULT_CACHE_MB, default 1024): one long
+sentence's attention maps alone take hundreds of MB (SmolLM2-135M, 600 tokens: 30 layers x 9
+heads x 600² float32 = 370 MB), so a bound in entries alone let memory grow without limit.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+import mmap
 import os
 import tempfile
 import threading
@@ -22,6 +27,54 @@ from pathlib import Path
 from typing import Any, Callable, Hashable
 
 import numpy as np
+
+RESULT_CACHE_ENV = "CTXLENS_RESULT_CACHE_MB"
+RESULT_CACHE_MB = 1024
+
+
+def result_cache_bytes() -> int:
+    """The result cache's bound in bytes: CTXLENS_RESULT_CACHE_MB, default 1024."""
+    from engine.errors import EngineError
+
+    raw = os.environ.get(RESULT_CACHE_ENV, str(RESULT_CACHE_MB)).strip()
+    try:
+        mb = float(raw)
+    except ValueError:
+        raise EngineError(f"{RESULT_CACHE_ENV}={raw!r} is not a number of megabytes") from None
+    return max(0, int(mb * 2**20))
+
+
+def nbytes(value: Any, seen: set[int] | None = None) -> int:
+    """The bytes a result holds in memory: its numpy arrays and strings, reached through
+    dataclass fields, tuples, lists and dicts; an array two fields share is counted once, a view
+    as if it were a copy (an upper bound). Arrays mapped from a file (an opened corpus index)
+    are the page cache's, not counted."""
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return 0
+    seen.add(id(value))
+    if isinstance(value, np.ndarray):
+        return 0 if _mapped(value) else value.nbytes
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(nbytes(getattr(value, f.name), seen) for f in dataclasses.fields(value))
+    if isinstance(value, (tuple, list)):
+        return sum(nbytes(v, seen) for v in value)
+    if isinstance(value, dict):
+        return sum(nbytes(v, seen) for v in value.values())
+    return 0
+
+
+def _mapped(arr: np.ndarray) -> bool:
+    while arr is not None:
+        if isinstance(arr, np.memmap):
+            return True
+        base = arr.base
+        if isinstance(base, mmap.mmap):
+            return True
+        arr = base if isinstance(base, np.ndarray) else None
+    return False
 
 
 def freeze(value: Any) -> Any:
@@ -42,13 +95,19 @@ def freeze(value: Any) -> Any:
 
 
 class ResultCache:
-    """A thread-safe LRU of computed results. Concurrent requests for the same missing key
-    compute it once: the first caller computes, the others wait for its result (several
-    sessions opening the same preset run each model once, not once per session)."""
+    """A thread-safe LRU of computed results, bounded by entries (`size`) and by the bytes
+    their arrays hold (`max_bytes`, default result_cache_bytes()); the least recently used
+    go first, and a result larger than the whole bound is returned but not kept. Concurrent
+    requests for the same missing key compute it once: the first caller computes, the others
+    wait for its result (several sessions opening the same preset run each model once, not
+    once per session)."""
 
-    def __init__(self, size: int = 512):
+    def __init__(self, size: int = 512, max_bytes: int | None = None):
         self.size = size
+        self.max_bytes = result_cache_bytes() if max_bytes is None else max_bytes
         self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._bytes: dict[Hashable, int] = {}
+        self.nbytes = 0                     # bytes held by the entries, <= max_bytes
         self._pending: dict[Hashable, threading.Event] = {}
         self._lock = threading.Lock()
         self.hits = 0
@@ -65,6 +124,8 @@ class ResultCache:
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._bytes.clear()
+            self.nbytes = 0
 
     def get(self, key: Hashable, default: Any = None) -> Any:
         with self._lock:
@@ -78,12 +139,22 @@ class ResultCache:
         if self.size <= 0:          # nothing is kept, so nothing is shared: no need to freeze
             return value
         freeze(value)
+        size = nbytes(value)
         with self._lock:
+            self._drop(key)
+            if size > self.max_bytes:
+                return value
             self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+            self._bytes[key] = size
+            self.nbytes += size
+            while len(self._items) > self.size or self.nbytes > self.max_bytes:
+                self._drop(next(iter(self._items)))
         return value
+
+    def _drop(self, key: Hashable) -> None:
+        if key in self._items:
+            del self._items[key]
+            self.nbytes -= self._bytes.pop(key)
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         while True:

@@ -79,3 +79,54 @@ def test_the_engine_caches_encodings_read_only(tmp_path, monkeypatch):
     assert engine.encode(str(path), ["the cat sat"])[0] is first
     with pytest.raises(ValueError):
         first.hidden_states[0, 0, 0] = 1.0
+
+
+MB = 2**20
+
+
+def test_filling_past_the_byte_bound_drops_the_oldest_and_stays_within_it():
+    cache = ResultCache(size=512, max_bytes=10 * MB)
+    for i in range(8):                  # 8 x 3 MB: only the newest three fit in 10 MB
+        cache.put(i, Result(np.zeros(3 * MB, np.uint8), ("a label",)))
+        assert cache.nbytes <= 10 * MB
+    assert [i for i in range(8) if i in cache] == [5, 6, 7]
+    assert cache.nbytes == 3 * (3 * MB + len("a label"))
+
+
+def test_a_result_larger_than_the_bound_is_returned_but_not_kept():
+    cache = ResultCache(max_bytes=MB)
+    cache.put("small", np.zeros(1000, np.uint8))
+    big = np.zeros(2 * MB, np.uint8)
+    assert cache.get_or_compute("big", lambda: big) is big
+    assert "big" not in cache and "small" in cache and cache.nbytes == 1000
+
+
+def test_replacing_an_entry_counts_its_bytes_once():
+    cache = ResultCache(max_bytes=10 * MB)
+    cache.put("k", np.zeros(MB, np.uint8))
+    cache.put("k", np.zeros(2 * MB, np.uint8))
+    assert len(cache) == 1 and cache.nbytes == 2 * MB
+    cache.clear()
+    assert cache.nbytes == 0
+
+
+def test_an_array_shared_by_two_fields_counts_once_and_a_mapped_one_not_at_all(tmp_path):
+    from engine.cache import nbytes
+
+    shared = np.zeros(1000, np.float32)
+    assert nbytes(Result(shared, (shared, {"x": shared}))) == 4000
+    np.save(tmp_path / "a.npy", np.zeros(1000, np.float32))
+    assert nbytes(np.load(tmp_path / "a.npy", mmap_mode="r")[10:]) == 0
+
+
+def test_the_bound_is_read_from_the_environment(monkeypatch):
+    from engine.cache import result_cache_bytes
+    from engine.errors import EngineError
+
+    monkeypatch.delenv("CTXLENS_RESULT_CACHE_MB", raising=False)
+    assert ResultCache().max_bytes == 1024 * MB
+    monkeypatch.setenv("CTXLENS_RESULT_CACHE_MB", "64")
+    assert ResultCache().max_bytes == 64 * MB
+    monkeypatch.setenv("CTXLENS_RESULT_CACHE_MB", "lots")
+    with pytest.raises(EngineError, match="CTXLENS_RESULT_CACHE_MB"):
+        result_cache_bytes()
