@@ -234,20 +234,8 @@ def sidebar() -> Inputs:
                  help=f"max {MAX_SENTENCES} sentences, {MAX_WORDS} words each")
     sb.caption(f"max {MAX_SENTENCES} sentences, {MAX_WORDS} words each")
     sb.text_input("Target word", key="target", max_chars=MAX_TARGET_CHARS)
-    models = []
-    for family in shown_families():
-        options = [*compute.available_models(family), NONE]
-        key = f"model_{family}"
-        asked = st.session_state.get(key)
-        if asked not in options:
-            if asked is not None:      # a hand-edited or old link: say so, in one line
-                shown = str(asked)[:60].replace("`", "'")    # a code span: never markdown
-                sb.warning(f"The {family_name(family)} model `{shown}` is not available here; "
-                           f"using {options[0]}.")
-            st.session_state[key] = options[0]
-        sb.selectbox(f"{family_name(family)} model", options, key=key)
-        if st.session_state[key] != NONE:
-            models.append((family, st.session_state[key]))
+    models = [(family, m) for family in shown_families()
+              if (m := model_box(sb, family)) is not None]
     if st.session_state.get("pool") not in POOLINGS:
         st.session_state["pool"] = "mean"
     sb.radio("Subword pooling", POOLINGS, key="pool", horizontal=True,
@@ -267,6 +255,34 @@ def sidebar() -> Inputs:
     if usable > MAX_SENTENCES:
         sb.warning(f"{usable} sentences: only the first {MAX_SENTENCES} are used")
     return inputs
+
+
+def model_box(sb, family: str) -> str | None:
+    """One family's model box: the models here, and any hub id or folder the user types or a
+    link names (kept in the box as asked, never swapped for another). The model chosen, or
+    None where the box says (once, under it) why the asked model cannot be used."""
+    key = f"model_{family}"
+    label = family_name(family)
+    here = compute.available_models(family)
+    asked = st.session_state.get(key)
+    if asked is None:
+        asked = st.session_state[key] = here[0] if here else NONE
+    options = [*here, *([asked] if asked not in here and asked != NONE else []), NONE]
+    sb.selectbox(f"{label} model", options, key=key, accept_new_options=True,
+                 help="A model here, or type a Hugging Face hub id (org/name) or a folder under "
+                      "CTXLENS_MODEL_DIRS; see `ctxlens models`")
+    chosen = st.session_state[key]
+    if chosen == NONE or chosen in here:
+        return None if chosen == NONE else chosen
+    problem = compute.model_problem(chosen, family)
+    if problem is None:
+        return chosen
+    sb.error(f"{label} model '{safe_md(chosen[:80])}': {safe_md(problem)}")
+    plan = compute.download_plan(chosen) if "needs a download" in problem else None
+    if plan is not None and sb.button(f"Download {plan}", key=f"download_{family}"):
+        compute.download(chosen, sb.progress(0.0, text="downloading ..."))
+        st.rerun()
+    return None
 
 
 def _session_inputs(models: tuple[tuple[str, str], ...] | None = None) -> Inputs:
