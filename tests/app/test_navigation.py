@@ -4,7 +4,6 @@ from streamlit.testing.v1 import AppTest
 
 from tests.app.helpers import (ROOT, app, figures, messages, no_failures, set_sentences, title,
                                with_query)
-from tests.tiny_models import LAYERS
 
 pytestmark = pytest.mark.usefixtures("tiny_engine")
 
