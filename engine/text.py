@@ -152,10 +152,24 @@ def from_words(words: Sequence[str]) -> WordText:
     return WordText(text, words, tuple(spans))
 
 
+# Control characters that separate words as spaces do (VT, FF, NEL, the information separators
+# U+001C-U+001F): the split above reads them so, but WordPiece deletes every control character
+# but tab, newline and CR, so "lends\x0bmoney" became the one token "lendsmoney".
+_CONTROL_SPACE = re.compile("[\x0b\x0c\x1c-\x1f\x85]")
+
+
 def drop_invisible(text: str) -> str:
-    """The text without invisible format characters (see _INVISIBLE): what a typed sentence, a
-    corpus line or a command's text is read as."""
-    return _INVISIBLE.sub("", text)
+    """The text without invisible format characters (see _INVISIBLE) and with spacing control
+    characters as plain spaces (_CONTROL_SPACE): what a typed sentence, a corpus line or a
+    command's text is read as."""
+    return _CONTROL_SPACE.sub(" ", _INVISIBLE.sub("", text))
+
+
+def split_lines(text: str) -> list[str]:
+    """A file's lines: split at "\\n" only, the "\\r" of a "\\r\\n" dropped. str.splitlines()
+    also splits at U+2028, U+2029, U+0085, VT and FF, which a line of text may hold, and then
+    neither the count of sentences nor a line number matches what an editor shows."""
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
 
 
 def to_word_text(text: str, pretokenized: bool = False) -> WordText:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import EngineError
-from engine.text import TextError, drop_invisible, split_words
+from engine.text import TextError, drop_invisible, split_lines, split_words
 
 ROOT = Path(__file__).resolve().parents[2]
 BROWN = ROOT / "data" / "corpus"
@@ -51,7 +51,7 @@ def _usable(lines, where: str) -> tuple[list[str], list[tuple[int, str]]]:
 def _read_text(path: Path) -> list[str]:
     data = path.read_bytes()
     try:
-        return data.decode("utf-8").splitlines()
+        return split_lines(data.decode("utf-8"))
     except UnicodeDecodeError as err:
         line = data[:err.start].count(b"\n") + 1
         raise EngineError(f"{path} is not UTF-8 text (line {line}, byte {err.start}); "

@@ -17,6 +17,13 @@ def test_a_text_file_keeps_its_sentences_in_order_and_leaves_out_bad_lines(tmp_p
     assert sources.load(str(f)).digest != c.digest
 
 
+def test_a_line_holding_a_line_separator_stays_one_sentence(tmp_path):
+    """str.splitlines() cut a corpus line at U+2028, U+2029, U+0085, VT and FF."""
+    f = tmp_path / "c.txt"
+    f.write_bytes("The bank\u2028is open .\r\nA river\x0cbank .\n".encode("utf-8"))
+    assert sources.load(str(f)).sentences == ("The bank\u2028is open .", "A river bank .")
+
+
 def test_a_file_that_is_not_utf8_names_the_line(tmp_path):
     f = tmp_path / "latin1.txt"
     f.write_bytes("ok line\nsecond ok\ncaf\xe9 au lait\n".encode("latin-1"))

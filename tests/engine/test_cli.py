@@ -493,7 +493,7 @@ def test_attention_query_key_a_layer_without_vectors_is_one_line(attention_model
 @pytest.mark.parametrize("command,output", [
     ("embed", "/proc/x.npz"), ("embed", "DIR.npz"), ("attention", "/sys/x.npz"),
     ("predict", "/proc/x.jsonl"), ("predict", "DIR.npz"), ("index", "/proc/x"),
-    ("index", "FILE"), ("index", "FILE/sub"),
+    ("index", "FILE/sub"),
 ])
 def test_an_unwritable_output_is_refused_before_the_model_loads(tmp_path, capsys, command,
                                                                  output):

@@ -128,8 +128,8 @@ def test_invisible_characters_reach_no_model(model):
     ("है", ("है",)),                                                         # one vowel sign
     ("क्\u200dष", ("क्\u200dष",)),                                           # ZWJ inside a conjunct
     ("தமிழ் மொழி", ("தமிழ்", "மொழி")),                                     # Tamil
-    ("بِسْمِ ٱللَّهِ", ("بِسْمِ", "ٱللَّهِ")),                                     # Arabic with harakat
-    ("שָׁלוֹם עוֹלָם", ("שָׁלוֹם", "עוֹלָם")),                                     # Hebrew with niqqud
+    ("بِسْمِ ٱللَّهِ", ("بِسْمِ", "ٱللَّهِ")),                                     # harakat
+    ("שָׁלוֹם עוֹלָם", ("שָׁלוֹם", "עוֹלָם")),                                     # niqqud
     ("ภาษาไทย ง่าย", ("ภาษาไทย", "ง่าย")),                                  # a Thai tone mark
     ("می\u200cخواهم بروم", ("می\u200cخواهم", "بروم")),                      # Persian ZWNJ
     ("a family 👨\u200d👩\u200d👧 🇫🇷 👍🏽 .", ("a", "family", "👨\u200d👩\u200d👧", "🇫🇷",
@@ -188,3 +188,18 @@ def test_minilm_takes_a_hindi_sentence_with_a_vowel_sign_word():
     assert enc.words == ("यह", "किताब", "अच्छी", "है", ".")
     assert enc.word_vectors("mean").shape[1] == 5
     assert set(enc.token_to_word[enc.token_to_word >= 0].tolist()) == set(range(5))
+
+
+def test_spacing_control_characters_are_read_as_spaces():
+    """WordPiece deletes VT, FF and NEL: 'lends\x0bmoney' was the one token 'lendsmoney', so the
+    text was refused once a file line could hold them."""
+    wt = to_word_text("lends\x0bmoney\x0c.\x85the\x1fend")
+    assert wt.text == "lends money . the end"
+    assert wt.words == ("lends", "money", ".", "the", "end")
+
+
+def test_file_lines_split_at_newlines_only():
+    from engine.text import split_lines
+
+    assert split_lines("a\u2028b\r\nc\u2029d\x0be\x0cf\x85g\n\nh\r") == [
+        "a\u2028b", "c\u2029d\x0be\x0cf\x85g", "", "h"]
