@@ -12,6 +12,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import streamlit as st
@@ -37,9 +38,10 @@ def get_engine():
     return Engine(store=encoding_store())
 
 
-def engine_cached(spinner: str | None = None):
+def engine_cached(spinner: str | Callable[..., str] | None = None):
     """Cache a function's result in the Engine's result cache, keyed by its name and its
-    (hashable) arguments; `spinner` is shown while a missing result is computed."""
+    (hashable) arguments; `spinner` (a text, or a function of the arguments giving one) is
+    shown while a missing result is computed."""
     def wrap(fn):
         @functools.wraps(fn)
         def cached(*args, **kwargs):
@@ -47,7 +49,7 @@ def engine_cached(spinner: str | None = None):
             key = ("app", fn.__name__, *args, *sorted(kwargs.items()))
             if spinner is None or key in eng.results:
                 return eng.cached(key, lambda: fn(*args, **kwargs))
-            with st.spinner(spinner):
+            with st.spinner(spinner(*args, **kwargs) if callable(spinner) else spinner):
                 return eng.cached(key, lambda: fn(*args, **kwargs))
         return cached
     return wrap
@@ -299,20 +301,27 @@ def query_key(model_id: str, text: str, layer: int):
     return get_engine().query_key(model_id, text, layer)
 
 
+def _asking(kind: str, model_id: str, text: str, top_k: int = 10, sides: str = "both",
+            rescore: bool = False) -> str:
+    return (f"Asking {model_id}, then scoring each candidate's sentence …" if rescore
+            else f"Asking {model_id} …")
+
+
+@engine_cached(_asking)
 def predict(kind: str, model_id: str, text: str, top_k: int = 10, sides: str = "both",
             rescore: bool = False):
+    # cached like every page's results: a rerun with the same blank asks no model (a GPT's
+    # re-ranked fill runs it once per candidate, seconds on a CPU)
     eng = get_engine()
-    with st.spinner(f"Asking {model_id} …" if not rescore else
-                    f"Asking {model_id}, then scoring each candidate's sentence …"):
-        if kind == "masked":
-            return eng.predict_masked(model_id, text, top_k=top_k, sides=sides, rescore=rescore)
-        fn = {"next": eng.predict_next, "previous": eng.predict_previous}[kind]
-        return fn(model_id, text, top_k=top_k)
+    if kind == "masked":
+        return eng.predict_masked(model_id, text, top_k=top_k, sides=sides, rescore=rescore)
+    fn = {"next": eng.predict_next, "previous": eng.predict_previous}[kind]
+    return fn(model_id, text, top_k=top_k)
 
 
+@engine_cached(lambda model_id, text: f"Reading {model_id}'s layers …")
 def logit_lens(model_id: str, text: str):
-    with st.spinner(f"Reading {model_id}'s layers …"):
-        return get_engine().logit_lens(model_id, text)
+    return get_engine().logit_lens(model_id, text)
 
 
 def families_that(capability: str) -> tuple[str, ...]:

@@ -6,7 +6,7 @@ import pytest
 
 from app.figures import visible_token
 from engine.api import Engine
-from tests.app.helpers import figure, messages, no_failures, page
+from tests.app.helpers import figure, figures, messages, no_failures, page
 from tests.tiny_models import LAYERS
 
 pytestmark = pytest.mark.usefixtures("tiny_engine")
@@ -175,3 +175,29 @@ def test_a_token_of_spaces_is_labelled_not_blank():
     assert visible_token(" ") == "\u2423" and visible_token("  ") == "\u2423\u2423"
     assert visible_token("\n") == "\\n" and visible_token(" the") == " the"
     assert visible_token("") == "∅"
+
+
+def test_a_rerun_with_nothing_changed_asks_no_model_again(tiny_engine, monkeypatch):
+    """Every prediction and the logit lens ran again on each rerun (6.5 s on SmolLM2)."""
+    from app import compute
+
+    m, eng = tiny_engine, compute.get_engine()
+    calls = []
+    for model_id in (m.gpt, m.elmo, m.bert_mlm):
+        adapter = eng.adapter(model_id)
+        for name in ("predict_masked", "predict_next", "predict_previous", "logit_lens"):
+            real = getattr(adapter, name, None)
+            if real is not None:
+                def counted(*args, _real=real, _name=name, **kwargs):
+                    calls.append(_name)
+                    return _real(*args, **kwargs)
+                monkeypatch.setattr(adapter, name, counted)
+    at = page("predictions").run()
+    at.selectbox(key="pred_bert").set_value(m.bert_mlm).run()
+    no_failures(at)
+    assert {"predict_masked", "predict_next", "predict_previous", "logit_lens"} <= set(calls)
+    before = [f["data"] for f in figures(at)]
+    calls.clear()
+    at.run()
+    no_failures(at)
+    assert calls == [] and [f["data"] for f in figures(at)] == before
