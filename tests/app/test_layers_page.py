@@ -137,3 +137,35 @@ def test_between_two_models_with_one_sentence_says_it_needs_two():
     no_failures(at)
     assert any("at least 2 sentences" in i for i in messages(at)["info"])
     assert not [f for f in figures(at) if title(f).startswith("CKA between models")]
+
+
+def test_a_rerun_with_nothing_changed_recomputes_nothing(tiny_engine, monkeypatch):
+    """#47: a rerun redraws from the Engine's cache; no model, metric or CKA runs again."""
+    from app import compute
+    from engine.analysis import model_cka
+
+    calls = []
+
+    def counted(module, name):
+        real = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            calls.append(name)
+            return real(*args, **kwargs)
+        monkeypatch.setattr(module, name, wrapper)
+
+    counted(geometry, "layer_metrics")
+    counted(geometry, "linear_cka_matrix")
+    counted(model_cka, "compare_models")
+    monkeypatch.setattr(compute, "compare_models", model_cka.compare_models)
+    eng = compute.get_engine()
+    for model_id in (tiny_engine.elmo, tiny_engine.gpt, tiny_engine.bert):
+        counted(eng.adapter(model_id), "encode")
+        counted(eng.hidden_state_encoder(model_id), "encode")
+    at = page("layers").run()
+    no_failures(at)
+    assert {"layer_metrics", "linear_cka_matrix", "compare_models"} <= set(calls)
+    calls.clear()
+    at.run()
+    no_failures(at)
+    assert calls == []
