@@ -318,21 +318,24 @@ def _self_hsic(centred: np.ndarray) -> np.ndarray:
     return (small * small).sum(axis=(1, 2))
 
 
-def _cross_hsic(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """[La, Lb]: ||X_i^T Y_j||_F^2 between the layers of two models, through the n x n Gram
-    matrices (one per layer, then one dot product per pair) or the da x db cross-covariances
-    (one per pair), whichever costs fewer multiplications and fits in memory."""
+def _cross_hsic(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """||X_i^T Y_j||_F^2 [La, Lb] between the layers of two models, and each layer's own
+    ||X^T X||_F^2 ([La], [Lb]), through the n x n Gram matrices (one per layer, then one dot
+    product per pair) or the da x db cross-covariances (one per pair), whichever costs fewer
+    multiplications and fits in memory."""
     (la, n, da), (lb, _, db) = xs.shape, ys.shape
     gram_cost = n * n * (la * da + lb * db + la * lb)
     if gram_cost <= la * lb * n * da * db and (la + lb) * n * n <= _MAX_GRAM_ENTRIES:
         gx = (xs @ xs.transpose(0, 2, 1)).reshape(la, -1)
         gy = (ys @ ys.transpose(0, 2, 1)).reshape(lb, -1)
-        return gx @ gy.T
+        return gx @ gy.T, (gx * gx).sum(axis=1), (gy * gy).sum(axis=1)
     out = np.empty((la, lb))
+    # one 2-D product per layer of A: a matmul broadcast over B's layers would skip BLAS
+    ys_wide = ys.transpose(1, 0, 2).reshape(n, lb * db)
     for i in range(la):
-        cross = xs[i].T @ ys                                    # [Lb, da, db]
-        out[i] = (cross * cross).sum(axis=(1, 2))
-    return out
+        cross = (xs[i].T @ ys_wide).reshape(da, lb, db)
+        out[i] = (cross * cross).sum(axis=(0, 2))
+    return out, _self_hsic(xs), _self_hsic(ys)
 
 
 # Gram matrices of every layer of both models at once: 2^26 float64 entries are 512 MiB
@@ -362,7 +365,7 @@ def cross_cka(a: np.ndarray, b: np.ndarray, debiased: bool = False) -> np.ndarra
     if n != ys.shape[1]:
         raise EngineError(f"the two models hold different words ({n} vs {ys.shape[1]}): CKA "
                           "compares the same words")
-    cross, self_a, self_b = _cross_hsic(xs, ys), _self_hsic(xs), _self_hsic(ys)
+    cross, self_a, self_b = _cross_hsic(xs, ys)
     if debiased:
         # on centred words K1 = 0, so K~1 = -diag(K) and 1'K~1 = -tr(K): the squared norms
         # carry every correction

@@ -116,7 +116,11 @@ def test_plain_cka_of_unrelated_models_on_few_words_is_high_and_debiased_is_not(
 
 
 def test_intervals_hold_the_estimate_and_narrow_with_more_sentences():
-    few = compare_models(*two_models(8), n_resamples=300)
+    encs_a, encs_b = two_models(8)
+    few = compare_models(encs_a, encs_b, n_resamples=300)
+    stacked = [np.concatenate([e.word_vectors() for e in encs], axis=1)
+               for encs in (encs_a, encs_b)]
+    np.testing.assert_allclose(few.cka, cross_cka(*stacked, debiased=True), atol=1e-10)
     many = compare_models(*two_models(80), n_resamples=300)
     for res in (few, many):
         assert isinstance(res, ModelCKA) and res.cka.shape == (3, 4)
