@@ -23,7 +23,8 @@ from app.export import manifest_json
 from app.safe import safe_md
 from engine.families import FAMILIES
 from engine.result import POOLINGS
-from engine.text import MAX_WORDS, TextError, drop_invisible, split_words
+from engine.text import (MAX_WORDS, TextError, drop_invisible, split_lines, split_words,
+                         unspaced_note)
 
 PRESETS_FILE = Path(__file__).resolve().parent.parent / "assets" / "presets.toml"
 MAX_SENTENCES = 24
@@ -219,9 +220,9 @@ def _init_session() -> None:
 
 def sentence_lines() -> tuple[str, ...]:
     # invisible characters (a zero-width space pasted from the web) are read as absent; the
-    # box keeps what was typed
+    # box keeps what was typed; a line ends at "\n" only (a pasted U+2028 is inside a line)
     lines = [drop_invisible(ln).strip()
-             for ln in st.session_state.get("sentences", "").splitlines()]
+             for ln in split_lines(st.session_state.get("sentences", ""))]
     return tuple(ln for ln in lines if ln)
 
 
@@ -233,6 +234,8 @@ def sidebar() -> Inputs:
     sb.text_area("Sentences, one per line", key="sentences", height=180, on_change=_edited,
                  help=f"max {MAX_SENTENCES} sentences, {MAX_WORDS} words each")
     sb.caption(f"max {MAX_SENTENCES} sentences, {MAX_WORDS} words each")
+    if note := unspaced_note(sentence_lines()):       # Thai, Chinese, ...: how they are split
+        sb.caption(f"{note}.")
     sb.text_input("Target word", key="target", max_chars=MAX_TARGET_CHARS)
     models = [(family, m) for family in shown_families()
               if (m := model_box(sb, family)) is not None]
