@@ -1,0 +1,120 @@
+"""Issue 47 in a real browser (`streamlit run` + the system Chromium, as test_browser.py drives
+it): user text shows as text, never as a link, an image or a tag (item 4), and typed sentences
+come back after a preset is picked (item 6). The pages run minilm-l6 alone (quick to load)."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_browser import (CHROMIUM, MODEL_WAIT_MS, _goto, _settle, _streamlit,
+                                    browser)  # noqa: F401 - a fixture
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing "
+                                 "(make system-deps installs it)")]
+
+ONE_MODEL = {"model_elmo": "(none)", "model_gpt": "(none)", "model_bert": "minilm-l6"}
+LINK = "[x](http://example.com/t)"
+IMAGE = "![i](http://127.0.0.1:9/t.png)"
+TAG = '<a href="//example.com">R</a>'
+BIG = '<span style="font-size:90px">big</span>'
+# links and images inside the page's messages (alerts and captions)
+IN_MESSAGES = ", ".join(f'[data-testid="{box}"] {tag}' for box in ("stAlertContainer",
+                                                                   "stCaptionContainer")
+                        for tag in ("a", "img"))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """The app with no corpus index and an index folder of its own (not ~/.cache/ctxlens)."""
+    own = tmp_path_factory.mktemp("app-indexes")
+    prelude = f"from pathlib import Path\nfrom engine.corpus import catalog\n" \
+              f"catalog.DEFAULT_DIR = Path({str(own)!r})"
+    log = Path(tempfile.gettempdir()) / f"ctxlens-e2e-hardening-{os.getpid()}.log"
+    with open(log, "w") as out, \
+            _streamlit({"CTXLENS_INDEX_DIRS": str(own / "none")}, out, prelude) as url:
+        yield url
+
+
+def _outside_requests(page, server: str) -> list[str]:
+    """Every address outside the app the page asks for, kept as it goes: an image in a message
+    is fetched."""
+    asked: list[str] = []
+    page.on("request", lambda request: None if request.url.startswith(server)
+            else asked.append(request.url))
+    return asked
+
+
+@pytest.mark.parametrize("target", [LINK, IMAGE, "www.example.com"])
+def test_a_target_in_no_sentence_is_quoted_as_text_on_the_grid(server, browser, target):
+    """A target written as a markdown link or image, or a bare www address, showed as a live
+    link or image (the browser fetched it) in the grid's missing-target error."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    asked = _outside_requests(page, server)
+    _goto(page, server, "grid", preset="mouse", target=target, **ONE_MODEL)
+    error = page.locator('[data-testid="stAlertContainer"]').filter(
+        has_text="is in none of the sentences").first
+    error.wait_for(timeout=MODEL_WAIT_MS)
+    _settle(page)
+    shown = error.inner_text().replace("\u2060", "")
+    assert f"'{target}' is in none of the sentences" in shown, shown
+    assert page.locator(IN_MESSAGES).count() == 0
+    assert asked == []
+    page.close()
+
+
+def test_sense_labels_with_markup_show_literally_in_the_legend_and_the_note(server, browser):
+    """A sense label '<a href=...>R</a>' was a link in the clusters legend and a
+    '<span style="font-size:90px">' label drew in 90 px; a label with one sentence is named in
+    the '… has one' note, as text."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    asked = _outside_requests(page, server)
+    labels = [TAG, BIG, BIG, LINK, LINK, "b", "b", "b"]
+    _goto(page, server, "", preset="mouse", labels="|".join(labels), **ONE_MODEL)
+    page.wait_for_selector(".js-plotly-plot .legendtext", timeout=MODEL_WAIT_MS)
+    _settle(page, 3000)
+    legend = page.locator(".js-plotly-plot .legendtext").all_text_contents()
+    assert {TAG, BIG, LINK} <= set(legend), legend
+    assert page.locator(".js-plotly-plot svg a").count() == 0
+    assert page.locator('.js-plotly-plot [style*="90px"]').count() == 0
+    note = page.locator('[data-testid="stAlertContainer"]').filter(has_text="has one").first
+    assert f"('{TAG}' has one)" in note.inner_text().replace("\u2060", "")
+    assert page.locator(IN_MESSAGES).count() == 0
+    assert asked == []
+    page.close()
+
+
+def test_custom_brings_back_the_typed_sentences_after_a_preset(server, browser):
+    """Picking a preset threw the typed sentences away, and neither '(custom)' nor Back brought
+    them back. On the Benchmarks page: the sidebar alone, no model to load."""
+    from app.state import presets
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/benchmarks")
+    _settle(page)
+    typed = ["My own line about a crane.", "The crane lifted the steel beam."]
+    box = page.get_by_role("textbox", name="Sentences, one per line", exact=True)
+    box.fill("\n".join(typed))
+    box.press("Control+Enter")
+    _settle(page, 500)
+    target = page.get_by_role("textbox", name="Target word", exact=True)
+    target.fill("crane")
+    target.press("Enter")
+    _settle(page, 500)
+    preset = page.get_by_role("combobox", name="Preset")
+
+    def pick(name: str) -> None:
+        preset.click()
+        page.get_by_role("option", name=name, exact=True).click()
+        _settle(page, 500)
+
+    pick("bank")
+    assert box.input_value() == "\n".join(presets()["bank"].sentences)
+    assert target.input_value() == presets()["bank"].target
+    pick("(custom)")
+    assert box.input_value() == "\n".join(typed)
+    assert target.input_value() == "crane"
+    page.close()
