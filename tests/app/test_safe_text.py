@@ -99,6 +99,8 @@ def _user_text_in(node: ast.AST) -> list[str]:
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         if name in SAFE_CALLS:
             return []
+    if isinstance(node, ast.IfExp):    # its condition is tested, not shown
+        return _user_text_in(node.body) + _user_text_in(node.orelse)
     found = []
     if isinstance(node, ast.Name) and node.id in USER_TEXT:
         found.append(node.id)
