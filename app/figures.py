@@ -254,11 +254,23 @@ def head_view_heads(tokens: Sequence[str], att: np.ndarray, focus: int | None = 
     return fig
 
 
+# The model view sends every layer's and head's map in one heatmap: past this many cells (a
+# 270-map SmolLM2-135M at 85 tokens) it is ~10 MB a browser draws slowly, and a 600-token
+# sentence made it hundreds of MB.
+MODEL_VIEW_MAX_CELLS = 2_000_000
+
+
+def attention_grid_cells(layers: int, heads: int, tokens: int) -> int:
+    """The cells of attention_grid's heatmap, gaps included."""
+    return layers * heads * (tokens + 1) ** 2
+
+
 def attention_grid(att: np.ndarray, layer_names: Sequence[str] | None = None) -> go.Figure:
     """Model view: every (layer, head) map as a thumbnail in one heatmap, separated by gaps."""
     layers, heads, t, _ = att.shape
     cell = t + 1
-    grid = np.full((layers * cell, heads * cell), np.nan)
+    # float32: half the bytes of plotly's default float64 on the wire, and plenty for a colour
+    grid = np.full((layers * cell, heads * cell), np.nan, np.float32)
     for l in range(layers):
         for h in range(heads):
             grid[l * cell:l * cell + t, h * cell:h * cell + t] = att[l, h]

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from typing import Callable, Sequence
 
+import numpy as np
 import streamlit as st
 
 from app import compute, state
@@ -51,6 +53,16 @@ def run_page(render: Callable[[state.Inputs], None]) -> None:
     finally:
         state.write_url()
         state.settings_button()
+
+
+@contextmanager
+def guarded():
+    """One view's error as one line in its place (a tab's, say); the views after it still
+    draw."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - a view must show one line, whatever failed
+        show_error(exc)
 
 
 def chosen_models(inputs: state.Inputs, families: tuple[str, ...] | None = None,
@@ -108,9 +120,53 @@ CHART_CONFIG = {"displaylogo": False,
                 "modeBarButtonsToRemove": ["zoomIn2d", "zoomOut2d", "autoScale2d"]}
 
 
+# A chart goes to the browser as one websocket message, and Streamlit replaces a message over
+# server.maxMessageSize (200 MB) by an exception box after the script has run, where no page
+# can catch it; a chart of tens of MB already stalls the browser. Larger charts are not sent.
+MAX_CHART_MB = 32
+# the traces' fields that grow with the data (the layout stays small)
+DATA_FIELDS = ("x", "y", "z", "text", "customdata", "hovertext", "ids", "texttemplate")
+
+
 def plotly_chart(fig, **kwargs):
-    """st.plotly_chart with the app's mode bar."""
+    """st.plotly_chart with the app's mode bar; a chart too large to send is one line saying
+    so instead (and None)."""
+    size, limit = chart_bytes(fig), chart_limit()
+    if size > limit:
+        st.info(f"This chart is too large to send to the browser ({size / 2**20:,.0f} MB; at "
+                f"most {limit / 2**20:,.0f} MB): the input is too long for this view.")
+        return None
     return st.plotly_chart(fig, config=CHART_CONFIG, **kwargs)
+
+
+def chart_limit() -> int:
+    """Bytes a chart may take: MAX_CHART_MB, or half the server's message limit if lower."""
+    server = float(st.get_option("server.maxMessageSize")) * 1e6
+    return int(min(MAX_CHART_MB * 2**20, server / 2))
+
+
+def chart_bytes(fig) -> int:
+    """About the size of a figure's JSON, from its traces' data (those of its animation frames
+    too), without serialising it: numeric arrays travel as base64 (4/3 of their bytes)."""
+    traces = list(fig.data) + [t for frame in (fig.frames or ()) for t in frame.data]
+    return sum(_json_bytes(getattr(t, name, None)) for t in traces for name in DATA_FIELDS)
+
+
+def _json_bytes(value) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind in "biuf":
+            return value.nbytes * 4 // 3
+        value = value.ravel()
+    if isinstance(value, str):
+        return len(value.encode()) + 3
+    if isinstance(value, (list, tuple, np.ndarray)):
+        # long lists (a head view's line ends and labels) by a sample of 256 of their items
+        step = max(1, len(value) // 256)
+        sample = value[::step]
+        return int(sum(map(_json_bytes, sample)) * len(value) / max(1, len(sample))) + len(value)
+    return 20           # a number as JSON text
 
 
 def missing_target_note(target: str, missing: tuple[int, ...],

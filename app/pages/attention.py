@@ -51,12 +51,14 @@ def shown(maps: np.ndarray, keep: np.ndarray, hide: bool) -> np.ndarray:
     return att.keep_tokens(maps, keep) if hide else maps
 
 
-def viewed_maps(enc, words: bool, hide: bool) -> tuple[np.ndarray, list[str]]:
-    """The maps [L, H, n, n] the head view, heatmap and model view draw and their labels: per
-    token, or per word (engine.analysis.attention.word_attention), special entries hidden on
-    request."""
+def viewed_maps(enc, words: bool, hide: bool, layers: slice = slice(None),
+                ) -> tuple[np.ndarray, list[str]]:
+    """The maps [L, H, n, n] of `layers` the head view, heatmap and model view draw and their
+    labels: per token, or per word (engine.analysis.attention.word_attention), special entries
+    hidden on request. Only the layers a view shows: a long sentence's maps of every layer
+    are hundreds of MB."""
     labels, special = list(enc.tokens), enc.special_mask
-    maps = enc.attentions
+    maps = enc.attentions[layers]
     if words:
         labels, special = att.word_labels(enc.tokens, enc.words, enc.token_to_word)
         maps = att.word_attention(maps, enc.token_to_word, len(enc.words))
@@ -68,8 +70,8 @@ def attention_views(inputs, enc) -> None:
     words = by_words()
     keep = ~enc.special_mask
     tokens = [t for t, k in zip(enc.tokens, keep) if k or not hide]
-    maps, labels = viewed_maps(enc, words, hide)                  # [L, H, n, n]
-    one = maps[layer - 1].mean(axis=0) if head is None else maps[layer - 1, head]
+    maps, labels = viewed_maps(enc, words, hide, slice(layer - 1, layer))   # [1, H, n, n]
+    one = maps[0].mean(axis=0) if head is None else maps[0, head]
     unit = ", words" if words else ""        # in the titles of the maps that follow the choice
     what = f"layer {layer}, " + ("mean of heads" if head is None else f"head {head + 1}") + unit
     # layer and head as the page numbers them, from 1 (None: the mean of the heads)
@@ -80,7 +82,7 @@ def attention_views(inputs, enc) -> None:
     names = ["Head view", "Heatmap", "Model view", "Head statistics", "Rollout"]
     neurons = FAMILIES[enc.family].can("query_key")
     tabs = st.tabs(names + (["Neuron view"] if neurons else []))
-    with tabs[0]:
+    with tabs[0], ui.guarded():
         options = ["(all)"] + [f"{i}: {t}" for i, t in enumerate(labels)]
         if st.session_state.get("att_focus") not in options:   # another sentence or model
             st.session_state["att_focus"] = "(all)"
@@ -91,28 +93,22 @@ def attention_views(inputs, enc) -> None:
             "att_every_head", bool, default=False))
         idx = None if focus == "(all)" else int(focus.split(":")[0])
         if every:
-            fig = figures.head_view_heads(labels, maps[layer - 1], idx,
+            fig = figures.head_view_heads(labels, maps[0], idx,
                                           f"{enc.model_id}, layer {layer}, every head{unit}")
         else:
             fig = figures.head_view(labels, one, idx, f"{enc.model_id}, {what}")
         ui.plotly_chart(fig, key="head-view", selection_mode="points",
                         on_select=lambda: focus_token(options))
         export.figure_downloads(fig, "head-view", matrix_table(one, labels), settings)
-    with tabs[1]:
+    with tabs[1], ui.guarded():
         show(figures.matrix_heatmap(one, labels, labels, f"{enc.model_id}, {what}",
                                     "attention", 0.0, 1.0), "head-heatmap",
              matrix_table(one, labels), settings)
-    with tabs[2]:
-        st.caption("Every layer (rows) and head (columns): click a thumbnail (or pick a layer "
-                   "and head above) to open it in the head view and heatmap.")
-        grid = figures.attention_grid(maps, [f"layer {l + 1}" for l in range(len(maps))])
-        ui.plotly_chart(grid, key="model-view", selection_mode="points",
-                        on_select=lambda: open_head(maps.shape[1]))
-        export.figure_downloads(grid, "model-view", None, settings,
-                                arrays=maps_npz(enc, maps, labels, words))
-    with tabs[3]:
+    with tabs[2], ui.guarded():
+        model_view(enc, words, hide, len(labels), settings)
+    with tabs[3], ui.guarded():
         head_statistics(inputs, enc, per_token)
-    with tabs[4]:
+    with tabs[4], ui.guarded():
         st.caption("Attention rollout (Abnar & Zuidema 2020): heads averaged, the residual "
                    "added as 0.5·A + 0.5·I, multiplied from the input up to this layer.")
         rolled = shown(att.rollout(enc.attentions)[:, None], keep, hide)[:, 0]
@@ -120,8 +116,29 @@ def attention_views(inputs, enc) -> None:
                                     f"Rollout to layer {layer}", "share", 0.0, None),
              "rollout", matrix_table(rolled[layer - 1], tokens), per_token)
     if neurons:
-        with tabs[5]:
+        with tabs[5], ui.guarded():
             neuron_view(enc, layer, head, per_token)
+
+
+def model_view(enc, words: bool, hide: bool, n: int, settings: dict) -> None:
+    """Every layer (rows) and head (columns) as thumbnails, when the sentence is short enough
+    to send them all; else one line saying so (the head view and heatmap show any one map)."""
+    n_layers, n_heads = enc.attentions.shape[:2]
+    cells = figures.attention_grid_cells(n_layers, n_heads, n)
+    if cells > figures.MODEL_VIEW_MAX_CELLS:
+        st.info(f"This sentence is too long for the model view: {n_layers} layers × {n_heads} "
+                f"heads × {n}² {'words' if words else 'tokens'} make {cells:,} cells, and it "
+                f"draws at most {figures.MODEL_VIEW_MAX_CELLS:,}. Pick a layer and head above "
+                "to see them in the Head view and Heatmap tabs.")
+        return
+    st.caption("Every layer (rows) and head (columns): click a thumbnail (or pick a layer "
+               "and head above) to open it in the head view and heatmap.")
+    maps, labels = viewed_maps(enc, words, hide)                  # [L, H, n, n]
+    grid = figures.attention_grid(maps, [f"layer {l + 1}" for l in range(len(maps))])
+    ui.plotly_chart(grid, key="model-view", selection_mode="points",
+                    on_select=lambda: open_head(n_heads))
+    export.figure_downloads(grid, "model-view", None, settings,
+                            arrays=maps_npz(enc, maps, labels, words))
 
 
 def neuron_view(enc, layer: int, head: int | None, settings: dict) -> None:

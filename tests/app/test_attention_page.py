@@ -246,3 +246,35 @@ def test_a_link_opens_the_word_view(tiny_engine):
     no_failures(at)
     assert at.radio(key="att_units").value == "Words"
     assert _heatmap(at, f"{tiny_engine.bert}, layer 1, head 1, words")
+
+
+def test_a_sentence_too_long_for_the_model_view_says_so_in_one_line(tiny_engine, monkeypatch):
+    """#47: a 600-token sentence on SmolLM2-135M made the model view a 519 MB message that
+    Streamlit refused with an exception box; the other views still draw its maps."""
+    from app import figures as app_figures
+
+    monkeypatch.setattr(app_figures, "MODEL_VIEW_MAX_CELLS", 100)
+    at = page("attention").run()
+    no_failures(at)
+    n = len(_encoding(tiny_engine.gpt).tokens)
+    cells = LAYERS * HEADS * (n + 1) ** 2
+    said = [i for i in messages(at)["info"] if "too long for the model view" in i]
+    assert len(said) == 1 and f"{cells:,} cells" in said[0] and "at most 100" in said[0]
+    assert not [f for f in figures(at)
+                if f["layout"].get("xaxis", {}).get("ticktext", [""])[0] == "head 1"]
+    assert _heatmap(at, f"{tiny_engine.gpt}, layer 1, head 1")
+    assert figure(at, "Rollout to layer 1") and figure(at, "Previous-token score")
+
+
+def test_a_view_that_fails_is_one_line_and_the_views_after_it_still_draw(tiny_engine,
+                                                                        monkeypatch):
+    from app import figures as app_figures
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no grid today\nsecond line")
+
+    monkeypatch.setattr(app_figures, "attention_grid", broken)
+    at = page("attention").run()
+    assert not at.exception
+    assert [e.value for e in at.error] == ["Something went wrong (RuntimeError): no grid today"]
+    assert figure(at, "Rollout to layer 1") and figure(at, "Previous-token score")
