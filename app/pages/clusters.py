@@ -256,7 +256,7 @@ def render(inputs: state.Inputs) -> None:
     names = [f"{state.family_name(f)}: {m}" for f, m in models]
     best = best_view(inputs, models, labels)
     if best is not None:
-        st.caption(f"Opened on {best[0]}, layer {best[1]}: of the models here, your senses "
+        st.caption(f"Opened on {safe_md(best[0])}, layer {best[1]}: of the models here, your senses "
                    f"separate best there (silhouette {best[2]:.2f}, below). Every tab and layer "
                    "is one click away.")
     tabs = st.tabs(names, default=names[[m for _, m in models].index(best[0])] if best else None)

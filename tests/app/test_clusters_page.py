@@ -11,6 +11,8 @@ from engine.api import Engine
 from tests.app.helpers import (figure, figures, messages, no_failures, page, set_sentences,
                                title)
 
+from tests.tiny_models import LAYERS
+
 pytestmark = pytest.mark.usefixtures("tiny_engine")
 MOUSE = state.presets()["mouse"].sentences
 
@@ -41,8 +43,16 @@ def _scatter_points(fig, panel: int) -> np.ndarray:
     return np.array(pts)
 
 
+def at_top_layer(model_id: str):
+    """The clusters page with `model_id`'s slider at its top layer by the link (the page
+    otherwise opens on the layer where the senses separate best)."""
+    at = page("clusters")
+    at.query_params[f"layer_{model_id}"] = str(LAYERS)
+    return at
+
+
 def test_preset_shows_one_scatter_and_heatmap_per_model_and_separation_charts(tiny_engine):
-    at = page("clusters").run()
+    at = at_top_layer(tiny_engine.gpt).run()
     no_failures(at)
     scatter = figure(at, f"{tiny_engine.gpt}: 'mouse' in 8 sentences")
     # two panels (baseline layer 0, chosen layer), 8 sentences each, coloured by 2 senses
@@ -73,7 +83,7 @@ def test_hover_text_is_the_sentence(tiny_engine):
 
 def test_moving_the_layer_slider_moves_the_right_panel_only(tiny_engine):
     gpt = tiny_engine.gpt
-    at = page("clusters").run()
+    at = at_top_layer(gpt).run()
     before = figure(at, gpt)
     at.slider(key=f"layer_{gpt}").set_value(1).run()
     no_failures(at)

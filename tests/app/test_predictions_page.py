@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from app.figures import visible_token
+from app.safe import safe_label
 from engine.api import Engine
 from tests.app.helpers import figure, figures, messages, no_failures, page
 from tests.tiny_models import LAYERS
@@ -21,7 +22,8 @@ def _bars(fig) -> tuple[list[str], list[float]]:
 
 def _same(fig, pred) -> None:
     tokens, probs = _bars(fig)
-    assert tokens == [visible_token(c.token) for c in pred.candidates]
+    # drawn as plotly labels: '<UNK>' is escaped so that plotly shows it rather than reads a tag
+    assert tokens == [safe_label(visible_token(c.token)) for c in pred.candidates]
     assert np.allclose(probs, [c.prob for c in pred.candidates], atol=1e-6)
     assert probs == sorted(probs, reverse=True) and all(0 < p <= 1 for p in probs)
 

@@ -33,7 +33,8 @@ def test_clusters_show_every_layer_of_both_bundled_models():
     no_failures(at)
     assert at.slider(key="layer_smollm2-135m").max == 30
     assert at.slider(key="layer_minilm-l6").max == 6
-    cos = np.array(figure(at, "Cosine similarity, layer 30")["data"][0]["z"])
+    shown = at.slider(key="layer_smollm2-135m").value     # where the page opened it
+    cos = np.array(figure(at, f"Cosine similarity, layer {shown}")["data"][0]["z"])
     assert cos.shape == (3, 3) and np.allclose(np.diag(cos), 1.0, atol=1e-4)
     sil = figure(at, "Silhouette")
     assert {tr["name"] for tr in sil["data"]} == {"smollm2-135m", "minilm-l6"}

@@ -79,9 +79,14 @@ def test_offline_check_without_env_flag_returns_within_five_seconds(tmp_path, mo
 
 
 def test_unknown_model_is_one_line(tmp_path):
+    """An id that is not in the registry is a hub id: offline and not cached, it needs a
+    download; an id of no model shape at all is unknown."""
     src = tmp_path / "in.txt"
     src.write_text("A sentence .\n")
     proc = run_cli("embed", "--model", "no-such-model", "--input", str(src), "--output",
+                   str(tmp_path / "o.npz"), env={"HF_HOME": str(tmp_path / "hf")})
+    assert_one_line_error(proc, "needs a download")
+    proc = run_cli("embed", "--model", "no such model", "--input", str(src), "--output",
                    str(tmp_path / "o.npz"))
     assert_one_line_error(proc, "unknown model")
 
