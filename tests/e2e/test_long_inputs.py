@@ -1,0 +1,57 @@
+"""Issue 47, finding 1, in a real browser: a chart larger than Streamlit's message limit came
+back as an exception box ('MessageSizeError: Data of size 519.0 MB exceeds … 200 MB') that no
+page guard could catch, since Streamlit refuses the message after the script has run. The
+server here takes messages of 2 MB at most, so a 60-word sentence's model view (6 layers x 12
+heads of minilm-l6, 3 MB) stands in for SmolLM2's 600-token one."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_browser import (CHROMIUM, MODEL_WAIT_MS, _goto, _settle, _streamlit,
+                                    browser)  # noqa: F401 - a fixture
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing "
+                                 "(make system-deps installs it)")]
+
+ONE_MODEL = {"model_elmo": "(none)", "model_gpt": "(none)", "model_bert": "minilm-l6"}
+WORDS = ("the river bank was muddy after the rain and the children walked along it slowly "
+         "while their parents talked about money loans and the new bank in town").split()
+
+
+@pytest.fixture(scope="module")
+def small_messages_server(tmp_path_factory):
+    own = tmp_path_factory.mktemp("app-indexes")
+    prelude = f"from pathlib import Path\nfrom engine.corpus import catalog\n" \
+              f"catalog.DEFAULT_DIR = Path({str(own)!r})"
+    log = Path(tempfile.gettempdir()) / f"ctxlens-e2e-long-{os.getpid()}.log"
+    with open(log, "w") as out, \
+            _streamlit({"CTXLENS_INDEX_DIRS": str(own / "none"),
+                        "STREAMLIT_SERVER_MAX_MESSAGE_SIZE": "2"}, out, prelude) as url:
+        yield url
+
+
+def test_a_chart_over_the_message_limit_is_one_line_not_an_exception_box(
+        small_messages_server, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    sentence = " ".join(WORDS * 3)[:400] + " ."
+    _goto(page, small_messages_server, "attention", sentences=sentence, target="bank",
+          **ONE_MODEL)
+    page.get_by_role("tab", name="Model view").wait_for(timeout=MODEL_WAIT_MS)
+    _settle(page, 2000)
+    page.get_by_role("tab", name="Model view").click()
+    page.wait_for_timeout(1000)
+    boxes = page.locator('[data-testid="stException"]')
+    assert not boxes.count(), boxes.first.inner_text()[:200]
+    note = page.get_by_text("too large to send to the browser").first
+    note.wait_for(timeout=60_000)
+    assert note.is_visible()
+    # the other views of the same sentence are drawn
+    page.get_by_role("tab", name="Heatmap").click()
+    page.wait_for_timeout(1000)
+    assert page.locator(".js-plotly-plot:visible").count() >= 1
+    page.close()
