@@ -709,7 +709,8 @@ def cmd_compare(args, engine_cls) -> int:
     return 0
 
 
-COMMANDS["compare"] = cmd_compare
+COMMANDS.update(index=cmd_index, neighbours=cmd_neighbours, stats=cmd_stats,
+                compare=cmd_compare)
 
 
 def _quiet_libraries() -> None:
