@@ -231,6 +231,8 @@ class EncodingStore:
         return enc
 
     def put(self, key: tuple, enc) -> None:
+        if nbytes(enc) > self.max_bytes:
+            return                      # a file over the whole cap would be pruned at once
         meta = {"model_id": enc.model_id, "family": enc.family, "text": enc.text,
                 "words": list(enc.words), "tokens": list(enc.tokens),
                 "layer_names": list(enc.layer_names)}

@@ -148,3 +148,16 @@ def test_a_fresh_process_reads_them_without_importing_torch(bert, tmp_path, mode
     assert json.loads(proc.stdout.splitlines()[-1]) == {"torch": False, "loaded": False}
     np.testing.assert_array_equal(np.load(tmp_path / "fresh.npy"), np.concatenate(
         [x.hidden_states for x in ref], axis=1))
+
+
+def test_an_encoding_larger_than_the_cap_is_not_written(bert, tmp_path, monkeypatch):
+    """A long sentence's attention maps (370 MB on SmolLM2) were written whole to a 256 MB
+    store, then pruned at once; the other files went with them."""
+    store = _store(tmp_path)
+    Engine(store=store).encode(bert, TEXTS[:1])
+    kept = list((tmp_path / "store").glob("*.npz"))
+    written = []
+    monkeypatch.setattr(np, "savez", lambda *a, **k: written.append(1))
+    big = Engine(store=_store(tmp_path, mb=0.001)).encode(bert, TEXTS[1:2])[0]
+    assert big.hidden_states.nbytes > 0.001 * 2**20 and written == []
+    assert list((tmp_path / "store").glob("*.npz")) == kept
