@@ -1,17 +1,23 @@
 """Soak: N browser sessions at once drive the whole app for M minutes and we watch what breaks.
 
-    python -m bench.soak [--sessions 8] [--minutes 5] [--out results]
+    python -m bench.soak [--sessions 8] [--long 2] [--minutes 5] [--idle 120] [--pages ...]
+                         [--out results]
 
 One `streamlit run` server (the repository's config, bundled models) and one headless Chromium
 with a separate browser context per session (its own cookies, so its own Streamlit session).
 Each session types its own sentences (every one names the session's person: "Alice saw a mouse
 ..."), then visits every page in turn until time is up. After each page settles it records:
 an exception box on the page, the sentence box not holding its own text, another session's
-person anywhere on the page or in its address. The server's RSS is sampled every 5 s and its
-log scanned for warnings and tracebacks. Written to results/soak.md and soak.json.
+person anywhere on the page or in its address. The last `--long` sessions type instead two
+sentences at the input caps, one in Arabic (right to left) and one in Hindi (Devanagari), 128
+words each, with their words reshuffled every round: each round is new to every cache, and
+their attention maps are hundreds of MB (SmolLM2-135M: ~700 tokens). After the sessions close
+the server is left idle for `--idle` seconds. The server's RSS is sampled every 5 s and its log
+scanned for warnings and tracebacks. Written to results/soak.md and soak.json.
 
-Targets (#18): 0 exceptions, RSS growth <= 10% after warm-up (the first full round of every
-session), no session sees another's sentences or settings.
+Targets (#18, #47): 0 exceptions, RSS growth <= 10% after warm-up (the first full round of every
+session), RSS after the idle time no higher than that, no session sees another's sentences or
+settings.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import time
 from pathlib import Path
@@ -46,6 +53,23 @@ def sentences(person: str) -> list[str]:
             f"A cat caught the mouse in {person}'s kitchen ."]
 
 
+# words of everyday sentences, reshuffled into long ones (engine.text caps a sentence at 128
+# words and 1000 characters)
+ARABIC = ("ذهب الولد إلى المدرسة في الصباح مع أخته الصغيرة وقرأ كتابا جديدا عن البحر والسفن "
+          "ثم عاد إلى البيت").split()
+HINDI = ("राम ने सुबह बाज़ार से ताज़ी सब्ज़ियाँ खरीदीं और घर लौटकर अपनी माँ के साथ खाना "
+         "बनाया फिर किताब पढ़ी").split()
+LONG_WORDS = 128
+
+
+def long_sentences(person: str, round_: int) -> list[str]:
+    """Two sentences of LONG_WORDS words, the person's name first, the rest reshuffled by
+    round: every round asks the models about texts none of the caches holds."""
+    rng = random.Random(f"{person}-{round_}")
+    return [" ".join([person] + rng.choices(words, k=LONG_WORDS - 1)) for words in
+            (ARABIC, HINDI)]
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -61,27 +85,37 @@ async def _settle(page) -> None:
     await page.wait_for_timeout(800)
 
 
-async def session(browser, url: str, k: int, deadline: float, log: list, stats: dict) -> None:
+async def _type(page, mine: list[str], word: str) -> None:
+    box = page.get_by_role("textbox", name="Sentences, one per line", exact=True)
+    await box.fill("\n".join(mine))
+    await box.press("Control+Enter")
+    await _settle(page)
+    target = page.get_by_role("textbox", name="Target word", exact=True)
+    await target.fill(word)
+    await target.press("Enter")
+    await _settle(page)
+
+
+async def session(browser, url: str, k: int, deadline: float, log: list, stats: dict,
+                  long: bool = False, pages: tuple[str, ...] = PAGES) -> None:
     person = PEOPLE[k % len(PEOPLE)]
     others = [p for p in PEOPLE if p != person]
-    mine = sentences(person)
+    # a long session's target is the person's name, the one word both its sentences hold
+    mine, word = (long_sentences(person, 0), person) if long else (sentences(person), "mouse")
     ctx = await browser.new_context(viewport={"width": 1300, "height": 900})
     page = await ctx.new_page()
     s = stats[person] = {"pages": 0, "rounds": 0, "exceptions": 0, "leaks": 0,
-                         "text_lost": 0, "timeouts": 0}
+                         "text_lost": 0, "timeouts": 0, "long": long}
     try:
         await page.goto(url, timeout=PAGE_WAIT_MS)
         await page.wait_for_selector("[data-testid='stSidebar']", timeout=PAGE_WAIT_MS)
         box = page.get_by_role("textbox", name="Sentences, one per line", exact=True)
-        await box.fill("\n".join(mine))
-        await box.press("Control+Enter")
-        await _settle(page)
-        target = page.get_by_role("textbox", name="Target word", exact=True)
-        await target.fill("mouse")
-        await target.press("Enter")
-        await _settle(page)
+        await _type(page, mine, word)
         while time.monotonic() < deadline:
-            for name in PAGES:
+            if long and s["rounds"]:
+                mine = long_sentences(person, s["rounds"])
+                await _type(page, mine, word)
+            for name in pages:
                 if time.monotonic() >= deadline:
                     break
                 try:
@@ -109,7 +143,8 @@ async def session(browser, url: str, k: int, deadline: float, log: list, stats: 
         await ctx.close()
 
 
-async def drive(url: str, n: int, minutes: float, server_pid: int) -> dict:
+async def drive(url: str, n: int, minutes: float, server_pid: int, long: int = 0,
+                idle: float = 0, pages: tuple[str, ...] = PAGES) -> dict:
     from playwright.async_api import async_playwright
 
     log: list[str] = []
@@ -129,14 +164,17 @@ async def drive(url: str, n: int, minutes: float, server_pid: int) -> dict:
         # sessions start a second apart, as people arrive
         tasks = []
         for k in range(n):
-            tasks.append(asyncio.create_task(session(browser, url, k, deadline, log, stats)))
+            tasks.append(asyncio.create_task(session(browser, url, k, deadline, log, stats,
+                                                     long=k >= n - long, pages=pages)))
             await asyncio.sleep(1)
         done = await asyncio.gather(*tasks, return_exceptions=True)
-        sampler.cancel()
         await browser.close()
+        closed = time.monotonic() - start
+        await asyncio.sleep(idle)       # every session gone: what the server gives back
+        sampler.cancel()
     failures = [f"{type(d).__name__}: {d}" for d in done if isinstance(d, BaseException)]
     return {"stats": stats, "log": log, "rss": samples, "session_failures": failures,
-            "seconds": time.monotonic() - start}
+            "seconds": closed, "idle": idle}
 
 
 def summarise(run: dict, n: int, minutes: float, server_log: str) -> dict:
@@ -144,7 +182,9 @@ def summarise(run: dict, n: int, minutes: float, server_log: str) -> dict:
     rounds = [s["rounds"] for s in stats]
     # warm-up: until every session has finished its first round (its pages all loaded once);
     # approximated by the first third of the run when a session never finished one
-    rss = run["rss"]
+    idle_s = run.get("idle", 0)
+    rss = [(t, m) for t, m in run["rss"] if t <= run["seconds"]]
+    idle = [m for t, m in run["rss"] if t > run["seconds"] + idle_s / 2] if idle_s else []
     warm_t = run["seconds"] / 3
     # medians of the middle and the last third: single samples swing by gigabytes as models
     # load and sessions close (the last one is taken while the sessions shut down)
@@ -168,7 +208,11 @@ def summarise(run: dict, n: int, minutes: float, server_log: str) -> dict:
         "rss_warm_mb": warm, "rss_end_mb": last,
         "rss_peak_mb": max((m for _, m in rss), default=float("nan")),
         "rss_growth_after_warmup": (last - warm) / warm,
-        "warmup_s": warm_t, "rss_series": rss, "log": run["log"][:50],
+        # the median of the idle time's second half, every session closed
+        "long_sessions": sum(bool(s.get("long")) for s in stats), "idle_s": idle_s,
+        "rss_idle_mb": float(np.median(idle)) if idle else float("nan"),
+        "rss_idle_vs_warm": (float(np.median(idle)) - warm) / warm if idle else float("nan"),
+        "warmup_s": warm_t, "rss_series": run["rss"], "log": run["log"][:50],
     }
 
 
@@ -199,12 +243,19 @@ def report(s: dict) -> str:
          f"{growth:+.1%}", f"≤ {RSS_GROWTH_TARGET:.0%}", ok(growth <= RSS_GROWTH_TARGET)],
         ["pages that did not settle within 4 minutes", str(s["timeouts"]), "(reported)", ""],
     ]
+    if s["idle_s"]:
+        rows.insert(-1, [f"server RSS after {s['idle_s']:.0f} s idle, every session closed, vs "
+                         f"warm-up ({s['rss_idle_mb']:.0f} MB)", f"{s['rss_idle_vs_warm']:+.1%}",
+                         f"≤ {RSS_GROWTH_TARGET:.0%}",
+                         ok(s["rss_idle_vs_warm"] <= RSS_GROWTH_TARGET)])
     from bench.report import table
 
     series = ", ".join(f"{t:.0f} s {m:.0f}" for t, m in s["rss_series"][::6])
     out = ["# Soak: concurrent browser sessions", "",
            f"`python -m bench.soak --sessions {s['sessions']} --minutes {s['minutes']:g}`: "
-           f"{s['sessions']} headless Chromium sessions (separate browser contexts) against one "
+           f"{s['sessions']} headless Chromium sessions (separate browser contexts; the last "
+           f"{s['long_sessions']} with a 128-word Arabic and a 128-word Hindi sentence, "
+           "reshuffled every round) against one "
            f"`streamlit run` server with the bundled models on this machine's 2 cores, for "
            f"{s['seconds'] / 60:.1f} minutes. Each session typed its own four sentences (each "
            "naming the session's person) and visited every page in turn: "
@@ -228,20 +279,30 @@ def report(s: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n")[0])
     ap.add_argument("--sessions", type=int, default=8)
+    ap.add_argument("--long", type=int, default=2,
+                    help="how many of the sessions type the long Arabic and Hindi sentences")
     ap.add_argument("--minutes", type=float, default=5.0)
+    ap.add_argument("--idle", type=float, default=120.0,
+                    help="seconds the server is watched idle after the sessions close")
+    ap.add_argument("--pages", default=",".join(PAGES),
+                    help="the pages each session visits, comma-separated (default: all)")
     ap.add_argument("--out", type=Path, default=ROOT / "results")
     args = ap.parse_args(argv)
+    pages = tuple(p.strip() for p in args.pages.split(",") if p.strip())
     log_path = Path(f"/tmp/ctxlens-soak-{os.getpid()}.log")
     with open(log_path, "w") as log, streamlit_server(log) as (url, server):
         time.sleep(3)
-        run = asyncio.run(drive(f"{url}/", args.sessions, args.minutes, server.pid))
+        run = asyncio.run(drive(f"{url}/", args.sessions, args.minutes, server.pid,
+                                long=min(args.long, args.sessions), idle=args.idle,
+                                pages=pages))
     s = summarise(run, args.sessions, args.minutes, log_path.read_text())
     args.out.mkdir(exist_ok=True)
     (args.out / "soak.json").write_text(json.dumps(s, indent=1))
     (args.out / "soak.md").write_text(report(s))
     print(report(s))
     passed = (s["exceptions"] == 0 and s["leaks"] == 0 and s["text_lost"] == 0
-              and s["server_log_errors"] == 0 and s["rss_growth_after_warmup"] <= RSS_GROWTH_TARGET)
+              and s["server_log_errors"] == 0 and s["rss_growth_after_warmup"] <= RSS_GROWTH_TARGET
+              and not s["rss_idle_vs_warm"] > RSS_GROWTH_TARGET)
     return 0 if passed else 1
 
 

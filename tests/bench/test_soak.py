@@ -27,3 +27,27 @@ def test_every_session_names_its_own_person_in_every_sentence():
     for person in soak.PEOPLE[:8]:
         lines = soak.sentences(person)
         assert all(person in line and "mouse" in line for line in lines)
+
+
+def test_long_sessions_type_arabic_and_hindi_at_the_caps_reshuffled_every_round():
+    from engine.text import MAX_CHARS, MAX_WORDS, split_words
+
+    first, second = soak.long_sentences("Alice", 0), soak.long_sentences("Alice", 1)
+    assert first != second and first == soak.long_sentences("Alice", 0)
+    for text in first + second:
+        words = split_words(text).words
+        assert len(words) == MAX_WORDS and len(text) <= MAX_CHARS and words[0] == "Alice"
+    assert any("\u0600" <= c <= "\u06ff" for c in first[0])        # Arabic, right to left
+    assert any("\u0900" <= c <= "\u097f" for c in first[1])        # Devanagari
+
+
+def test_rss_after_the_idle_time_is_compared_with_the_warm_level():
+    rss = [(t, 1000.0 if t <= 300 else (1600.0 if t < 360 else 1200.0))
+           for t in range(0, 421, 5)]
+    stats = {"Alice": {"pages": 7, "rounds": 1, "exceptions": 0, "leaks": 0, "text_lost": 0,
+                       "timeouts": 0, "long": True}}
+    s = soak.summarise({**_run(rss, stats), "idle": 120.0}, 1, 5, "")
+    assert s["long_sessions"] == 1 and s["rss_warm_mb"] == 1000.0
+    assert s["rss_idle_mb"] == 1200.0 and abs(s["rss_idle_vs_warm"] - 0.2) < 1e-9
+    assert s["rss_end_mb"] == 1000.0          # idle samples are not the run's last third
+    assert "120 s idle" in soak.report(s) and "MISSES target" in soak.report(s)
