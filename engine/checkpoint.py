@@ -8,6 +8,7 @@ sees the folder; the memory a load needs is estimated from the safetensors heade
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import struct
@@ -45,6 +46,7 @@ def read_config(folder: Path) -> dict | None:
     return cfg
 
 
+@functools.lru_cache(maxsize=1)
 def _mappings() -> tuple[set[str], set[str], set[str]]:
     """model_types with a masked-LM head, with a causal-LM head, and every known one."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
@@ -56,18 +58,16 @@ def _mappings() -> tuple[set[str], set[str], set[str]]:
 
 
 def kind_of(cfg: dict, where: str = "the model") -> Kind:
-    """The Kind a config declares, or a one-line refusal naming what it is instead."""
+    """The Kind a config declares, or a one-line refusal naming what it is instead. The named
+    architectures decide where they can; transformers' mappings (whose import loads torch)
+    are read only for what they leave open: custom code, or a checkpoint without a head."""
     archs = [a for a in cfg.get("architectures") or [] if isinstance(a, str)]
     mtype = str(cfg.get("model_type", ""))
     name = archs[0] if archs else mtype or "?"
-    masked, causal, known = _mappings()
-    if mtype and mtype not in known:
-        if cfg.get("auto_map"):
-            raise ModelUnavailable(
-                f"{where} needs its own modelling code ({mtype!r}, trust_remote_code), which "
-                "ctxlens never runs; pick a checkpoint of an architecture transformers ships")
-        raise ModelUnavailable(f"{where}: transformers does not know the architecture "
-                               f"{mtype!r}; upgrading transformers may add it")
+    if cfg.get("auto_map") and mtype not in _mappings()[2]:
+        raise ModelUnavailable(
+            f"{where} needs its own modelling code ({mtype!r}, trust_remote_code), which "
+            "ctxlens never runs; pick a checkpoint of an architecture transformers ships")
     if cfg.get("is_encoder_decoder"):
         raise ModelUnavailable(f"{where} is an encoder-decoder ({name}); ctxlens shows "
                                "encoders (BERT-like) and decoders (GPT-like)")
@@ -77,6 +77,10 @@ def kind_of(cfg: dict, where: str = "the model") -> Kind:
         return Kind("gpt", "both-sides", name)
     if not archs and not mtype:
         raise ModelUnavailable(f"{where}: its config.json names no architecture or model_type")
+    masked, causal, known = _mappings()
+    if mtype and mtype not in known:
+        raise ModelUnavailable(f"{where}: transformers does not know the architecture "
+                               f"{mtype!r}; upgrading transformers may add it")
     if mtype in causal and mtype not in masked:
         if not archs:
             return Kind("gpt", "both-sides", mtype)
