@@ -20,10 +20,10 @@ import streamlit as st
 from engine.analysis import attention as att_analysis
 from engine.analysis import geometry, occurrences as occ_analysis, projection, senses
 from engine.analysis.model_cka import ModelCKA, compare_models
-from engine.analysis.vectors import unit_rows
+from engine.analysis.vectors import identical_groups, unit_rows
 from engine.api import Engine, encoding_store
-from engine.errors import EngineError
-from engine.families import FAMILIES
+from engine.errors import EngineError, UnsupportedPrediction
+from engine.families import FAMILIES, Family
 from engine.registry import availability, catalogue
 from engine.registry import default_model as registry_default
 from engine.result import Encoding
@@ -35,6 +35,11 @@ from engine.text import occurrences_of, split_words
 def get_engine():
     # encodings kept on disk too: a page opened again after a restart (the default preset at
     # every start) is drawn without loading a model
+    from engine.families import hf_common
+
+    # the page shows its own progress while a model loads; transformers' "Loading weights"
+    # bars would only fill the server's terminal, once per model at every start
+    hf_common.LIBRARY_BARS = False
     return Engine(store=encoding_store())
 
 
@@ -264,6 +269,60 @@ def separation(model_id: str, sentences: tuple[str, ...], target: str, pool: str
     return senses.sense_separation(tv.vectors[:, keep], [labels[tv.rows[i]] for i in keep])
 
 
+@dataclass(frozen=True, eq=False)
+class SuggestedSenses:
+    """A clustering of the target's top-layer vectors, offered as sense labels."""
+
+    rows: tuple[int, ...]        # the sentences holding the target (TargetVectors.rows)
+    clusters: np.ndarray         # [rows]: a cluster number per sentence, from 0
+    quality: senses.SplitQuality
+
+
+@engine_cached()
+def suggested_senses(model_id: str, sentences: tuple[str, ...], target: str, pool: str,
+                     k: int, method: str) -> SuggestedSenses:
+    """k clusters of the target's vectors at the model's top layer (seeded: a repeat gives
+    the same split)."""
+    top = target_vectors(model_id, sentences, target, pool)
+    found = senses.suggest_senses(top.vectors[-1], k=k, method=method)
+    return SuggestedSenses(top.rows, found, senses.split_quality(top.vectors[-1], found))
+
+
+@engine_cached()
+def learned_mix(model_id: str, sentences: tuple[str, ...], target: str, pool: str,
+                labels: tuple[str, ...], do_layer_norm: bool = False) -> senses.LearnedMix:
+    """ELMo's scalar mix fitted to separate `labels` (one per sentence of TargetVectors.rows);
+    SenseError below two senses."""
+    tv = target_vectors(model_id, sentences, target, pool)
+    return senses.learn_mix(tv.vectors, list(labels), do_layer_norm=do_layer_norm)
+
+
+@dataclass(frozen=True, eq=False)
+class MixedVectors:
+    """The target's vectors through one scalar mix, and how well they separate the senses."""
+
+    vectors: np.ndarray                  # [rows, dim]: gamma * sum_j softmax(s)_j h_j
+    coords: np.ndarray                   # [rows, 2]: their PCA
+    separation: senses.SenseSeparation   # of the mix
+    top_separation: senses.SenseSeparation   # of the top layer alone, for comparison
+    one_point: bool                      # every occurrence has the same mixed vector
+
+
+@engine_cached()
+def scalar_mix(model_id: str, sentences: tuple[str, ...], target: str, pool: str,
+               s: tuple[float, ...], gamma: float, do_layer_norm: bool,
+               labels: tuple[str, ...]) -> MixedVectors:
+    """The mix gamma * sum_j softmax(s)_j h_j (Peters et al. 2018, eq. 1) of the target's
+    layers; `labels` name the sense of each sentence of TargetVectors.rows."""
+    tv = target_vectors(model_id, sentences, target, pool)
+    mixed = senses.scalar_mix(tv.vectors, np.array(s), gamma, do_layer_norm=do_layer_norm)
+    return MixedVectors(
+        mixed, projection.project(mixed[None], "pca").coords[0],
+        senses.sense_separation(mixed[None], list(labels)),
+        senses.sense_separation(tv.vectors[-1][None], list(labels)),
+        [list(range(len(mixed)))] == identical_groups(mixed))
+
+
 @engine_cached()
 def cosine_matrix(model_id: str, sentences: tuple[str, ...], target: str, pool: str,
                   layer: int) -> np.ndarray:
@@ -329,6 +388,16 @@ def families_that(capability: str) -> tuple[str, ...]:
     return tuple(name for name, f in FAMILIES.items() if f.can(capability))
 
 
+def family_rows() -> dict[str, Family]:
+    """The engine's family table, in its order: what each family's models can do, and how
+    pages name it (read at each call: a family may register late)."""
+    return dict(FAMILIES)
+
+
+def family_row(name: str) -> Family:
+    return FAMILIES[name]
+
+
 def masked_lms(current: str | None = None) -> list[str]:
     """Installed models with a masked-LM head: `current` first when it has one, then in the
     registry's fill_order (assets/models.toml: the best first), then the rest (local model
@@ -389,6 +458,29 @@ def brown_index_path(model_id: str, layers=None, n_states: int | None = None):
     from engine.corpus.catalog import brown_index_path as path
 
     return path(model_id, layers, n_states)
+
+
+def brown_default_layers(n_states: int) -> tuple[list[int], int]:
+    """The layers a Brown index of a model with `n_states` takes unless others are chosen,
+    and the most it takes by default (every layer up to that many, else that many evenly
+    spaced)."""
+    from engine.corpus.catalog import DEFAULT_MAX_LAYERS, default_layers
+
+    return default_layers(n_states), DEFAULT_MAX_LAYERS
+
+
+def brown_index_bytes(n_layers: int, dim: int) -> int:
+    """About the bytes on disk of a Brown index of `n_layers` layers of width `dim`."""
+    from engine.corpus.catalog import brown_index_bytes as size
+
+    return size(n_layers, dim)
+
+
+def free_bytes(folder) -> int:
+    """Bytes free on the disk that holds (or will hold) `folder`."""
+    from engine.corpus.catalog import free_bytes as free
+
+    return free(folder)
 
 
 def brown_index_state(folder) -> str:

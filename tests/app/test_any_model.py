@@ -64,3 +64,15 @@ def test_the_neuron_view_of_a_hub_model(hub_llama):
     no_failures(at)
     assert any(f["layout"].get("title", {}).get("text", "").endswith("neuron view")
                for f in figures(at) if isinstance(f["layout"].get("title"), dict))
+
+
+def test_loading_a_model_in_the_app_prints_no_library_bars(tiny_engine, capfd):
+    """The server's terminal carried transformers' 'Loading weights' bar for each model at
+    every start; the page shows its own progress instead."""
+    from app import compute
+
+    engine = compute.get_engine()
+    engine._adapters.pop(tiny_engine.gpt, None)
+    capfd.readouterr()
+    engine.adapter(tiny_engine.gpt)
+    assert "Loading weights" not in capfd.readouterr().err
