@@ -110,6 +110,10 @@ async def session(browser, url: str, k: int, deadline: float, log: list, stats: 
         await page.goto(url, timeout=PAGE_WAIT_MS)
         await page.wait_for_selector("[data-testid='stSidebar']", timeout=PAGE_WAIT_MS)
         box = page.get_by_role("textbox", name="Sentences, one per line", exact=True)
+        # typed on the first page visited: typed elsewhere, a page a short run never visits
+        # computes them for every model first
+        await page.get_by_role("link", name=pages[0]).first.click()
+        await _settle(page)
         await _type(page, mine, word)
         while time.monotonic() < deadline:
             if long and s["rounds"]:
@@ -174,7 +178,7 @@ async def drive(url: str, n: int, minutes: float, server_pid: int, long: int = 0
         sampler.cancel()
     failures = [f"{type(d).__name__}: {d}" for d in done if isinstance(d, BaseException)]
     return {"stats": stats, "log": log, "rss": samples, "session_failures": failures,
-            "seconds": closed, "idle": idle}
+            "seconds": closed, "idle": idle, "pages": pages}
 
 
 def summarise(run: dict, n: int, minutes: float, server_log: str) -> dict:
@@ -210,6 +214,7 @@ def summarise(run: dict, n: int, minutes: float, server_log: str) -> dict:
         "rss_growth_after_warmup": (last - warm) / warm,
         # the median of the idle time's second half, every session closed
         "long_sessions": sum(bool(s.get("long")) for s in stats), "idle_s": idle_s,
+        "pages": list(run.get("pages", PAGES)),
         "rss_idle_mb": float(np.median(idle)) if idle else float("nan"),
         "rss_idle_vs_warm": (float(np.median(idle)) - warm) / warm if idle else float("nan"),
         "warmup_s": warm_t, "rss_series": run["rss"], "log": run["log"][:50],
@@ -252,13 +257,18 @@ def report(s: dict) -> str:
 
     series = ", ".join(f"{t:.0f} s {m:.0f}" for t, m in s["rss_series"][::6])
     out = ["# Soak: concurrent browser sessions", "",
-           f"`python -m bench.soak --sessions {s['sessions']} --minutes {s['minutes']:g}`: "
+           f"`python -m bench.soak --sessions {s['sessions']} --long {s['long_sessions']} "
+           f"--minutes {s['minutes']:g} --idle {s['idle_s']:g}"
+           + (f" --pages {','.join(s['pages'])}" if s.get("pages", PAGES) != list(PAGES) else "")
+           + "`: "
            f"{s['sessions']} headless Chromium sessions (separate browser contexts; the last "
            f"{s['long_sessions']} with a 128-word Arabic and a 128-word Hindi sentence, "
            "reshuffled every round) against one "
            f"`streamlit run` server with the bundled models on this machine's 2 cores, for "
-           f"{s['seconds'] / 60:.1f} minutes. Each session typed its own four sentences (each "
-           "naming the session's person) and visited every page in turn: "
+           f"{s['seconds'] / 60:.1f} minutes. Each session typed its own sentences (four short ones, or the two long ones; each "
+           "naming the session's person) and visited "
+           + ("every page" if s.get("pages", PAGES) == list(PAGES) else ", ".join(s["pages"]))
+           + " in turn: "
            f"{s['pages_visited']} page visits, {s['rounds_min']}–{s['rounds_max']} full "
            "rounds per session.", "",
            table(["measurement", "value", "target", "result"], rows), "",
