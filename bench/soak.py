@@ -265,8 +265,8 @@ def report(s: dict) -> str:
            f"{s['long_sessions']} with a 128-word Arabic and a 128-word Hindi sentence, "
            "reshuffled every round) against one "
            f"`streamlit run` server with the bundled models on this machine's 2 cores, for "
-           f"{s['seconds'] / 60:.1f} minutes. Each session typed its own sentences (four short ones, or the two long ones; each "
-           "naming the session's person) and visited "
+           f"{s['seconds'] / 60:.1f} minutes. Each session typed its own sentences (four "
+           "short ones, or the two long ones; each naming the session's person) and visited "
            + ("every page" if s.get("pages", PAGES) == list(PAGES) else ", ".join(s["pages"]))
            + " in turn: "
            f"{s['pages_visited']} page visits, {s['rounds_min']}–{s['rounds_max']} full "
