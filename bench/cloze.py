@@ -346,7 +346,7 @@ def wordnet_check(n: int, model_id: str = "minilm-l6-mlm", log=print) -> list[di
 
 
 def score_overlays(folders: list[Path], base_id: str = "minilm-l6-mlm", log=print) -> list[dict]:
-    """Score MLM-head overlays that engine.training.mlm_head wrote (pilot runs, candidates to
+    """Score MLM-head overlays that lab.training.mlm_head wrote (pilot runs, candidates to
     ship) as `base_id`'s registry entry with its files swapped; results/ is left alone. Each
     result after the first carries its paired top-5 gain over the first (the control)."""
     from dataclasses import replace

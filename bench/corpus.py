@@ -1,6 +1,6 @@
 """Sentences the benchmarks encode: Brown held-out documents (tagged) and WordNet examples.
 
-The Brown split comes from engine.training.corpus (data/corpus/, not committed). When it is
+The Brown split comes from engine.corpus.brown (data/corpus/, not committed). When it is
 absent the benchmark first tries to build it, then falls back to a small sample of the same
 split committed in bench/sample/ and says so in the report.
 """
@@ -12,13 +12,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.training.corpus import detokenize
+from engine.corpus.brown import detokenize
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "data" / "corpus"
 SAMPLE = Path(__file__).resolve().parent / "sample" / "brown_tagged_sample.jsonl"
 # Brown writes quotes as `` and ''; models see the ASCII quote a user would type (the same
-# mapping as engine.training.corpus, so every word is found in the detokenised text)
+# mapping as engine.corpus.brown, so every word is found in the detokenised text)
 _QUOTES = {"``": '"', "''": '"', "`": "'"}
 MAX_WORDS = 60
 
@@ -70,7 +70,7 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 def _try_build() -> bool:
     try:
-        subprocess.run([sys.executable, "-m", "engine.training.corpus"], cwd=ROOT, check=True,
+        subprocess.run([sys.executable, "-m", "engine.corpus.brown"], cwd=ROOT, check=True,
                        timeout=120, capture_output=True)
     except (subprocess.SubprocessError, OSError):
         return False
@@ -82,7 +82,7 @@ def load_brown(build: bool = True) -> BrownSplit:
     if held.exists() and train.exists() or (build and _try_build()):
         return BrownSplit(tuple(_sentences(_read_jsonl(train))),
                           tuple(_sentences(_read_jsonl(held))),
-                          "Brown corpus split of engine.training.corpus (data/corpus/)")
+                          "Brown corpus split of engine.corpus.brown (data/corpus/)")
     rows = _read_jsonl(SAMPLE)
     return BrownSplit(tuple(_sentences([r for r in rows if r["split"] == "train"])),
                       tuple(_sentences([r for r in rows if r["split"] == "heldout"])),

@@ -4,7 +4,7 @@ held-out perplexity, beside the Brown-only elmo-brown it started from.
     python -m bench.elmo_distill LABEL=FOLDER [LABEL=FOLDER ...]
 
 A FOLDER is an exported ELMo (options.json, weights.hdf5, LM softmax) with the
-training_report.json its trainer wrote (engine.training.elmo_distill); it is read as a local
+training_report.json its trainer wrote (lab.training.elmo_distill); it is read as a local
 model folder, so its parent must be a configured model directory (CTXLENS_MODEL_DIRS). The
 senses protocol is bench.layers' (held-out lemmas, 95% bootstrap intervals). Writes
 results/elmo_distill.{json,md}; candidates measured earlier stay in the JSON (same label:
@@ -78,7 +78,7 @@ def report(rows: list[dict]) -> str:
              "Brown perplexity (forward / backward, the trainer's full held-out split). Goal: top "
              "layer − char CNN above zero (interval) on both tasks and top-layer pairs > "
              f"{PAIRS_GOAL:.0%}. `python -m bench.elmo_distill`; how each was trained: "
-             "engine/training/README.md.", "",
+             "lab/training/README.md.", "",
              "Every accuracy and difference is followed by its 95% confidence interval "
              "(bootstrap over held-out lemmas) in brackets.", "",
              "Rows measured before 2026-11-26 16:30 UTC read a sample of 120 of the benchmark's "

@@ -1,6 +1,6 @@
-"""The import graph: engine/ never reaches the app, the benchmarks or streamlit, app/ never
-loads torch, model families never import what sits above them, and no package has an import
-cycle."""
+"""The import graph: engine/ never reaches the app, the benchmarks or streamlit, the product
+(engine/ and app/) never imports the lab, app/ never loads torch, model families never import
+what sits above them, and no package has an import cycle."""
 from __future__ import annotations
 
 import ast
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("engine", "app", "bench")
+PACKAGES = ("engine", "app", "bench", "lab")
 # what the model families may import from the engine: the bottom of the graph only
 FAMILY_MAY_IMPORT = ("engine.errors", "engine.families", "engine.result", "engine.text",
                      "engine.checkpoint")
@@ -43,12 +43,23 @@ def imports(path: Path, top_level_only: bool) -> set[str]:
 
 
 def test_the_engine_never_imports_the_app_the_benchmarks_or_streamlit():
-    """Lazy imports inside functions count: the engine (training code included) sits below
-    the benchmarks, which measure it, and below the app."""
+    """Lazy imports inside functions count: the engine sits below the benchmarks, which
+    measure it, below the app and below the lab, which trains its models."""
     bad = {name: sorted(i for i in imports(p, False)
-                        if i.split(".")[0] in ("app", "bench", "streamlit"))
+                        if i.split(".")[0] in ("app", "bench", "lab", "streamlit"))
            for name, p in modules().items() if name.startswith("engine")}
     assert {k: v for k, v in bad.items() if v} == {}
+
+
+def test_the_product_never_imports_the_lab():
+    """The installed package (engine/, app/) leaves lab/ out, so an import of it, even a lazy
+    one, would fail wherever ctxlens is installed."""
+    product = {name: p for name, p in modules().items() if name.split(".")[0] in ("engine", "app")}
+    assert product, "no product modules found"
+    bad = {name: sorted(i for i in imports(p, False) if i.split(".")[0] == "lab")
+           for name, p in product.items()}
+    assert {k: v for k, v in bad.items() if v} == {}
+    assert any(name.startswith("lab.training") for name in modules())    # the lab is scanned
 
 
 def test_model_families_import_nothing_above_them():

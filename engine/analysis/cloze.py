@@ -1,7 +1,7 @@
 """The everyday cloze items (assets/cloze/) and how a filled blank is scored.
 
 Read by bench.cloze (the benchmark) and by the training code that must keep its text and
-labels apart from the items (engine.training.everyday, engine.training.mlm_teacher), so it
+labels apart from the items (lab.training.everyday, lab.training.mlm_teacher), so it
 lives below both.
 """
 from __future__ import annotations

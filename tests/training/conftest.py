@@ -1,4 +1,4 @@
-"""A tiny corpus in the layout engine.training.corpus writes, built in the test (no npm needed)."""
+"""A tiny corpus in the layout engine.corpus.brown writes, built in the test (no npm needed)."""
 from __future__ import annotations
 
 import json

@@ -1,6 +1,6 @@
 import numpy as np
 
-from engine.training.bigram import KneserNeyBigram
+from lab.training.bigram import KneserNeyBigram
 
 
 def test_kneser_ney_distributions_sum_to_one_even_for_unseen_contexts():

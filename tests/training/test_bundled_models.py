@@ -36,7 +36,7 @@ def _shuffled(sentence_words: list[list[str]], seed: int = 0) -> list[list[str]]
 
 def _need(model_id: str) -> None:
     if not (ASSETS / "models" / model_id).exists():
-        pytest.skip(f"{model_id} is not trained yet (python -m engine.training.*)")
+        pytest.skip(f"{model_id} is not trained yet (python -m lab.training.*)")
 
 
 @pytest.fixture(scope="module")
@@ -210,11 +210,11 @@ def test_bert_pseudo_perplexity_on_heldout_is_far_below_uniform(engine):
 
 
 def test_bert_engine_feeds_exactly_the_ids_the_trainer_trained_on(engine):
-    """The served tokenizer must add [CLS]/[SEP] as engine/training/bert.py does (pad_chunks,
+    """The served tokenizer must add [CLS]/[SEP] as lab/training/bert.py does (pad_chunks,
     pseudo_perplexity): [CLS] + pieces + [SEP]. The first export had an empty template."""
     from engine.families import hf_common as hf
     from engine.text import to_word_text
-    from engine.training.bert import BROWN_SPECIALS, pad_chunks
+    from lab.training.bert import BROWN_SPECIALS, pad_chunks
 
     _need("bert-brown-mlm")
     adapter = engine.adapter("bert-brown-mlm", progress=False)

@@ -1,7 +1,7 @@
 """Model cards: written from the training reports, and kept in step with them."""
 import pytest
 
-from engine.training import cards
+from lab.training import cards
 
 
 def _report(losses):
@@ -27,7 +27,7 @@ def test_too_short_a_history_is_never_flat():
 def test_the_shipped_card_is_what_its_training_report_gives(model_id):
     card = cards.MODELS / model_id / "MODEL_CARD.md"
     assert card.read_text() == cards.render(model_id), (
-        f"{card} is out of date: run python -m engine.training.cards")
+        f"{card} is out of date: run python -m lab.training.cards")
 
 
 def _lm_report(ppl, max_words, train_losses):
@@ -55,7 +55,7 @@ def _distilled_row(centroid_lo: float, pairs_lo: float, pairs_top: float = 0.6) 
 
 
 def test_the_elmo_card_reads_its_verdict_off_the_numbers():
-    from engine.training.cards import _sense_verdict
+    from lab.training.cards import _sense_verdict
 
     text = _sense_verdict(_distilled_row(-0.001, 0.004), 0.474)
     assert "**not met**" in text and "the centroid interval reaches below zero" in text
@@ -71,7 +71,7 @@ def test_the_elmo_card_reads_its_verdict_off_the_numbers():
 
 
 def test_the_verdict_flags_a_bound_that_only_just_clears_and_the_unconfirmed_other_half():
-    from engine.training.cards import _sense_verdict
+    from lab.training.cards import _sense_verdict
 
     row = _distilled_row(0.0002, 0.008)
     row["senses"]["centroid_other_half"] = {"n_lemmas": 159,
@@ -86,7 +86,7 @@ def test_the_verdict_flags_a_bound_that_only_just_clears_and_the_unconfirmed_oth
 
 
 def test_the_soup_stage_names_where_each_run_started_and_how_it_ran():
-    from engine.training.cards import _soup_stage
+    from lab.training.cards import _soup_stage
 
     stage2 = {"heldout_ppl_forward": 116.27, "heldout_ppl_backward": 112.63}
 

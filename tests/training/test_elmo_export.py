@@ -11,7 +11,7 @@ from engine.families.base import LoadOptions
 from engine.families.elmo.chars import batch_char_ids
 from engine.families.elmo.modules import ElmoBiLm
 from engine.text import split_words
-from engine.training import elmo
+from lab.training import elmo
 
 TINY = {"lstm": {"dim": 24, "projection_dim": 8, "n_layers": 2, "cell_clip": 3.0,
                  "proj_clip": 3.0, "use_skip_connections": True},

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.training.everyday import cloze_guard, leaks, load_sentences, sentences_of
-from engine.training.mlm_head import EXTRA_DOC_SENTENCES, extra_documents
+from lab.training.everyday import cloze_guard, leaks, load_sentences, sentences_of
+from lab.training.mlm_head import EXTRA_DOC_SENTENCES, extra_documents
 
 CLOZE = Path(__file__).resolve().parents[2] / "assets" / "cloze" / "everyday.tsv"
 

@@ -1,4 +1,4 @@
-"""The MLM head trained on a headless encoder (engine/training/mlm_head.py): what trains, what is
+"""The MLM head trained on a headless encoder (lab/training/mlm_head.py): what trains, what is
 exported, and that the engine then serves exactly that model on top of the base's files."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from engine.errors import ModelUnavailable
 from engine.families.base import LoadOptions
 from engine.registry import ModelEntry
 from engine.text import to_word_text
-from engine.training import mlm_head
+from lab.training import mlm_head
 from tests.tiny_models import save_bert
 
 CPU = LoadOptions(device="cpu")
@@ -140,7 +140,7 @@ def test_a_tensor_over_the_file_cap_is_stored_in_row_slices_and_joined_on_load(b
 def test_the_mask_row_alone_trains_without_decay_and_is_served_as_one_row(base, tmp_path):
     from transformers import AutoTokenizer
 
-    from engine.training.loop import RunConfig, make_optimizer
+    from lab.training.loop import RunConfig, make_optimizer
 
     mask = AutoTokenizer.from_pretrained(str(base)).mask_token_id
     model = mlm_head.build_model(base, 2, mask_row=mask)

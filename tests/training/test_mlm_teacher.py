@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from engine.training.bert import installed_dir, specials_of
-from engine.training.mlm_head import TeacherRows, distill_loss
-from engine.training.mlm_teacher import align, vocab_map
+from lab.training.bert import installed_dir, specials_of
+from lab.training.mlm_head import TeacherRows, distill_loss
+from lab.training.mlm_teacher import align, vocab_map
 from tests.tiny_models import byte_level_tokenizer
 
 CORPUS = ["the cat sat on the mat .", "a dog ran to the park .", "the cat ran ."] * 20
@@ -61,8 +61,8 @@ def test_distill_loss_mixes_word_and_teacher_targets():
 
 
 def test_labels_land_on_the_same_positions_of_the_packed_blocks(tmp_path):
-    from engine.training.bert import pad_chunks
-    from engine.training.blocks import sentence_chunks
+    from lab.training.bert import pad_chunks
+    from lab.training.blocks import sentence_chunks
 
     sentence_ids = [[10, 11, 12], [20, 21], [30, 31, 32, 33], [40]]
     np.savez(tmp_path / "shard-0000.npz", sentence=np.array([0, 2, 2, 3], np.int32),
@@ -81,7 +81,7 @@ def test_labels_land_on_the_same_positions_of_the_packed_blocks(tmp_path):
 
 def test_prompt_teacher_blanks_the_picked_word_and_picks_the_same_word_again(toks):
     from engine.families.gpt import FILL_BLANK
-    from engine.training.mlm_teacher import pick_word, prompt_sentence
+    from lab.training.mlm_teacher import pick_word, prompt_sentence
 
     student, teacher, vm = toks
     text = "the cat sat on the mat ."
@@ -101,7 +101,7 @@ def test_prompt_teacher_blanks_the_picked_word_and_picks_the_same_word_again(tok
 
 
 def test_text_mode_reads_only_the_example_lines(tmp_path):
-    from engine.training.mlm_teacher import text_sentences
+    from lab.training.mlm_teacher import text_sentences
 
     (tmp_path / "shard-0000.txt").write_text("key: metal device that opens a lock.\n"
                                              "I left my keys in the car.\n"
@@ -112,7 +112,7 @@ def test_text_mode_reads_only_the_example_lines(tmp_path):
 @pytest.mark.slow
 def test_compare_scores_the_teacher_labels_and_the_student_on_the_same_words():
     from engine.api import Engine
-    from engine.training.mlm_teacher import compare
+    from lab.training.mlm_teacher import compare
 
     tok = AutoTokenizer.from_pretrained(str(installed_dir("minilm-l6")), local_files_only=True)
     sentences = ["I opened the door with my key .", "She drank a cup of hot tea ."]

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from transformers import PreTrainedTokenizerFast
 
-from engine.training.bert import train_tokenizer
-from engine.training.loop import run_tokenizer
+from lab.training.bert import train_tokenizer
+from lab.training.loop import run_tokenizer
 
 
 def test_second_call_loads_the_saved_tokenizer_instead_of_retraining(tmp_path):
@@ -24,7 +24,7 @@ def test_second_call_loads_the_saved_tokenizer_instead_of_retraining(tmp_path):
 
 
 def test_elmo_run_keeps_its_softmax_vocabulary(tmp_path):
-    from engine.training.elmo import run_vocab
+    from lab.training.elmo import run_vocab
 
     first = run_vocab(tmp_path, lambda: ["<S>", "</S>", "<UNK>", "the", "--", "."])
     again = run_vocab(tmp_path, lambda: ["<S>", "</S>", "<UNK>", "--", "the"])

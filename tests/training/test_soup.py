@@ -1,4 +1,4 @@
-"""engine.training.soup: the weight average of ELMo runs from one start, exported as an ELMo."""
+"""lab.training.soup: the weight average of ELMo runs from one start, exported as an ELMo."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import torch
 
 from engine.families.base import LoadOptions
 from engine.families.elmo import adapter as elmo_family
-from engine.training import elmo, soup
+from lab.training import elmo, soup
 from tests.training.test_elmo_export import TINY
 
 VOCAB = ["<S>", "</S>", "<UNK>", "the", "cat", "dog", "sat", "on", "mat", "river", "bank"]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.training import bert, elmo, gpt, locality
+from lab.training import bert, elmo, gpt, locality
 
 
 # a one-layer transformer on 16-token blocks: enough for the loss to fall within seconds
@@ -170,7 +170,7 @@ def test_content_masking_chooses_only_eligible_tokens_at_the_plain_rate():
     # content_tokens leaves out the most frequent ids, non-words and the special tokens
     import torch
 
-    from engine.training.mlm_head import content_tokens
+    from lab.training.mlm_head import content_tokens
     from tests.tiny_models import wordpiece_tokenizer
 
     ids = torch.randint(5, 1000, (400, 50))
@@ -192,7 +192,7 @@ def test_content_masking_chooses_only_eligible_tokens_at_the_plain_rate():
 
 
 def test_sentence_chunks_end_at_sentence_ends_and_keep_every_word():
-    from engine.training.blocks import sentence_chunks
+    from lab.training.blocks import sentence_chunks
 
     docs = [[[1] * 5, [2] * 4, [3] * 20, [4] * 3], [[5] * 2, [6] * 2]]
     words = [[4, 3, 15, 2], [1, 2]]
@@ -279,7 +279,7 @@ def test_elmo_trainer_lowers_both_directions_losses(tiny_elmo):
 def test_device_flag_resolves_and_refuses_cuda_it_does_not_have():
     import torch
 
-    from engine.training.loop import resolve_device, to_device
+    from lab.training.loop import resolve_device, to_device
 
     assert resolve_device("cpu") == "cpu"
     assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
@@ -295,7 +295,7 @@ def test_device_flag_resolves_and_refuses_cuda_it_does_not_have():
 
 @pytest.fixture(scope="module")
 def distilled(tiny_elmo, tiny_corpus, tmp_path_factory):
-    from engine.training import elmo_distill
+    from lab.training import elmo_distill
 
     tmp = tmp_path_factory.mktemp("distill")
     report, history = _run(elmo_distill, tiny_corpus, tmp, [
@@ -336,8 +336,8 @@ def test_teacher_vectors_average_each_words_wordpieces_and_are_computed_once(tmp
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from engine.training.elmo_distill import teacher_vectors
-    from engine.training.bert import installed_dir
+    from lab.training.elmo_distill import teacher_vectors
+    from lab.training.bert import installed_dir
 
     sentences = [["The", "riverbank", "was", "unbelievably", "muddy", "."], ["A", "cat", "."]]
     path = tmp_path / "teacher.npy"
@@ -365,7 +365,7 @@ def test_teacher_vectors_average_each_words_wordpieces_and_are_computed_once(tmp
 def test_residual_targets_are_what_context_adds_to_each_word():
     import numpy as np
 
-    from engine.training.elmo_distill import Centres
+    from lab.training.elmo_distill import Centres
 
     rng = np.random.default_rng(0)
     sentences = [["The", "bank", "rose"], ["the", "bank", "fell"], ["A", "bank", "."]] * 2
@@ -387,7 +387,7 @@ def test_residual_targets_are_what_context_adds_to_each_word():
 def test_relational_batches_group_contexts_of_one_word_and_repeat_by_step():
     import numpy as np
 
-    from engine.training.elmo_distill import GroupedBatches
+    from lab.training.elmo_distill import GroupedBatches
 
     sentences = [["The", "bank", "rose", str(i)] for i in range(8)] + \
         [["a", "river", "ran", str(i)] for i in range(8)] + [["the"] * 3] * 4
@@ -425,7 +425,7 @@ def torch_equal(a, b) -> bool:
 def test_relational_loss_is_zero_when_the_student_ranks_contexts_as_the_teacher():
     import torch
 
-    from engine.training.elmo_distill import standardised_pairs
+    from lab.training.elmo_distill import standardised_pairs
 
     torch.manual_seed(0)
     teacher = torch.randn(12, 5)
@@ -443,7 +443,7 @@ def test_relational_distillation_runs_resumable_and_exports_a_plain_elmo(tiny_el
     import numpy as np
 
     from engine.families.elmo.weights import load_softmax
-    from engine.training import elmo_distill
+    from lab.training import elmo_distill
 
     monkeypatch.setattr(elmo_distill.GroupedBatches, "SKIP_TOP", 3)   # a tiny vocabulary
     report, history = _run(elmo_distill, tiny_corpus, tmp_path, [
@@ -475,7 +475,7 @@ def test_time_schedule_anneals_over_the_budget_whatever_the_planned_words(tmp_pa
 
     import torch
 
-    from engine.training.loop import RunConfig, train
+    from lab.training.loop import RunConfig, train
 
     model = torch.nn.Linear(3, 1)
 
@@ -501,7 +501,7 @@ def test_gpu_bundle_elmo_travels_in_float16_and_loads_back_as_float32(tiny_elmo,
     import torch
 
     from engine.families.elmo.weights import load_allennlp, load_softmax
-    from engine.training import gpu_bundle
+    from lab.training import gpu_bundle
 
     src = tiny_elmo[2]
     packed = gpu_bundle.pack_elmo(src, tmp_path / "init")
@@ -514,7 +514,7 @@ def test_gpu_bundle_elmo_travels_in_float16_and_loads_back_as_float32(tiny_elmo,
 
 
 def test_gpu_bundle_corpus_round_trips_byte_for_byte(tiny_corpus, tmp_path, monkeypatch):
-    from engine.training import gpu_bundle
+    from lab.training import gpu_bundle
 
     monkeypatch.setattr(gpu_bundle, "CORPUS_FILES", ("brown_train.jsonl", "brown_heldout.jsonl"))
     gpu_bundle.pack_corpus(tiny_corpus, tmp_path / "bundle" / "corpus")
@@ -529,8 +529,8 @@ def test_gpu_bundle_teacher_folder_gives_the_engines_teacher_vectors(tmp_path, t
     teacher subcommand links them into every run folder."""
     import numpy as np
 
-    from engine.training import gpu_bundle
-    from engine.training.elmo_distill import _engine_teacher, teacher_vectors
+    from lab.training import gpu_bundle
+    from lab.training.elmo_distill import _engine_teacher, teacher_vectors
 
     folder = gpu_bundle.pack_teacher(tmp_path)
     sentences = [["The", "bank", "raised", "its", "rates", "."],
@@ -552,7 +552,7 @@ def test_gpu_bundle_teacher_folder_gives_the_engines_teacher_vectors(tmp_path, t
 def _grouped(extra=None):
     import numpy as np
 
-    from engine.training.elmo_distill import GroupedBatches
+    from lab.training.elmo_distill import GroupedBatches
 
     sentences = [["The", "bank", "rose", str(i)] for i in range(8)] + \
         [["a", "river", "ran", str(i)] for i in range(8)]
@@ -568,7 +568,7 @@ def _grouped(extra=None):
 def _extra(per_batch=2):
     import numpy as np
 
-    from engine.training.elmo_distill import ExtraGroups
+    from lab.training.elmo_distill import ExtraGroups
 
     sentences = [["she", "played", "the", "bass"], ["a", "bass", "swam", "by"],
                  ["bass", "notes", "rang"], ["they", "grew", "a", "crop"],
@@ -583,7 +583,7 @@ def test_extra_groups_join_each_batch_for_the_relational_loss_only():
     without them sees, their rows carry no LM target, and their teacher rows are their words'."""
     import numpy as np
 
-    from engine.training.elmo import IGNORE
+    from lab.training.elmo import IGNORE
 
     extra, vectors = _extra()
     assert len(extra.groups) == 2                       # the one-context word cannot group
@@ -607,7 +607,7 @@ def test_relational_loss_scores_each_group_size_apart(tiny_elmo):
     corpus or extra, agrees perfectly."""
     import torch
 
-    from engine.training.elmo_distill import init_model
+    from lab.training.elmo_distill import init_model
 
     model, vocab = init_model(tiny_elmo[2], 0, 2.0, 0.0, per_group=4)
     model.eval()
@@ -631,7 +631,7 @@ def test_wordnet_contexts_leave_out_every_lemma_and_text_the_sense_benchmark_sam
     from engine.analysis.wordnet import (WORDNET_DIR, benchmark_examples, inflections,
                                          read_exceptions)
     from engine.text import split_words
-    from engine.training.elmo_distill import wordnet_contexts
+    from lab.training.elmo_distill import wordnet_contexts
 
     sentences, groups, lemmas, info = wordnet_contexts()
     bench = benchmark_examples()

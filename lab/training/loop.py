@@ -262,7 +262,7 @@ def trainer_parser(description: str, model_id: str, *, budget_minutes: float, ma
     trainer adds its architecture's own."""
     import argparse
 
-    from engine.training import corpus
+    from engine.corpus import brown as corpus
 
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--budget-minutes", type=float, default=budget_minutes)
@@ -299,7 +299,7 @@ def add_transformer_args(ap, eval_blocks: int = 64) -> None:
                     help="initial position embeddings (trained either way)")
     ap.add_argument("--local-bias", type=float, default=0.0,
                     help="peak strength of the annealed locality attention bias (0: none; "
-                         "engine/training/locality.py)")
+                         "lab/training/locality.py)")
     ap.add_argument("--local-bias-steps", type=int, default=0,
                     help="steps over which that bias decays linearly to zero")
 
@@ -319,7 +319,7 @@ def run_tokenizer(run_dir: Path, train_fn: Callable[[], Any], tokenizer_cls) -> 
 
 def run_settings(args) -> dict:
     """A run's command-line settings for its report, as JSON values (paths as text), so the
-    cards read numbers as numbers (engine/training/cards.py)."""
+    cards read numbers as numbers (lab/training/cards.py)."""
     from pathlib import PurePath
 
     return {k: str(v) if isinstance(v, PurePath) else v for k, v in vars(args).items()}

@@ -1,6 +1,6 @@
 """Distil a real pretrained encoder's contextual word vectors into the ELMo biLM's top layer.
 
-    python -m engine.training.elmo_distill --init assets/models/elmo-brown --teacher minilm-l6 \\
+    python -m lab.training.elmo_distill --init assets/models/elmo-brown --teacher minilm-l6 \\
         --max-words 3000000 --budget-minutes 70 --run-dir training_runs/elmo-distill \\
         --out training_runs/elmo-distill-out
 
@@ -20,7 +20,7 @@ not exported: what ships is an ordinary ELMo (options.json + weights.hdf5 + LM s
 The run starts from --init (an exported ELMo with its softmax and vocabulary; the vocabulary is
 kept so every softmax row keeps its word). The teacher's vectors for both splits are computed
 once into the run folder (float16, with a progress bar) and reused by a resumed run; training
-checkpoints and resumes like every trainer here (engine/training/loop.py).
+checkpoints and resumes like every trainer here (lab/training/loop.py).
 """
 from __future__ import annotations
 
@@ -33,11 +33,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from engine.training import corpus
-from engine.training.elmo import (IGNORE, BiLmWithSoftmax, Batches, bigram_baseline, export,
-                                  lm_nll_of, load_export, sentence_words)
-from engine.training.loop import (RunConfig, count_parameters, model_device, plot_curves,
-                                   seed_everything, to_device, train, trainer_parser, run_settings)
+from engine.corpus import brown as corpus
+from lab.training.elmo import (IGNORE, BiLmWithSoftmax, Batches, bigram_baseline, export,
+                               lm_nll_of, load_export, sentence_words)
+from lab.training.loop import (RunConfig, count_parameters, model_device, plot_curves,
+                               seed_everything, to_device, train, trainer_parser, run_settings)
 
 TEACHER_BATCH = 64
 
@@ -49,7 +49,7 @@ def teacher_vectors(model_id: str, layers: tuple[int, ...], sentences: list[list
     once into `path` (written whole, then renamed, so an interrupted run computes it again);
     a file with another number of words (another corpus) is computed again.
 
-    model_id: a registry id, or a folder with a Hugging Face encoder (engine.training.gpu_bundle
+    model_id: a registry id, or a folder with a Hugging Face encoder (lab.training.gpu_bundle
     writes minilm-l6-mlm as one, for a lent GPU that has no wheels installed)."""
     offsets = np.concatenate([[0], np.cumsum([len(s) for s in sentences])])
     if path.exists():
@@ -68,7 +68,7 @@ def teacher_vectors(model_id: str, layers: tuple[int, ...], sentences: list[list
         return np.load(path, mmap_mode="r")
     from transformers import AutoModel, AutoTokenizer
 
-    from engine.training.bert import installed_dir
+    from lab.training.bert import installed_dir
 
     torch.set_num_threads(threads)
     folder = folder or installed_dir(model_id)

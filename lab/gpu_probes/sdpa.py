@@ -1,4 +1,4 @@
-"""Probe run once on a lent H100 (2026-11-26, 10:21 UTC), as `python bench/gpu_probes/sdpa.py OUT`:
+"""Probe run once on a lent H100 (2026-11-26, 10:21 UTC), as `python lab/gpu_probes/sdpa.py OUT`:
 the bare forward passes of bench.gpu's BERT-base shape (float16, 16,384 Brown sentences,
 length-sorted batches) under each of SDPA's kernel choices, each over every batch shape for the
 first time after three warm-up batches, as a file of sentences brings them; then the engine's
@@ -16,7 +16,7 @@ sys.path.insert(0, os.getcwd())
 import torch  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
-from bench.gpu_probes.common import mfu, setup  # noqa: E402
+from lab.gpu_probes.common import mfu, setup  # noqa: E402
 
 g, out, path, texts = setup()
 from transformers import AutoModel, AutoTokenizer

@@ -1,7 +1,7 @@
 """Soft labels for minilm-l6-mlm from a real language model: SmolLM2's next-word distributions.
 
-    python -m engine.training.mlm_teacher --threads 1        # ~1 h for Brown's training split
-    python -m engine.training.mlm_teacher --mode prompt --out training_runs/teacher-prompt
+    python -m lab.training.mlm_teacher --threads 1        # ~1 h for Brown's training split
+    python -m lab.training.mlm_teacher --mode prompt --out training_runs/teacher-prompt
 
 Brown is 1M words: too little for an MLM head to learn everyday word knowledge from hard labels
 (the shipped head puts "key" 14th in "He locked the door with a [MASK] ."). SmolLM2-135M read
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.training import corpus
+from engine.corpus import brown as corpus
 
 TEACHER_ID = "smollm2-135m"
 STUDENT_ID = "minilm-l6"        # the encoder whose WordPieces the labels are in (mlm_head.py)
@@ -226,9 +226,9 @@ def training_sentences(corpus_dir: Path) -> list[str]:
 
 
 def text_sentences(folder: Path) -> list[str]:
-    """The usage-example lines of an extra-text folder (engine/training/wordnet.py writes
+    """The usage-example lines of an extra-text folder (lab/training/wordnet.py writes
     "word: definition" lines and example lines; only the examples read as everyday sentences)."""
-    from engine.training.everyday import load_sentences
+    from lab.training.everyday import load_sentences
 
     return [s for s in load_sentences(folder) if ": " not in s]
 
@@ -263,7 +263,7 @@ def load_labels(teacher_dir: Path) -> dict[str, np.ndarray]:
     """Every shard's labels with global sentence indices (the order of training_sentences)."""
     parts = [dict(np.load(f)) for f in sorted(teacher_dir.glob("shard-*.npz"))]
     if not parts:
-        raise SystemExit(f"no teacher labels in {teacher_dir}; run python -m engine.training.mlm_teacher")
+        raise SystemExit(f"no teacher labels in {teacher_dir}; run python -m lab.training.mlm_teacher")
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
@@ -272,7 +272,7 @@ def run(args) -> dict:
     from transformers import AutoTokenizer
 
     from engine.api import Engine
-    from engine.training.bert import installed_dir, specials_of
+    from lab.training.bert import installed_dir, specials_of
 
     student_tok = AutoTokenizer.from_pretrained(str(installed_dir(STUDENT_ID)),
                                                 local_files_only=True)

@@ -1,6 +1,6 @@
 """Train a small GPT-2 (GPT2LMHeadModel from a config) on the Brown corpus.
 
-    python -m engine.training.gpt --budget-minutes 20 --max-words 1100000
+    python -m lab.training.gpt --budget-minutes 20 --max-words 1100000
 
 Byte-level BPE (Radford et al. 2019, section 2.2) trained on the training split with
 `tokenizers`, wrapped as a transformers fast tokenizer. Documents are joined into one stream
@@ -17,14 +17,14 @@ import torch
 from tokenizers import ByteLevelBPETokenizer
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 
-from engine.training import corpus
-from engine.training.bigram import KneserNeyBigram
-from engine.training.blocks import BlockStream, count_words, cut_blocks
-from engine.training.export import fp16_check, write_safetensors_model
-from engine.training.locality import annealed_bias, init_sinusoidal
-from engine.training.loop import (RunConfig, add_transformer_args, count_parameters,
-                                   model_device, plot_curves, run_tokenizer, seed_everything,
-                                   train, trainer_parser, run_settings)
+from engine.corpus import brown as corpus
+from lab.training.bigram import KneserNeyBigram
+from lab.training.blocks import BlockStream, count_words, cut_blocks
+from lab.training.export import fp16_check, write_safetensors_model
+from lab.training.locality import annealed_bias, init_sinusoidal
+from lab.training.loop import (RunConfig, add_transformer_args, count_parameters,
+                               model_device, plot_curves, run_tokenizer, seed_everything,
+                               train, trainer_parser, run_settings)
 
 EOT = "<|endoftext|>"
 ROOT = corpus.ROOT

@@ -1,6 +1,6 @@
 """Train the ELMo biLM (Peters et al. 2018, section 3; bilm-tf) on the Brown corpus.
 
-    python -m engine.training.elmo --budget-minutes 35 --max-words 300000
+    python -m lab.training.elmo --budget-minutes 35 --max-words 300000
 
 The network is engine.families.elmo.modules.ElmoBiLm (char CNN, highway, projection, 2 LSTM
 layers per direction with projection, cell/projection clipping, residual between the layers).
@@ -22,14 +22,14 @@ from typing import Callable
 import numpy as np
 import torch
 
+from engine.corpus import brown as corpus
 from engine.families.elmo.chars import BOS_TOKEN, EOS_TOKEN, batch_char_ids
 from engine.families.elmo.modules import CharCNN, ElmoBiLm
 from engine.families.elmo.weights import Softmax, load_allennlp, load_softmax, save_allennlp
 from engine.text import WORD_RE
-from engine.training import corpus
-from engine.training.bigram import KneserNeyBigram
-from engine.training.loop import (RunConfig, count_parameters, model_device, plot_curves,
-                                   seed_everything, to_device, train, trainer_parser, run_settings)
+from lab.training.bigram import KneserNeyBigram
+from lab.training.loop import (RunConfig, count_parameters, model_device, plot_curves,
+                               seed_everything, to_device, train, trainer_parser, run_settings)
 
 UNK = "<UNK>"
 IGNORE = -100

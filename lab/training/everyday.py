@@ -1,6 +1,6 @@
 """Everyday English written by the bundled SmolLM2: training text a registry does not ship.
 
-    python -m engine.training.everyday --minutes 30 --threads 2     # resumes; appends shards
+    python -m lab.training.everyday --minutes 30 --threads 2     # resumes; appends shards
 
 Brown (1961 prose, 1.1M words) is the only licensed running text here, and the masked LM it
 trains misses everyday blanks ("He locked the door with a [MASK] ." -> door, lock, gun...).
@@ -25,7 +25,7 @@ import re
 import time
 from pathlib import Path
 
-from engine.training import corpus
+from engine.corpus import brown as corpus
 
 TEACHER_ID = "smollm2-135m"
 # What kind of text to write, not what about: the sampling picks the topics.

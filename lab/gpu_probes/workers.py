@@ -1,4 +1,4 @@
-"""Probe run once on a lent H100 (2026-11-26, 10:19 UTC), as `python bench/gpu_probes/workers.py OUT`:
+"""Probe run once on a lent H100 (2026-11-26, 10:19 UTC), as `python lab/gpu_probes/workers.py OUT`:
 the engine's top-layer embed path (bench.gpu.engine_embed, float16, BERT-base shape, 16,384
 Brown sentences) with one or two chunks in flight, eager and compiled, batches of 512 and 1024;
 then torch.profiler's table of the CUDA kernels of eight warm forward passes of 512 sentences.
@@ -13,7 +13,7 @@ import sys
 sys.path.insert(0, os.getcwd())
 import torch  # noqa: E402
 
-from bench.gpu_probes.common import setup  # noqa: E402
+from lab.gpu_probes.common import setup  # noqa: E402
 
 g, out, path, texts = setup()
 res = {}

@@ -1,5 +1,5 @@
 """Probe run once on a lent H200 (2026-11-26, 13:08 UTC), as `git apply
-bench/gpu_probes/uniform.patch; python bench/gpu_probes/uniform.py OUT`: do batches of one token
+lab/gpu_probes/uniform.patch; python lab/gpu_probes/uniform.py OUT`: do batches of one token
 length (no padding, so no attention mask, so SDPA's flash kernel) lift the forward passes and
 the engine's embed path? bench.gpu's BERT-base shape, float16, 16,384 Brown sentences:
 1. bare forward passes over length-sorted padded batches of 512 (a mask: the memory-efficient
@@ -22,8 +22,8 @@ from types import SimpleNamespace
 sys.path.insert(0, os.getcwd())
 import torch  # noqa: E402
 
-from bench.gpu_probes.common import mfu, setup  # noqa: E402
 from engine.families import hf_common as hf  # noqa: E402
+from lab.gpu_probes.common import mfu, setup  # noqa: E402
 
 g, out, path, texts = setup()
 dev = g.DEVICE

@@ -2,10 +2,10 @@
 2022, "Model soups: averaging weights of multiple fine-tuned models improves accuracy without
 increasing inference time").
 
-    python -m engine.training.soup --start assets/models/elmo-brown \\
+    python -m lab.training.soup --start assets/models/elmo-brown \\
         --out training_runs/elmo-soup-out RUN_OUT [RUN_OUT ...] [--weights 1,1,...]
 
-Why: six continuations of elmo-brown's distillation (engine/training/README.md) each moved its
+Why: six continuations of elmo-brown's distillation (lab/training/README.md) each moved its
 top layer's sense geometry a little and each lost a little held-out perplexity to noise of its
 own (bfloat16 on a GPU, fresh optimizer moments at a warm restart, a larger distillation weight).
 Runs fine-tuned from one start stay in one basin of the loss, where the average of their weights
@@ -29,9 +29,9 @@ from typing import Sequence
 import torch
 from tqdm import tqdm
 
-from engine.training import corpus
-from engine.training.elmo import (BiLmWithSoftmax, Batches, evaluate, export, load_export,
-                                  sentence_words)
+from engine.corpus import brown as corpus
+from lab.training.elmo import (BiLmWithSoftmax, Batches, evaluate, export, load_export,
+                               sentence_words)
 
 
 def load(folder: Path) -> tuple[BiLmWithSoftmax, list[str]]:
@@ -132,7 +132,7 @@ def run(args) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m engine.training.soup",
+    ap = argparse.ArgumentParser(prog="python -m lab.training.soup",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="+", help="exported ELMo folders continued from one start")
     ap.add_argument("--out", type=Path, required=True)
