@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 import warnings
@@ -88,6 +87,7 @@ def run_layers(models: list[tuple[str, str]], size: str, fresh: bool,
     """partial: only some models were asked for (--models); the others keep their stored
     results in results/layers.json."""
     from bench.layers import run_model
+    from bench.meta import meta
     from engine.api import Engine, EngineError
 
     work, source = build_workload(size)
@@ -120,6 +120,7 @@ def run_layers(models: list[tuple[str, str]], size: str, fresh: bool,
         finally:
             del engine
         r["signature"] = signature
+        r["meta"] = meta("python -m bench " + " ".join(sys.argv[1:]))
         cached.write_text(json.dumps(r))
         results.append(r)
     if not results:
@@ -178,22 +179,20 @@ def rebuild_reports() -> None:
         (RESULTS / "speed.md").write_text(speed_report(json.loads(speed.read_text())))
 
 
-def write_readme(elapsed: float, size: str, part: str | None = None) -> None:
-    """results/README.md from the reports. After one part (--only), the header that records
-    which run measured what is kept: the rest of results/ was not re-measured."""
+def write_readme() -> None:
+    """results/README.md: what each report is and how to regenerate it. When, where and with
+    what each part was measured is in its JSON's `meta` (bench/meta.py), not in prose."""
     from bench.summary import readme
 
-    path = RESULTS / "README.md"
-    text = readme(RESULTS, elapsed, size, machine())
-    if part and path.exists() and "## Reports" in path.read_text():
-        head = path.read_text().split("## Reports", 1)[0]
-        text = head + "## Reports" + text.split("## Reports", 1)[1]
-    path.write_text(text)
+    (RESULTS / "README.md").write_text(readme(RESULTS))
 
 
-def machine() -> str:
-    return (f"{platform.machine()}, {os.cpu_count()} CPU cores, Python "
-            f"{platform.python_version()}, {platform.system()} {platform.release()}")
+def stamp(name: str, parts: bool = False) -> None:
+    """Give what this run wrote to results/NAME its `meta` (entries kept from earlier runs
+    keep theirs)."""
+    from bench.meta import stamp as _stamp
+
+    _stamp(RESULTS / name, "python -m bench " + " ".join(sys.argv[1:]), parts=parts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,38 +221,45 @@ def main(argv: list[str] | None = None) -> int:
     log(f"models: {', '.join(m for m, _ in models) or 'none'}")
     if args.only in (None, "layers"):
         run_layers(models, size, args.fresh, args.mix_layer_norm, partial=bool(args.models))
-    if args.only == "reports":  # README.md keeps the record of the run that measured
+    if args.only == "reports":  # rewrite, measure nothing
         rebuild_reports()
+        write_readme()
         return 0
     if args.only in (None, "cloze"):
         from bench import cloze
 
         cloze.write(cloze.run([m for m, _ in models], log=log), RESULTS,
                     partial=bool(args.models))
+        stamp("cloze.json")
     if args.only in (None, "speed"):
         from bench.speed import run_speed
 
         run_speed(RESULTS, quick=args.quick, log=log)
+        stamp("speed.json", parts=True)
     if args.only in ("grid", "bank", "embed", "app"):
         from bench.speed import run_part_only
 
         run_part_only(RESULTS, args.only, log=log)
+        stamp("speed.json", parts=True)
     if args.only in (None, "bad-input"):
         from bench import bad_input
 
         log("bad input in the browser (the whole app, bundled models)")
         bad_input.main()
+        stamp("bad_input.json")
     if args.only in (None, "soak"):
         from bench import soak
 
         log("soak: concurrent browser sessions")
         soak.main(["--minutes", "1" if args.quick else "5"])
+        stamp("soak.json")
     if args.only in (None, "corpus"):
         from bench import corpus_index
 
         log("corpus mode: Brown at every layer (about 35 minutes on 2 cores)")
         corpus_index.main(["--sentences", "3000"] if args.quick else [])
-    write_readme(time.perf_counter() - start, size, args.only)
+        stamp("corpus.json")
+    write_readme()
     log(f"done in {time.perf_counter() - start:.0f} s; see results/README.md")
     return 0
 

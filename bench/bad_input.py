@@ -1,7 +1,7 @@
 """Bad input in the browser: every case runs the whole app (Streamlit's AppTest, the real engine)
 and records what the user sees. The test suite runs the same cases on tiny models
 (tests/app/test_bad_input.py); `python -m bench.bad_input` runs them on the bundled models and
-writes results/bad_input.md.
+writes results/bad_input.json and bad_input.md.
 
 A case passes when the app shows no exception and no traceback, every message is one line,
 the sentence box still holds what was typed, and the case's own check holds.
@@ -139,6 +139,20 @@ def report(rows: list[tuple[Case, dict]]) -> str:
             f"sample of all bad input, so the interval says how little {n} cases prove).\n")
 
 
+def record(rows: list[tuple[Case, dict]]) -> dict:
+    """results/bad_input.json: what the user saw in each case, and when it was measured."""
+    from bench.meta import meta
+
+    def message(s: dict) -> str:
+        msgs = s["exception"] + s["error"] + s["warning"] + s["info"]
+        return msgs[0][:110] if msgs else "(no message)"
+
+    return {"cases": [{"case": c.name, "expected": c.expect, "charts": s["charts"],
+                       "message": message(s), "text_kept": s["text_kept"],
+                       "passed": bool(s["passed"])} for c, s in rows],
+            "meta": meta("python -m bench.bad_input")}
+
+
 def main() -> int:
     rows = []
     for case in CASES:
@@ -146,6 +160,7 @@ def main() -> int:
         rows.append((case, run_case(case)))
     out = ROOT / "results" / "bad_input.md"
     out.write_text(report(rows))
+    out.with_suffix(".json").write_text(json.dumps(record(rows), indent=1))
     print(f"wrote {out}: {sum(s['passed'] for _, s in rows)}/{len(rows)} pass")
     return 0 if all(s["passed"] for _, s in rows) else 1
 
