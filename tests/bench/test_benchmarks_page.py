@@ -1,54 +1,72 @@
-"""The Benchmarks page renders results/ for users: a tab per report linked from
-results/README.md, each opening with what it measures, its tables as sortable data, its plots,
-and the method prose in an expander that names no file a clone lacks."""
+"""The Benchmarks page draws results/*.json for users (through bench/views.py, never by parsing
+the Markdown reports): a tab per topic whose JSON is there, each opening with what it measures,
+its tables as sortable data with intervals beside the numbers, per-layer charts with the
+published values, and the method folded away, naming no file a clone lacks."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
+
+from bench import views
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "app" / "pages" / "benchmarks.py"
 PATH = re.compile(r"(?<![\w/.])((?:[\w.-]+/)+[\w.-]+\.(?:md|py|json|tsv|toml|png|txt))")
 
 
-def _linked() -> list[str]:
-    readme = (ROOT / "results" / "README.md").read_text()
-    return [n for n in re.findall(r"\]\(([\w\-.]+\.md)\)", readme)
-            if (ROOT / "results" / n).exists()]
+@pytest.fixture(scope="module")
+def at():
+    page = AppTest.from_file(str(PAGE), default_timeout=60).run()
+    assert not page.exception
+    return page
 
 
-def _tables(markdown: str) -> int:
-    lines = markdown.splitlines()
-    return sum(1 for a, b in zip(lines, lines[1:]) if a.strip().startswith("|")
-               and re.fullmatch(r"\|?[\s:|-]+\|?", b.strip()))
-
-
-def test_page_shows_a_tab_per_linked_report_with_an_explanation_tables_and_plots():
-    linked = _linked()
-    at = AppTest.from_file(str(PAGE), default_timeout=30).run()
-    assert not at.exception
-    assert len(at.tabs) == 1 + len(linked)
+def test_page_shows_a_tab_per_topic_with_an_explanation_tables_and_charts(at):
+    topics = views.available()
+    assert [t.label for t in at.tabs] == [t.title for t in topics]
     # every tab opens with what it measures, for a reader rather than the developer
     assert all(tab.info and len(tab.info[0].value) > 60 for tab in at.tabs)
-    images = [p for n in linked for p in re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)",
-                                                    (ROOT / "results" / n).read_text())]
-    assert len(at.get("image")) == len(images)
-    # every markdown table of every report is a dataframe (the findings table once)
-    expected = sum(_tables((ROOT / "results" / n).read_text()) for n in ["README.md"] + linked)
+    # the findings table once above the tabs, then every table of every topic
+    expected = 1 + sum(len(views.view(t.key).tables) for t in topics) - 1
     assert len(at.dataframe) == expected
+    # charts drawn from the JSON, not the PNGs of the reports
+    assert not at.get("image")
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(charts) == sum(len(views.view(t.key).charts) for t in topics) > 0
     first = at.dataframe[0].value
     assert "reproduced?" in first.columns and "**" not in "".join(first["reproduced?"])
 
 
-def test_page_leads_with_the_reproduced_findings_table_and_names_no_missing_file():
-    readme = (ROOT / "results" / "README.md").read_text()
-    at = AppTest.from_file(str(PAGE), default_timeout=30).run()
-    assert not at.exception
-    if "## Published findings: reproduced?" in readme.splitlines():
-        assert [h.value for h in at.subheader] == ["Published findings: reproduced?"]
+def test_per_layer_charts_are_the_json_values_with_intervals_and_published_points(at):
+    layers = json.loads((ROOT / "results" / "layers.json").read_text())
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    pos = next(c for c in charts if "Part-of-speech" in c["layout"]["title"]["text"])
+    lines = {t["name"]: t for t in pos["data"] if t.get("mode") == "lines+markers"}
+    assert set(lines) == {r["model"] for r in layers}
+    for r in layers:
+        assert lines[r["model"]]["y"] == pytest.approx(r["pos"]["accuracy"])
+    bands = [t for t in pos["data"] if t.get("fill") == "toself"]
+    assert len(bands) == len(layers)         # each model's 95% interval
+    geometry = next(c for c in charts if c["layout"]["title"]["text"].startswith("Anisotropy"))
+    stars = [t for t in geometry["data"] if t.get("marker", {}).get("symbol") == "star"]
+    assert any(t["y"] == [0.978] for t in stars)     # GPT-2's top layer, Ethayarajh 2019
+
+
+def test_the_findings_lead_with_their_published_numbers_and_no_missing_file_is_named(at):
+    assert [h.value for h in at.subheader] == ["Published findings: reproduced?"]
+    findings = at.dataframe[0].value
+    assert str(findings["measured difference"].dtype) == "float64"
+    assert all(ci.startswith("[") and ci.endswith("]")
+               for ci in findings["measured difference: 95% CI"])
+    assert any("0.978" in p for p in findings["published"])
+    assert any("69.0" in p for p in findings["published"])     # Peters et al., ELMo layer 2
     shown = "\n".join(m.value for m in at.markdown) + "\n".join(c.value for c in at.caption)
+    shown += "\n".join(str(v) for d in at.dataframe for col in d.value.columns
+                       for v in d.value[col] if isinstance(v, str))
     for path in PATH.findall(shown):
         if not ((ROOT / path).exists() or (ROOT / "results" / path).exists()):
             assert f"{path} (not in this repository)" in shown, path
@@ -56,25 +74,49 @@ def test_page_leads_with_the_reproduced_findings_table_and_names_no_missing_file
         "shared/reference-numbers.md (not in this repository)", "")
 
 
-def test_number_columns_sort_as_numbers_and_keep_their_intervals():
-    """Every cell was text, so a click on "top-5 (95% CI)" sorted 87.9%, 8.7%, 8.1%, 69.8%...
-    A column of numbers in one unit is now numeric, its interval in a column beside it."""
-    lines = (ROOT / "results" / "cloze.md").read_text().splitlines()
-    start = next(i for i, l in enumerate(lines) if l.startswith("| model | how it fills"))
-    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
-    rows = [[c.strip() for c in l.strip().strip("|").split("|")] for l in lines[start + 2:end]]
-    at = AppTest.from_file(str(PAGE), default_timeout=30).run()
-    assert not at.exception
+def test_number_columns_sort_as_numbers_and_keep_their_intervals(at):
+    """A click on "top-5" once sorted 87.9%, 8.7%, 8.1%, 69.8%... as text. A column of
+    measurements in one unit is numeric, its interval in a column beside it, as the JSON has
+    them."""
+    rows = sorted(json.loads((ROOT / "results" / "cloze.json").read_text()),
+                  key=lambda r: -r["top5"]["rate"])
     shown = next(d.value for d in at.dataframe if list(d.value.columns)[:3] ==
                  ["model", "how it fills", "top-1"])
     assert str(shown["top-5"].dtype) == "float64"
-    assert shown["top-5"].tolist() == [float(r[3].split("%")[0]) for r in rows]
-    assert shown["top-5: 95% CI"].tolist() == [r[3].split(" ", 1)[1] for r in rows]
-    # an interval is no note: "(L4)" and "at L2 (majority ...)" go to a note column
-    pos = next(d.value for d in at.dataframe if "best layer: note" in d.value.columns)
-    assert all(not ci or (ci.startswith("[") and ci.endswith("]"))
-               for ci in pos["best layer: 95% CI"])
-    # a cell that is not one number with an interval stays as written ("3 of 5")
+    assert shown["top-5"].tolist() == pytest.approx([100 * r["top5"]["rate"] for r in rows])
+    assert shown["top-5: 95% CI"].tolist() == [
+        f"[{100 * r['top5']['ci'][0]:.1f}%, {100 * r['top5']['ci'][1]:.1f}%]" for r in rows]
+    pos = next(d.value for d in at.dataframe if "best layer index" in d.value.columns)
+    assert all(ci.startswith("[") and ci.endswith("]") for ci in pos["best layer: 95% CI"])
+    # a cell that is not one number with an interval stays as written ("3 yes")
     summary = at.dataframe[1].value
     assert not str(summary["published findings reproduced?"].dtype).startswith("float")
     assert summary["published findings reproduced?"].tolist()[0].endswith("yes")
+
+
+def test_cloze_gains_are_bench_cloze_s_own():
+    """The page and the docs recompute the paired gains from the items in cloze.json with
+    bench.cloze's bootstrap (same resamples, same seed): the same intervals as cloze.md."""
+    from bench import cloze
+
+    rows = {(r["model"], r["sides"]): r for r in
+            json.loads((ROOT / "results" / "cloze.json").read_text())}
+    a, b = rows[("minilm-l6-mlm", "both")], rows[("minilm-l6-mlm", "both-rescored")]
+    mine = views.paired_gain(views._hits(a), views._hits(b))
+    theirs = cloze.paired_gain(cloze._hits(a), cloze._hits(b))
+    assert (mine.value, mine.lo, mine.hi) == (theirs["gain"], *theirs["ci"])
+    later = {(r["model"], r["sides"]): r for r in
+             json.loads((ROOT / "results" / "cloze_replication.json").read_text())}
+    c = later[("minilm-l6-mlm", "both")]
+    mine = views.set_difference(views._hits(a), views._hits(c))
+    theirs = cloze.difference(cloze._hits(a), cloze._hits(c))
+    assert (mine.value, mine.lo, mine.hi) == (theirs["difference"], *theirs["ci"])
+
+
+def test_every_tab_says_when_and_where_its_numbers_were_measured(at):
+    """Dates, machines and commands come from each JSON entry's `meta`."""
+    captions = [c.value for tab in at.tabs for c in tab.caption]
+    for topic in views.available():
+        if views.view(topic.key).measured:
+            assert any(c.startswith("Measured ") for c in captions)
+    assert any("python -m bench --only layers" in c for c in captions)
