@@ -62,6 +62,15 @@ def test_the_product_never_imports_the_lab():
     assert any(name.startswith("lab.training") for name in modules())    # the lab is scanned
 
 
+def test_pages_import_nothing_from_the_engine():
+    """A page reaches the engine through the app's own modules (app/compute.py for results,
+    app/analysis.py and app/text.py for the helpers it applies to them); lazy imports inside
+    functions count."""
+    bad = {name: sorted(i for i in imports(p, False) if i.split(".")[0] == "engine")
+           for name, p in modules().items() if name.startswith("app.pages")}
+    assert {k: v for k, v in bad.items() if v} == {}
+
+
 def test_model_families_import_nothing_above_them():
     bad = {}
     for name, p in modules().items():

@@ -5,10 +5,8 @@ import pandas as pd
 import streamlit as st
 
 from app import compute, export, figures, state, ui
+from app import analysis as att
 from app import selection as sel
-from engine.analysis import attention as att
-from engine.errors import UnsupportedPrediction
-from engine.families import FAMILIES
 
 
 def view_options(enc) -> tuple[int, int | None, bool]:
@@ -80,7 +78,7 @@ def attention_views(inputs, enc) -> None:
                                units=UNITS[words].lower())
     per_token = {**settings, "units": "tokens"}     # the tabs that do not follow the choice
     names = ["Head view", "Heatmap", "Model view", "Head statistics", "Rollout"]
-    neurons = FAMILIES[enc.family].can("query_key")
+    neurons = compute.family_row(enc.family).can("query_key")
     tabs = st.tabs(names + (["Neuron view"] if neurons else []))
     with tabs[0], ui.guarded():
         options = ["(all)"] + [f"{i}: {t}" for i, t in enumerate(labels)]
@@ -159,7 +157,7 @@ def neuron_view(enc, layer: int, head: int | None, settings: dict) -> None:
     token = options.index(pick)
     try:
         qk = compute.query_key(enc.model_id, enc.text, layer)
-    except UnsupportedPrediction as err:   # the architecture's scores are not a plain q·k
+    except compute.UnsupportedPrediction as err:   # the architecture's scores are not a plain q·k
         st.info(f"No neuron view for this model: {ui.one_line(err)}")
         return
     if qk.softcap:
@@ -224,7 +222,7 @@ def show(fig, name, table, settings) -> None:
 def layer_contributions(inputs, family_name: str, model_id: str, sentence: str) -> None:
     """For a model without attention maps (ELMo's biLSTM has none): each layer's share of each
     word's vector norm, i.e. of its uniform mix."""
-    st.info(f"{model_id} ({FAMILIES[family_name].label}) has no attention maps. Shown "
+    st.info(f"{model_id} ({state.family_name(family_name)}) has no attention maps. Shown "
             "instead: how much each layer contributes to each word's uniform mix (share of the "
             "vector norms).")
     enc = compute.encodings(model_id, (sentence,))[0]
@@ -247,7 +245,7 @@ def render(inputs: state.Inputs) -> None:
         st.session_state[key] = 0
     pick = st.selectbox("Sentence", range(len(labels)), format_func=labels.__getitem__, key=key)
     sentence = inputs.sentences[pick]
-    with_att = [m for f, m in models if FAMILIES[f].can("attention")]
+    with_att = [m for f, m in models if compute.family_row(f).can("attention")]
     if with_att:
         key = state.url_key("att_model", str, choices=with_att)
         if st.session_state.get(key) not in with_att:
@@ -259,8 +257,8 @@ def render(inputs: state.Inputs) -> None:
         else:
             attention_views(inputs, enc)
     for f, m in models:
-        if not FAMILIES[f].can("attention"):
-            st.subheader(FAMILIES[f].label)
+        if not compute.family_row(f).can("attention"):
+            st.subheader(state.family_name(f))
             layer_contributions(inputs, f, m, sentence)
 
 

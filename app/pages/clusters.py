@@ -5,12 +5,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import compute, export, figures, state, ui
+from app import analysis, compute, export, figures, state, ui
 from app import selection as sel
 from app.safe import safe_md
-from engine.analysis import senses
-from engine.analysis.vectors import identical_groups
-from engine.families import FAMILIES
 
 METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
 
@@ -26,17 +23,15 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
                      help=f"Cluster {suggest_from[1] if suggest_from else ''}'s top layer"
                      ) and suggest_from:
             try:  # the model may fail to load: say so here and keep the page
-                tv = compute.target_vectors(suggest_from[1], inputs.sentences, inputs.target,
-                                            inputs.pool)
-                found = senses.suggest_senses(tv.vectors[-1], k=int(k), method=how)
+                found = compute.suggested_senses(suggest_from[1], inputs.sentences,
+                                                 inputs.target, inputs.pool, int(k), how)
             except Exception as exc:  # noqa: BLE001
                 ui.show_error(exc)
             else:
-                for row, lab in zip(tv.rows, found):
+                for row, lab in zip(found.rows, found.clusters):
                     labels[row] = f"sense {lab + 1}"
                 state.set_sense_labels(labels, inputs.sentences)
-                st.session_state["_suggested"] = suggestion_note(
-                    senses.split_quality(tv.vectors[-1], found), suggest_from[1])
+                st.session_state["_suggested"] = suggestion_note(found.quality, suggest_from[1])
         if st.session_state.get("_suggested"):
             kind, text = st.session_state["_suggested"]
             (st.warning if kind == "weak" else st.caption)(text)
@@ -62,7 +57,7 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
     return labels
 
 
-def suggestion_note(q: senses.SplitQuality, model_id: str) -> tuple[str, str]:
+def suggestion_note(q: analysis.SplitQuality, model_id: str) -> tuple[str, str]:
     """Say how the suggested split came out, and when it is weak: it is the model's grouping,
     not the senses (minilm-l6 split the mouse preset 5 : 3)."""
     text = (f"{model_id}'s top layer splits the sentences {' : '.join(map(str, q.sizes))} "
@@ -98,7 +93,7 @@ def overlap_notes(inputs, model_id: str, tv, layer: int, overlaps) -> None:
     shared = overlaps[1]
     if layer == 0 or not shared:
         return
-    left_to_right = FAMILIES[compute.family(model_id)].left_to_right
+    left_to_right = compute.family_row(compute.family(model_id)).left_to_right
     sizes = ", ".join(str(len(g)) for g in shared)
     lines = "; ".join(", ".join(str(tv.rows[i] + 1) for i in g) for g in shared)
     why = (f"they share the words before '{safe_md(inputs.target)}', and a left-to-right "
@@ -148,7 +143,8 @@ def model_view(inputs, model_id, method, labels,
     hover = [inputs.sentences[r] for r in tv.rows]
     hover_bold = [figures.bold_word(h, inputs.target) for h in hover]
     point_labels = [labels[r] for r in tv.rows]
-    overlaps = [identical_groups(tv.vectors[0]), identical_groups(tv.vectors[layer])]
+    overlaps = [analysis.identical_groups(tv.vectors[0]),
+                analysis.identical_groups(tv.vectors[layer])]
     fig = figures.projection_scatter(
         [(f"{tv.layer_names[0]} (baseline)", proj.coords[0]),
          (tv.layer_names[layer], proj.coords[layer])], point_labels, hover_bold,

@@ -11,9 +11,7 @@ import streamlit as st
 from app import compute, export, figures, state, ui
 from app import selection as sel
 from app.safe import safe_md
-from engine.corpus.catalog import (DEFAULT_MAX_LAYERS, brown_index_bytes, default_layers,
-                                   free_bytes)
-from engine.text import MAX_CHARS
+from app.text import MAX_CHARS
 
 METHODS = {"PCA": "pca", "UMAP": "umap"}
 MAX_POINTS = 3000
@@ -79,11 +77,12 @@ def build_offer(have_indexes: bool) -> None:
             ui.show_error(exc)
             return
         n = len(shape.names)
+        default, most = compute.brown_default_layers(n)
         layers = st.multiselect(
-            "Layers", list(range(n)), default=default_layers(n),
+            "Layers", list(range(n)), default=default,
             format_func=lambda i: f"{i}: {shape.names[i]}", key=f"corpus_build_layers-{model}",
-            help=f"Every layer for a model of up to {DEFAULT_MAX_LAYERS}; a deeper one gets "
-                 f"{DEFAULT_MAX_LAYERS} evenly spaced unless you choose others.")
+            help=f"Every layer for a model of up to {most}; a deeper one gets "
+                 f"{most} evenly spaced unless you choose others.")
         if not layers:
             st.warning("Choose at least one layer to index.")
             return
@@ -92,14 +91,14 @@ def build_offer(have_indexes: bool) -> None:
         if state == "complete":
             st.caption(f"Already built: {folder.name}, in the Index list above.")
             return
-        size = brown_index_bytes(len(layers), shape.dim)
+        size = compute.brown_index_bytes(len(layers), shape.dim)
         st.caption(f"{len(layers)} of {n} layers ({shape.dim} dimensions each) into {folder}: "
                    f"about {size / 2**30:.1f} GiB on disk. The time depends on the model; the "
                    "bar shows the time left once the first sentences are in. Leaving the page "
                    "or changing a setting stops the build; building again continues it."
                    + (" A build of these layers stopped before the end: this continues it."
                       if state == "partial" else ""))
-        free = free_bytes(folder)
+        free = compute.free_bytes(folder)
         if size > free:
             st.warning(f"That disk has {free / 2**30:.1f} GiB free, less than the index needs: "
                        "choose fewer layers, or free some space first (a build that fills the "

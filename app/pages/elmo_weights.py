@@ -4,9 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import compute, export, figures, state, ui
-from engine.analysis import projection, senses
-from engine.analysis.vectors import identical_groups
+from app import analysis, compute, export, figures, state, ui
 
 S_RANGE = 10.0
 GAMMA_RANGE = (0.1, 4.0)
@@ -23,9 +21,11 @@ def set_mix(s, gamma: float | None = None) -> None:
         st.session_state["mix_gamma"] = float(np.clip(round(gamma, 2), *GAMMA_RANGE))
 
 
-def learn(vectors: np.ndarray, labels: list[str], do_layer_norm: bool = False) -> None:
+def learn(inputs: state.Inputs, model_id: str, labels: tuple[str, ...],
+          do_layer_norm: bool = False) -> None:
     try:
-        mix = senses.learn_mix(vectors, labels, do_layer_norm=do_layer_norm)
+        mix = compute.learned_mix(model_id, inputs.sentences, inputs.target, inputs.pool,
+                                  labels, do_layer_norm)
     except Exception as exc:  # noqa: BLE001 - shown on the page as one line
         st.session_state["mix_learned"] = ui.one_line(exc)
         return
@@ -33,7 +33,9 @@ def learn(vectors: np.ndarray, labels: list[str], do_layer_norm: bool = False) -
     st.session_state["mix_learned"] = mix
 
 
-def controls(n_layers: int, names, vectors, labels) -> tuple[np.ndarray, float, bool]:
+def controls(inputs: state.Inputs, model_id: str, names, labels: tuple[str, ...],
+             ) -> tuple[np.ndarray, float, bool]:
+    n_layers = len(names)
     for j in range(n_layers):
         state.url_key(s_key(j), float, default=0.0, bounds=(-S_RANGE, S_RANGE))
     state.url_key("mix_gamma", float, default=1.0, bounds=GAMMA_RANGE)
@@ -48,7 +50,7 @@ def controls(n_layers: int, names, vectors, labels) -> tuple[np.ndarray, float, 
     b[2].button("Top layer only", on_click=set_mix,
                 args=([-S_RANGE] * (n_layers - 1) + [S_RANGE],))
     b[3].button("Learn the mix", type="primary", on_click=learn,
-                args=(vectors, labels, layer_norm),
+                args=(inputs, model_id, labels, layer_norm),
                 help="Fit s and γ so the mixed vectors separate your sense labels")
     cols = st.columns(n_layers + 1)
     s = np.array([cols[j].slider(f"s for {names[j]}", -S_RANGE, S_RANGE, step=0.1,
@@ -115,33 +117,32 @@ def render(inputs: state.Inputs) -> None:
     if not ui.missing_target_note(inputs.target, tv.missing, inputs.sentences):
         return
     ui.repeated_target_note(inputs.target, tv.repeated)
-    labels = [state.sense_labels(inputs.sentences)[r] for r in tv.rows]
-    s, gamma, layer_norm = controls(len(tv.layer_names), tv.layer_names, tv.vectors, labels)
-    weights = senses.softmax(s)
+    labels = tuple(state.sense_labels(inputs.sentences)[r] for r in tv.rows)
+    s, gamma, layer_norm = controls(inputs, model_id, tv.layer_names, labels)
+    weights = analysis.softmax(s)
     bars = figures.mix_weights(weights, gamma, tv.layer_names)
     ui.plotly_chart(bars, key="mix-bars")
     export.figure_downloads(bars, "elmo-mix-weights", export.layer_table(
         {"s": s, "softmax_s": weights}, tv.layer_names).assign(gamma=gamma),
         inputs.settings(model=model_id, s=s.tolist(), gamma=gamma,
                         do_layer_norm=layer_norm))
-    mixed = senses.scalar_mix(tv.vectors, s, gamma, do_layer_norm=layer_norm)
-    learned_summary(senses.sense_separation(mixed[None], labels),
-                    senses.sense_separation(tv.vectors[-1][None], labels),
-                    same_point=[list(range(len(mixed)))] == identical_groups(mixed))
-    proj = projection.project(mixed[None], "pca")
+    mix = compute.scalar_mix(model_id, inputs.sentences, inputs.target, inputs.pool,
+                             tuple(float(v) for v in s), gamma, layer_norm, labels)
+    mixed = mix.vectors
+    learned_summary(mix.separation, mix.top_separation, same_point=mix.one_point)
     hover = [inputs.sentences[r] for r in tv.rows]
-    fig = figures.projection_scatter([("mixed vectors (PCA)", proj.coords[0])], labels,
+    fig = figures.projection_scatter([("mixed vectors (PCA)", mix.coords)], list(labels),
                                      [figures.bold_word(h, inputs.target) for h in hover],
                                      title=f"{model_id}: '{inputs.target}', mixed",
                                      numbers=[r + 1 for r in tv.rows])
     ui.plotly_chart(fig, key="mix-scatter")
     export.figure_downloads(fig, "elmo-mix-clusters", pd.DataFrame(
-        {**tv.occurrence_columns(inputs.pool, "scalar mix"), "sentence": hover, "sense": labels,
-         "x": proj.coords[0, :, 0], "y": proj.coords[0, :, 1]}),
+        {**tv.occurrence_columns(inputs.pool, "scalar mix"), "sentence": hover,
+         "sense": list(labels), "x": mix.coords[:, 0], "y": mix.coords[:, 1]}),
         inputs.settings(model=model_id, s=s.tolist(), gamma=gamma, do_layer_norm=layer_norm))
     export.embedding_downloads({"mixed": mixed, "layers": tv.vectors}, mixed,
                                pd.DataFrame({**tv.index_columns(), "sentence": hover,
-                                             "sense": labels}),
+                                             "sense": list(labels)}),
                                f"{inputs.target}-{model_id}-mix",
                                info={"model": model_id, "target": inputs.target,
                                      "pooling": inputs.pool, "layers": list(tv.layer_names),

@@ -12,10 +12,9 @@ import streamlit as st
 
 from app import compute, export, figures, state, ui
 from app import selection as sel
+from app.analysis import MIN_POINTS
 from app.safe import safe_md
-from engine.analysis.projection import MIN_POINTS
-from engine.families import FAMILIES
-from engine.text import left_of_word, mask_word, word_key
+from app.text import left_of_word, mask_word, word_key
 
 METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
 SCOPES = {"the target word": "target", "every word": "all"}
@@ -213,7 +212,7 @@ def side_panel(inputs, opts: dict, labels: list[str]) -> None:
 def predictions(model_id: str, sentence: str, position: int, word: str) -> None:
     """What the model predicts at this position, as it honestly can: a masked LM fills the
     word's place from both sides, a left-to-right model says what it expected next."""
-    family = FAMILIES[compute.family(model_id)]
+    family = compute.family_row(compute.family(model_id))
     try:
         if compute.fills_blank(model_id) == "masked-lm":
             pred = compute.predict("masked", model_id, mask_word(sentence, position), top_k=5)
@@ -233,7 +232,7 @@ def predictions(model_id: str, sentence: str, position: int, word: str) -> None:
 
 
 def attention(model_id: str, sentence: str, position: int, layer: int, word: str) -> None:
-    if not FAMILIES[compute.family(model_id)].can("attention") or layer == 0:
+    if not compute.family_row(compute.family(model_id)).can("attention") or layer == 0:
         return
     got = compute.attention_row(model_id, sentence, position, layer)
     if got is None:

@@ -5,7 +5,6 @@ import pandas as pd
 import streamlit as st
 
 from app import compute, export, figures, state, ui
-from engine.errors import EngineError
 
 METRICS = {  # key: (title, y axis, what it says)
     "self_similarity": ("Self-similarity", "cosine",
@@ -99,7 +98,7 @@ def between_models(inputs, models) -> None:
     model_b = pick_model(c2, "Model B (columns)", "cka_model_b", ids, ids[-1])
     try:
         res = compute.between_models(model_a, model_b, inputs.sentences, inputs.pool)
-    except EngineError as e:
+    except compute.EngineError as e:
         st.info(ui.one_line(e))
         return
     fig = figures.model_cka_heatmap(res.cka, res.low, res.high, res.layer_names_a,

@@ -12,9 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from app import compute, export, figures, state, ui
-from engine.errors import EngineError, UnsupportedPrediction
-from engine.families import FAMILIES
-from engine.text import JOINER_RE, MASK, joined_forms, split_words, word_key
+from app.text import JOINER_RE, MASK, joined_forms, split_words, word_key
 
 
 def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
@@ -71,10 +69,10 @@ def prediction(kind: str, model_id: str, text: str, title: str, inputs, name: st
     try:
         pred = compute.predict(kind, model_id, text, top_k=st.session_state["top_k"],
                                sides=sides, rescore=rescore)
-    except UnsupportedPrediction as exc:
+    except compute.UnsupportedPrediction as exc:
         st.info(ui.one_line(exc))
         return False
-    except EngineError as exc:           # e.g. a blank this model cannot start a text with
+    except compute.EngineError as exc:           # e.g. a blank this model cannot start a text with
         st.warning(f"{title}: {ui.one_line(exc)}")
         return False
     table = pd.DataFrame(pred.as_json())
@@ -110,7 +108,7 @@ def model_column(inputs, family_name: str, model_id: str | None, masked: str, pr
     """Every prediction the model's family can make, asked of the family table: a masked LM
     fills the blank; a left-to-right LM fills it by re-ranking and guesses the next word; with a
     right-to-left LM as well (ELMo) both LMs are shown together and apart."""
-    fam = FAMILIES[family_name]
+    fam = compute.family_row(family_name)
     if fam.can("masked_lm"):
         model_id = masked_lm(model_id, fam.label)
         if model_id is not None:
@@ -155,7 +153,7 @@ def logit_lens(inputs, model_id: str, prefix: str) -> None:
         return
     try:
         lens = compute.logit_lens(model_id, prefix)
-    except UnsupportedPrediction as exc:
+    except compute.UnsupportedPrediction as exc:
         st.info(ui.one_line(exc))
         return
     rows = list(lens.layer_names or [f"layer {i}" for i in range(len(lens.top_tokens))])
@@ -186,13 +184,14 @@ def render(inputs: state.Inputs) -> None:
     st.text(f"The blank: {masked}")     # typed text: never read as markdown ("bank(s)", *x*)
     chosen = dict(models)
     # one column per family that can predict, masked LMs first (they read both sides at once)
-    shown = sorted((name for name, f in FAMILIES.items() if any(map(f.can, PREDICTS))),
-                   key=lambda name: not FAMILIES[name].can("masked_lm"))
+    families = compute.family_rows()
+    shown = sorted((name for name, f in families.items() if any(map(f.can, PREDICTS))),
+                   key=lambda name: not families[name].can("masked_lm"))
     for col, name in zip(st.columns(len(shown)), shown):
         with col:
             model_column(inputs, name, chosen.get(name), masked, prefix, suffix)
     for name, model_id in models:
-        if FAMILIES[name].can("logit_lens"):
+        if families[name].can("logit_lens"):
             logit_lens(inputs, model_id, prefix)
 
 
