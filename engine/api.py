@@ -82,6 +82,7 @@ class Engine:
         self.store = store
         self._identities: dict[str, tuple | None] = {}   # model id -> its key in the store
         self._resolved: dict[str, ModelEntry] = {}   # hub ids and folders, once read
+        self._checked: set[tuple[str, str]] = set()   # (model, folder) that may load
         self._lock = threading.RLock()      # guards adapter loading
 
     # -- models -------------------------------------------------------------------------
@@ -134,8 +135,7 @@ class Engine:
         module = _family_module(family_name)
         source = fetch.gguf_source(path, gguf_file)
         if source is None:
-            if (path / "config.json").is_file():       # a Hugging Face folder
-                self._check_loadable(model_id, path)
+            self._check_loadable(model_id, path)
             return module.load(model_id, path, self.options, progress=progress)
         if not family(family_name).reads_gguf:
             raise EngineError(f"{source.name}: GGUF files hold causal LMs; load a {family_name} "
@@ -145,8 +145,11 @@ class Engine:
         return module.load(model_id, path, self.options, progress=progress, gguf_cache_hit=hit)
 
     def _check_loadable(self, model_id: str, path: Path) -> None:
-        """Refuse, in one line and before transformers reads anything, what would run the
-        checkpoint's own code (pickles) or not fit in the free memory."""
+        """Refuse, in one line and before transformers reads anything (or a cache hashes the
+        files: reading a model too big for memory to hash it takes minutes), what would run
+        the checkpoint's own code (pickles) or not fit in the free memory."""
+        if (model_id, str(path)) in self._checked or not (path / "config.json").is_file():
+            return
         from engine import checkpoint
         from engine.families.base import resolve_device, resolve_dtype
 
@@ -154,12 +157,16 @@ class Engine:
         device = resolve_device(self.options.device)
         dtype = str(resolve_dtype(self.options.dtype, device)).removeprefix("torch.")
         checkpoint.check_memory(path, dtype, device, model_id)
+        self._checked.add((model_id, str(path)))
 
     def _sources(self, model_id: str, progress: bool) -> list[Path]:
         """The folders a model is read from: its own, and its base's for an overlay."""
         entry = self.resolved(model_id)
         base = [self._files(self.entry(entry.base), progress)] if entry.base else []
-        return base + [self._files(entry, progress)]
+        folders = base + [self._files(entry, progress)]
+        for folder in folders:
+            self._check_loadable(model_id, folder)
+        return folders
 
     def hidden_state_encoder(self, model_id: str, progress: bool = True,
                              layers: Sequence[int] | None = None):
@@ -295,6 +302,8 @@ class Engine:
             sources = [local_path(e) if e is not None else None for e in entries]
             if any(p is None or not p.exists() for p in sources):
                 return None
+            for folder in sources:
+                self._check_loadable(model_id, folder)
             code = [ENGINE_ROOT / n for n in ("api.py", "result.py", "text.py", "traced.py")]
             code += sorted((ENGINE_ROOT / "families").rglob("*.py"))
             versions = []

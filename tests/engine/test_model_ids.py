@@ -134,6 +134,12 @@ def test_a_model_too_big_for_the_free_memory_is_refused_before_it_loads(model_di
     with pytest.raises(ModelUnavailable) as err:
         Engine(device="cpu").encode(str(folder), ["a b"])
     msg = str(err.value)
+    # the CLI's path too (a traced graph and its cache key hash the files: 149 GB of zeros,
+    # read before the guard, took minutes); refused at once
+    start = time.monotonic()
+    assert cli.main(["embed", "--model", str(folder), "--input", __file__,
+                     "--output", str(model_dir / "v.npz")]) == 2
+    assert time.monotonic() - start < 20
     assert "40.00B parameters" in msg and "149.0 GB in float32" in msg and "free" in msg
     assert "bfloat16" in msg and "\n" not in msg
 
