@@ -481,7 +481,7 @@ def _soup_stage(soup: dict, stage2: dict) -> str:
     return f"""
 ## Stage 3: the average of {len(runs)} continuations (the shipped weights; report: training_report.json)
 Stage 2's model was continued {len(runs)} times with the same loss (lab/training/README.md,
-"The relational target" and "Continued on a lent GPU"); none of the runs shipped on its own
+elmo-brown's stage 3 and the pilots); none of the runs shipped on its own
 (each is a row of results/elmo_distill.md: most were worse on held-out perplexity, none clearly
 better on senses). The shipped weights are the mean of theirs,
 {how} (`python -m lab.training.soup`, a "model soup", Wortsman et al. 2022): no
