@@ -8,6 +8,7 @@ that load without unpickling code are fetched.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -37,6 +38,18 @@ def looks_like_repo_id(model_id: str) -> bool:
         and ".." not in model_id and not model_id.endswith((".", "-"))
 
 
+def endpoint() -> str:
+    """The hub's address: HF_ENDPOINT (a mirror, or a test's local hub), read at each call."""
+    return os.environ.get("HF_ENDPOINT", f"https://{HUB_HOST}").rstrip("/")
+
+
+def _endpoint_host() -> tuple[str, int]:
+    from urllib.parse import urlparse
+
+    url = urlparse(endpoint())
+    return url.hostname or HUB_HOST, url.port or (80 if url.scheme == "http" else 443)
+
+
 def cache_root() -> Path:
     if os.environ.get("HF_HUB_CACHE"):
         return Path(os.environ["HF_HUB_CACHE"]).expanduser()
@@ -59,7 +72,29 @@ def cached_snapshot(repo_id: str) -> Path | None:
         snaps = sorted((repo / "snapshots").glob("*")) if (repo / "snapshots").is_dir() else []
         commit = snaps[-1].name if snaps else ""
     snap = repo / "snapshots" / commit
-    return snap if commit and (snap / "config.json").is_file() else None
+    return snap if commit and _complete(snap) else None
+
+
+def _complete(snap: Path) -> bool:
+    """A snapshot a model loads from: its config and its weights (every shard an index names).
+    A config alone is what reading a repo's kind leaves behind."""
+    if not (snap / "config.json").is_file():
+        return False
+    index = snap / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards = set(json.loads(index.read_text())["weight_map"].values())
+        except (OSError, ValueError, KeyError):
+            return False
+        return all((snap / shard).is_file() for shard in shards)
+    return any(snap.glob("*.safetensors"))
+
+
+def _config_only(repo_id: str) -> Path | None:
+    """A snapshot holding the repo's config without its weights (what kind() fetched)."""
+    snaps = cache_root() / ("models--" + repo_id.replace("/", "--")) / "snapshots"
+    found = sorted(snaps.glob("*/config.json")) if snaps.is_dir() else []
+    return found[-1].parent if found else None
 
 
 def cached_repos() -> list[str]:
@@ -107,6 +142,9 @@ def kind(repo_id: str) -> Kind:
     snap = cached_snapshot(repo_id)
     if snap is not None:
         return kind_of(read_config(snap), shown(repo_id))
+    partial = _config_only(repo_id)
+    if partial is not None:
+        return kind_of(read_config(partial), shown(repo_id))
     cfg_file = _download_one(repo_id, "config.json")
     return kind_of(read_config(Path(cfg_file).parent), shown(repo_id))
 
@@ -114,7 +152,7 @@ def kind(repo_id: str) -> Kind:
 def _check_online(repo_id: str) -> None:
     if offline():
         raise _needs_download(repo_id, "which cannot be reached (HF_HUB_OFFLINE is set)")
-    if not reachable(HUB_HOST):
+    if not reachable(*_endpoint_host()):
         raise _needs_download(repo_id, "which cannot be reached")
 
 
@@ -135,7 +173,8 @@ def _download_one(repo_id: str, filename: str) -> str:
 
     _check_online(repo_id)
     try:
-        return hf_hub_download(repo_id, filename, cache_dir=str(cache_root()), etag_timeout=10)
+        return hf_hub_download(repo_id, filename, cache_dir=str(cache_root()), etag_timeout=10,
+                               endpoint=endpoint())
     except Exception as err:  # noqa: BLE001 - hub errors of every kind become one line
         raise _hub_error(repo_id, err) from err
 
@@ -163,7 +202,7 @@ def plan(repo_id: str) -> DownloadPlan:
 
     _check_online(repo_id)
     try:
-        info = HfApi().model_info(repo_id, files_metadata=True, timeout=10)
+        info = HfApi(endpoint=endpoint()).model_info(repo_id, files_metadata=True, timeout=10)
     except Exception as err:  # noqa: BLE001
         raise _hub_error(repo_id, err) from err
     files = tuple((s.rfilename, int(s.size or 0)) for s in info.siblings or []
@@ -191,7 +230,8 @@ def snapshot(repo_id: str, progress: bool = True,
     done = 0
     for name, size in todo.files:
         try:
-            path = hf_hub_download(repo_id, name, cache_dir=str(cache_root()), etag_timeout=10)
+            path = hf_hub_download(repo_id, name, cache_dir=str(cache_root()), etag_timeout=10,
+                                   endpoint=endpoint())
         except Exception as err:  # noqa: BLE001
             raise _hub_error(repo_id, err) from err
         done += size

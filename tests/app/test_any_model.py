@@ -5,6 +5,7 @@ import pytest
 
 from tests.app.helpers import app, figures, messages, no_failures
 from tests.arch_zoo import into_hub_cache, save_arch
+from tests.engine.test_hub_download import hub  # noqa: F401 - the local hub fixture
 
 pytestmark = pytest.mark.usefixtures("tiny_engine")
 
@@ -76,3 +77,24 @@ def test_loading_a_model_in_the_app_prints_no_library_bars(tiny_engine, capfd):
     capfd.readouterr()
     engine.adapter(tiny_engine.gpt)
     assert "Loading weights" not in capfd.readouterr().err
+
+
+def test_a_hub_model_not_yet_here_shows_its_size_and_downloads_on_a_click(hub):
+    """Online (a local stand-in for the hub): the box says the model needs a download, the
+    button names its files and size before anything is fetched, a click fetches it with a
+    progress bar, and the model is shown."""
+    from tests.engine.test_hub_download import FakeHub
+
+    at = app()
+    at.query_params["model_gpt"] = "org/tiny-neox"
+    at.run()
+    assert any("needs a download" in e for e in messages(at)["error"])
+    button = next(b for b in at.sidebar.button if b.key == "download_gpt")
+    total = sum(f.stat().st_size for f in hub.iterdir()
+                if f.suffix in (".json", ".safetensors", ".txt", ".model")) / 2**20
+    assert button.label.endswith(f"files, {total:,.1f} MB")
+    assert "model.safetensors" not in FakeHub.fetched
+    button.click().run()
+    assert "model.safetensors" in FakeHub.fetched and "pytorch_model.bin" not in FakeHub.fetched
+    no_failures(at)
+    assert any("org/tiny-neox" in str(f["layout"].get("title", "")) for f in figures(at))
