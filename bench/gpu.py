@@ -388,8 +388,8 @@ def report(result: dict) -> str:
              "a text).", "",
              "No confidence intervals: each row is one timed pass over all the sentences (after "
              "a warm-up), because a lent GPU gives minutes, not repeats. What varies is the host "
-             "side between machines (results/README.md gives another machine's run of the same "
-             "code); compare rows of one run, not runs.", ""]
+             "side between machines (the notes below quote other runs of the same code); compare "
+             "rows of one run, not runs.", ""]
     rows = []
     for r in result["rows"]:
         what = (f"{r['texts']} ({r['sentences']:,} texts, {r['tokens']:,} tokens)"

@@ -13,7 +13,7 @@ the same cores: 2 actors ran at 0.70-0.80x of the local engine per core (6,000 B
 
 A local cluster starts on demand (`ray.init(num_cpus=workers)`); `--ray-address` joins a
 running one (`ray start --head` on the head node, `ray start --address=HEAD:6379` on the
-others; see README.md). On a real cluster every node must reach the index folder (a shared
+others; see docs/corpus.md). On a real cluster every node must reach the index folder (a shared
 file system), since the actors write there.
 """
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The family table: the engine loads any registered family, the README shows the table."""
+"""The family table: the engine loads any registered family, docs/development.md shows the
+table."""
 from __future__ import annotations
 
 import re
@@ -83,8 +84,8 @@ def test_results_only_accept_registered_families():
                  token_to_word=np.zeros(1, int), hidden_states=np.zeros((1, 1, 2), np.float32))
 
 
-def test_the_readme_shows_the_table_as_it_is():
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_show_the_table_as_it_is():
+    readme = (ROOT / "docs" / "development.md").read_text()
     readme = readme[readme.index("The family table"):readme.index("tests/test_layering.py")]
     rows = re.findall(r"^\| `(\w+)` \| (\w+) \| ([\w.]+)[^|]*\| ([^|]+) \|$", readme, re.M)
     shown = {name: (label, module, {c.strip().lower().replace(" ", "_") for c in caps.split(",")})
