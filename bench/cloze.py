@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -371,6 +372,8 @@ def score_overlays(folders: list[Path], base_id: str = "minilm-l6-mlm", log=prin
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bench.meta import stamp
+
     ap = argparse.ArgumentParser(prog="python -m bench.cloze", description=__doc__.split("\n")[0])
     ap.add_argument("--models", help="comma-separated model ids (default: every one that fills)")
     ap.add_argument("--overlays", nargs="+", type=Path, metavar="DIR",
@@ -383,16 +386,19 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"ask every model (or --models) on assets/cloze/{REPLICATION.name} "
                          f"instead; writes results/{REPLICATION_JSON} and cloze.md")
     args = ap.parse_args(argv)
+    command = "python -m bench.cloze " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.replicate:
         _store(ROOT / "results" / REPLICATION_JSON,
                run(args.models.split(",") if args.models else None, path=REPLICATION),
                partial=bool(args.models))
+        stamp(ROOT / "results" / REPLICATION_JSON, command)
         write(json.loads((ROOT / "results" / "cloze.json").read_text()), ROOT / "results")
         print(f"wrote {ROOT / 'results' / REPLICATION_JSON} and cloze.md")
         return 0
     if args.wordnet:
         check = wordnet_check(args.wordnet)
         (ROOT / "results" / WORDNET_JSON).write_text(json.dumps(check, indent=1))
+        stamp(ROOT / "results" / WORDNET_JSON, command)
         write(json.loads((ROOT / "results" / "cloze.json").read_text()), ROOT / "results")
         print(f"wrote {ROOT / 'results' / WORDNET_JSON} and cloze.md")
         return 0
@@ -401,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = run(args.models.split(",") if args.models else None)
     write(results, ROOT / "results", partial=bool(args.models))
+    stamp(ROOT / "results" / "cloze.json", command)
     print(f"wrote {ROOT / 'results' / 'cloze.md'}")
     return 0
 

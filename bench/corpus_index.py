@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -581,7 +582,10 @@ def main(argv=None) -> int:
     brown = sources.brown()
     sentences = list(brown.sentences[:args.sentences] if args.sentences else brown.sentences)
     tmp = Path(tempfile.mkdtemp(prefix="ctxlens-corpus-bench-"))
-    result = {"machine": f"{platform.machine()}, {os.cpu_count()} CPU cores"}
+    from bench.meta import meta
+
+    result = {"machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
+              "meta": meta("python -m bench.corpus_index " + " ".join(argv or sys.argv[1:]))}
     try:
         sample = _spread(sentences, 3000)
         embed_rate = _embed_rate(args.model, sample, threads=2)

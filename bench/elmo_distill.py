@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 
 from engine.analysis.bootstrap import with_ci
+from bench.meta import meta
 from bench.store import merge
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for item in args.candidates:
         label, _, folder = item.partition("=")
-        rows.append(measure(label, Path(folder)))
+        rows.append({**measure(label, Path(folder)),
+                     "meta": meta("python -m bench.elmo_distill " + " ".join(args.candidates))})
         print(f"{label}: goal {'met' if goal_met(rows[-1]) else 'not met'}", flush=True)
     rows = merge(RESULTS / "elmo_distill.json", rows, lambda r: r["label"])
     (RESULTS / "elmo_distill.json").write_text(json.dumps(rows, indent=1))

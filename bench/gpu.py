@@ -291,12 +291,15 @@ def run(n_sentences: int = 16384, batch_sizes=(512, 2048), dtypes=("bfloat16", "
         log=print, kinds=ALL_KINDS) -> dict:
     import torch
 
+    from bench.meta import meta
+
     if DEVICE == "cuda" and not torch.cuda.is_available():
         return {"skipped": "no CUDA device here (torch.cuda.is_available() is False)"}
     name = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (dry run)"
     peak = next((v for k, v in NOMINAL_PEAK.items() if k in name), None)
     out: dict = {"device": name, "peak_tflops": peak / 1e12 if peak else None,
-                 "torch": torch.__version__}
+                 "torch": torch.__version__,
+                 "meta": meta("python -m bench.gpu " + " ".join(sys.argv[1:]))}
     tmp = Path(tempfile.mkdtemp(prefix="ctxlens-gpu-"))
     path, out["model"] = bench_model(tmp, log)
     texts = texts_for(n_sentences)

@@ -27,6 +27,7 @@ import json
 import os
 import random
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -306,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
                                 long=min(args.long, args.sessions), idle=args.idle,
                                 pages=pages))
     s = summarise(run, args.sessions, args.minutes, log_path.read_text())
+    from bench.meta import meta
+
+    s["meta"] = meta("python -m bench.soak " + " ".join(argv if argv is not None else sys.argv[1:]))
     args.out.mkdir(exist_ok=True)
     (args.out / "soak.json").write_text(json.dumps(s, indent=1))
     (args.out / "soak.md").write_text(report(s))
