@@ -585,7 +585,8 @@ def main(argv=None) -> int:
     from bench.meta import meta
 
     result = {"machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
-              "meta": meta("python -m bench.corpus_index " + " ".join(argv or sys.argv[1:]))}
+              "meta": meta("python -m bench.corpus_index "
+                           + " ".join(argv if argv is not None else sys.argv[1:]))}
     try:
         sample = _spread(sentences, 3000)
         embed_rate = _embed_rate(args.model, sample, threads=2)
