@@ -261,8 +261,8 @@ MODEL_VIEW_MAX_CELLS = 2_000_000
 
 
 def attention_grid_cells(layers: int, heads: int, tokens: int) -> int:
-    """The cells of attention_grid's heatmap, gaps included."""
-    return layers * heads * (tokens + 1) ** 2
+    """The attention weights attention_grid draws (the gaps between its maps aside)."""
+    return layers * heads * tokens ** 2
 
 
 def attention_grid(att: np.ndarray, layer_names: Sequence[str] | None = None) -> go.Figure:

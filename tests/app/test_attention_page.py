@@ -257,7 +257,7 @@ def test_a_sentence_too_long_for_the_model_view_says_so_in_one_line(tiny_engine,
     at = page("attention").run()
     no_failures(at)
     n = len(_encoding(tiny_engine.gpt).tokens)
-    cells = LAYERS * HEADS * (n + 1) ** 2
+    cells = LAYERS * HEADS * n ** 2
     said = [i for i in messages(at)["info"] if "too long for the model view" in i]
     assert len(said) == 1 and f"{cells:,} cells" in said[0] and "at most 100" in said[0]
     assert not [f for f in figures(at)
