@@ -53,6 +53,7 @@ def run_page(render: Callable[[state.Inputs], None]) -> None:
     finally:
         state.write_url()
         state.settings_button()
+        compute.trim_heap_soon()
 
 
 @contextmanager
