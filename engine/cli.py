@@ -28,16 +28,28 @@ def _parser() -> argparse.ArgumentParser:
                                 "ELMo, GPT and BERT, layer by layer.")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("models", help="list the model registry and what is available here")
+    # in this order in --help
+    for add in (_embed_args, _attention_args, _predict_args, _index_args, _neighbours_args,
+                _stats_args, _compare_args):
+        add(sub)
+    return p
 
-    def model_args(sp):
-        sp.add_argument("--model", required=True, help="registry id (see `ctxlens models`), a "
-                        "Hugging Face hub id (org/name) or a model directory under "
-                        "CTXLENS_MODEL_DIRS")
-        sp.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-        sp.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
 
+def _model_args(sp) -> None:
+    sp.add_argument("--model", required=True, help="registry id (see `ctxlens models`), a "
+                    "Hugging Face hub id (org/name) or a model directory under "
+                    "CTXLENS_MODEL_DIRS")
+    _device_args(sp)
+
+
+def _device_args(sp) -> None:
+    sp.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    sp.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+
+
+def _embed_args(sub) -> None:
     e = sub.add_parser("embed", help="word vectors of every layer for a file of sentences")
-    model_args(e)
+    _model_args(e)
     e.add_argument("--input", required=True, help="text file, one sentence per line")
     e.add_argument("--output", required=True, help="output .npz")
     e.add_argument("--pool", default="mean", choices=POOLINGS,
@@ -52,8 +64,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="run a transformer through torch.compile: a minute to compile, then "
                         "faster batches (for large files on a GPU)")
 
+
+def _attention_args(sub) -> None:
     a = sub.add_parser("attention", help="attention maps of every layer and head for one text")
-    model_args(a)
+    _model_args(a)
     a.add_argument("--text", required=True)
     a.add_argument("--output", required=True, help="output .npz: attentions [layers, heads, "
                    "tokens, tokens] (rows attend to columns), tokens, token_to_word, words, "
@@ -69,8 +83,10 @@ def _parser() -> argparse.ArgumentParser:
                    "that attentions = softmax(cap(query @ keyᵀ × scale)) over the allowed keys, "
                    "cap(s) = softcap·tanh(s / softcap)")
 
+
+def _predict_args(sub) -> None:
     pr = sub.add_parser("predict", help="top-k masked / next / previous word as JSON")
-    model_args(pr)
+    _model_args(pr)
     g = pr.add_mutually_exclusive_group(required=True)
     g.add_argument("--text", help='a text with one [MASK], e.g. "The [MASK] barked ." (BERT: '
                    "its MLM head; GPT and ELMo fill it from both sides, see --sides)")
@@ -93,9 +109,11 @@ def _parser() -> argparse.ArgumentParser:
                          "how many) and lists at most those")
     pr.add_argument("--output", help="with --input: write the JSON lines here, not to stdout")
 
+
+def _index_args(sub) -> None:
     ix = sub.add_parser("index", help="embed every word of a corpus into a vector database "
                         "(resumable: run it again to continue)")
-    model_args(ix)
+    _model_args(ix)
     ix.add_argument("--corpus", required=True, help="brown, a text file (one sentence a "
                     "line), a folder of .txt files, or hf:NAME[:split[:column]]")
     ix.add_argument("--output", help="index folder; for --corpus brown it may be left out: "
@@ -112,6 +130,8 @@ def _parser() -> argparse.ArgumentParser:
     ix.add_argument("--replace-older", action="store_true", help="an index of an older "
                     "ctxlens format in --output is deleted and built again")
 
+
+def _neighbours_args(sub) -> None:
     nb = sub.add_parser("neighbours", help="the nearest occurrences in an index of a word in "
                         "its sentence")
     nb.add_argument("--index", required=True, help="index folder (ctxlens index)")
@@ -125,6 +145,8 @@ def _parser() -> argparse.ArgumentParser:
                     "index")
     nb.add_argument("--json", action="store_true", help="one JSON object a line")
 
+
+def _stats_args(sub) -> None:
     st_ = sub.add_parser("stats", help="Ethayarajh's per-layer statistics over an index, with "
                          "95%% intervals")
     st_.add_argument("--index", required=True)
@@ -132,6 +154,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="sentences drawn (seeded) for the statistics; 0: all")
     st_.add_argument("--json", action="store_true")
 
+
+def _compare_args(sub) -> None:
     cm = sub.add_parser("compare", help="layer x layer linear CKA between two models on the "
                         "same sentences, with 95%% bootstrap intervals over the sentences")
     cm.add_argument("--models", required=True, metavar="A,B",
@@ -147,9 +171,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="bootstrap resamples of the sentences (default 1000)")
     cm.add_argument("--sample", type=int, default=0,
                     help="draw this many sentences (seeded) from the file; 0: all (default)")
-    cm.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    cm.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
-    return p
+    _device_args(cm)
 
 
 PREDICT_KINDS = ("masked", "next", "previous")

@@ -263,58 +263,20 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
     owns), instead of a one-line refusal."""
     from engine.api import Engine
 
-    if engine_kind not in ("local", "ray"):
-        raise EngineError(f"--engine is local or ray (got {engine_kind!r})")
-    if batch_size < 1 or commit_sentences < 1:
-        raise EngineError("--batch-size must be at least 1")
-    if ray_workers < 1:
-        raise EngineError(f"--workers must be at least 1 (got {ray_workers})")
-    folder = Path(out).expanduser()
-    if folder.exists() and not folder.is_dir():
-        raise EngineError(f"--output {folder} is a file; give a folder for the index")
+    folder = _checked_output(out, engine_kind, batch_size, commit_sentences, ray_workers)
     corpus = sources.load(src, progress=progress)
     eng = engine or Engine(device=device, dtype=dtype, cache_size=0)
-    info = eng.adapter(model_id, progress=progress).info
-    chosen = parse_layers(layers, info.n_layers + 1)
-    probe = eng.encode(model_id, [corpus.sentences[0]])[0]
-    names = list(probe.layer_names or [f"layer {i}" for i in range(probe.n_layers)])
-    manifest = Manifest(MANIFEST_SCHEMA, model_id, info.family, pool, corpus.name,
-                        corpus.digest, len(corpus.sentences), chosen,
-                        [names[i] for i in chosen], info.dim, skipped_lines=len(corpus.skipped),
-                        versions=_versions())
+    manifest = _planned_manifest(eng, model_id, corpus, layers, pool, progress)
+    chosen, n_sentences = manifest.layers, len(corpus.sentences)
     folder.mkdir(parents=True, exist_ok=True)
     with _build_lock(folder):
-        old_schema = older_format(folder)
-        if old_schema and replace_older:
-            if progress:
-                print(f"ctxlens: {folder} holds a {old_schema} index, which this ctxlens does "
-                      f"not read; building it again ({MANIFEST_SCHEMA})", flush=True)
-            _clear(folder)
-        if (folder / "manifest.json").exists():
-            old = Manifest.read(folder)
-            _check_same(old, manifest, folder)
-            if old.complete:
-                return old
-            manifest.build = old.build
-        manifest.write(folder)
+        built = _resume(folder, manifest, replace_older, progress)
+        if built is not None:
+            return built
         db = _connect(folder)
-        if SENT not in _tables(db) or db.open_table(SENT).count_rows() != len(corpus.sentences):
-            import pyarrow as pa
-
-            db.create_table(SENT, pa.table({"sentence_id": np.arange(len(corpus.sentences)),
-                                            "text": list(corpus.sentences)}), mode="overwrite")
-        _drop_partial_files(folder)
-        have = _tables(db)
-        tables = {layer: (db.open_table(layer_table(layer)) if layer_table(layer) in have
-                          else db.create_table(layer_table(layer), schema=schema(info.dim)))
-                  for layer in chosen}
-        done = align_tables(tables)
-        todo = np.setdiff1d(np.arange(len(corpus.sentences)), done).tolist()
-        runs = manifest.build.setdefault("runs", [])
-        runs.append({"engine": engine_kind,
-                     "started_at_sentence": todo[0] if todo else len(corpus.sentences),
-                     "sentences_indexed_before": len(done),
-                     "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
+        tables, done = _open_tables(db, folder, corpus.sentences, chosen, manifest.dim)
+        todo = np.setdiff1d(np.arange(n_sentences), done).tolist()
+        run = _new_run(manifest, engine_kind, todo[0] if todo else n_sentences, len(done))
         manifest.write(folder)
         t0 = time.perf_counter()
         from tqdm import tqdm
@@ -323,7 +285,7 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
         # sentences in the tables: counted here, as a disabled tqdm (progress=False, the app's
         # builds) leaves its own count where it started
         written = [before]
-        with tqdm(total=len(corpus.sentences), initial=before, unit="sent",
+        with tqdm(total=n_sentences, initial=before, unit="sent",
                   desc=f"index {model_id}", disable=not progress, mininterval=1.0) as bar:
             def advance(n_sent: int, at: float | None = None) -> None:
                 """`n_sent` more sentences written (at perf_counter `at`, if not now); progress
@@ -334,44 +296,129 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
                 # from the first block's worth of sentences on, the build runs at its steady rate,
                 # without the start-up (for Ray: the cluster and one model per actor); the trace
                 # of every commit lets a benchmark fit that rate instead of reading two points
-                runs[-1].setdefault("progress", []).append([seconds, written[0] - before])
+                run.setdefault("progress", []).append([seconds, written[0] - before])
                 if written[0] - before >= min(commit_sentences, len(todo)):
-                    runs[-1].setdefault("first_block", {"seconds": seconds,
-                                                        "sentences": written[0] - before})
+                    run.setdefault("first_block", {"seconds": seconds,
+                                                   "sentences": written[0] - before})
                 if on_progress is not None:           # the app's progress bar
-                    on_progress(written[0], len(corpus.sentences))
+                    on_progress(written[0], n_sentences)
 
             if on_progress is not None:       # where this run starts: a bar can time from here
-                on_progress(before, len(corpus.sentences))
+                on_progress(before, n_sentences)
             try:
                 if engine_kind == "local":
                     _write_local(eng, model_id, todo, corpus.sentences, chosen, pool, batch_size,
-                                 commit_sentences, tables, info.dim, advance)
+                                 commit_sentences, tables, manifest.dim, advance)
                 else:
                     from engine.corpus import ray_embed
 
                     for n_sent in ray_embed.write(model_id, todo, corpus.sentences, chosen, pool,
                                                   batch_size, device, dtype, ray_address,
                                                   ray_workers, commit_sentences, folder / "db",
-                                                  info.dim):
+                                                  manifest.dim):
                         advance(n_sent)
             except Exception as err:  # noqa: BLE001 - lance (or an actor, wrapped by Ray)
-                said = _engine_error(err)
-                if said is not None:  # an actor's one-line error, inside Ray's wrappers
-                    raise EngineError(str(said)) from None
-                if _disk_full(err):   # reports a full disk its way
-                    raise EngineError(
-                        f"the disk under {folder} is full: {written[0]:,} of "
-                        f"{len(corpus.sentences):,} sentences are indexed and kept; free some "
-                        "space and run the same command again to continue") from None
+                said = _write_error(err, folder, written[0], n_sentences)
+                if said is not None:
+                    raise said from None
                 raise
             if engine_kind == "ray":
                 # the actors wrote to the tables: open them again at their latest version
                 tables = {layer: db.open_table(layer_table(layer)) for layer in chosen}
-        runs[-1]["seconds"] = round(time.perf_counter() - t0, 1)
-        runs[-1]["sentences"] = len(todo)
+        run["seconds"] = round(time.perf_counter() - t0, 1)
+        run["sentences"] = len(todo)
         finish(folder, manifest, tables, progress)
         return manifest
+
+
+def _checked_output(out: str | Path, engine_kind: str, batch_size: int, commit_sentences: int,
+                    ray_workers: int) -> Path:
+    """The index folder, once the build's options are known to be usable."""
+    if engine_kind not in ("local", "ray"):
+        raise EngineError(f"--engine is local or ray (got {engine_kind!r})")
+    if batch_size < 1 or commit_sentences < 1:
+        raise EngineError("--batch-size must be at least 1")
+    if ray_workers < 1:
+        raise EngineError(f"--workers must be at least 1 (got {ray_workers})")
+    folder = Path(out).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise EngineError(f"--output {folder} is a file; give a folder for the index")
+    return folder
+
+
+def _planned_manifest(eng, model_id: str, corpus, layers: str, pool: str,
+                      progress: bool) -> Manifest:
+    """What the index will hold: the model's chosen layers, named as the engine names them
+    (from one sentence through the model), and the corpus they are read from."""
+    info = eng.adapter(model_id, progress=progress).info
+    chosen = parse_layers(layers, info.n_layers + 1)
+    probe = eng.encode(model_id, [corpus.sentences[0]])[0]
+    names = list(probe.layer_names or [f"layer {i}" for i in range(probe.n_layers)])
+    return Manifest(MANIFEST_SCHEMA, model_id, info.family, pool, corpus.name,
+                    corpus.digest, len(corpus.sentences), chosen,
+                    [names[i] for i in chosen], info.dim, skipped_lines=len(corpus.skipped),
+                    versions=_versions())
+
+
+def _resume(folder: Path, manifest: Manifest, replace_older: bool,
+            progress: bool) -> Manifest | None:
+    """The complete index already in `folder` (nothing to build), else None with `manifest`
+    written there: an older format's index cleared first (replace_older), a stopped build of
+    the same index continued (its runs kept), another index refused."""
+    old_schema = older_format(folder)
+    if old_schema and replace_older:
+        if progress:
+            print(f"ctxlens: {folder} holds a {old_schema} index, which this ctxlens does "
+                  f"not read; building it again ({MANIFEST_SCHEMA})", flush=True)
+        _clear(folder)
+    if (folder / "manifest.json").exists():
+        old = Manifest.read(folder)
+        _check_same(old, manifest, folder)
+        if old.complete:
+            return old
+        manifest.build = old.build
+    manifest.write(folder)
+    return None
+
+
+def _open_tables(db, folder: Path, sentences, layers, dim: int) -> tuple[dict, np.ndarray]:
+    """The sentence table, written where missing or short, and a table per layer; a stopped
+    build's half-written files dropped and its tables cut back to the sentences every layer
+    holds. -> ({layer: table}, the sentence ids already indexed)."""
+    if SENT not in _tables(db) or db.open_table(SENT).count_rows() != len(sentences):
+        import pyarrow as pa
+
+        db.create_table(SENT, pa.table({"sentence_id": np.arange(len(sentences)),
+                                        "text": list(sentences)}), mode="overwrite")
+    _drop_partial_files(folder)
+    have = _tables(db)
+    tables = {layer: (db.open_table(layer_table(layer)) if layer_table(layer) in have
+                      else db.create_table(layer_table(layer), schema=schema(dim)))
+              for layer in layers}
+    return tables, align_tables(tables)
+
+
+def _new_run(manifest: Manifest, engine_kind: str, first: int, n_done: int) -> dict:
+    """This run's record in the manifest's build runs (a resumed build lists each run), from
+    sentence `first`, with `n_done` sentences indexed before it."""
+    runs = manifest.build.setdefault("runs", [])
+    runs.append({"engine": engine_kind, "started_at_sentence": first,
+                 "sentences_indexed_before": n_done,
+                 "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
+    return runs[-1]
+
+
+def _write_error(err: BaseException, folder: Path, written: int,
+                 total: int) -> EngineError | None:
+    """A write's failure in one line where a user can act on it (None: not one of those)."""
+    said = _engine_error(err)
+    if said is not None:  # an actor's one-line error, inside Ray's wrappers
+        return EngineError(str(said))
+    if _disk_full(err):   # reports a full disk its way
+        return EngineError(
+            f"the disk under {folder} is full: {written:,} of {total:,} sentences are "
+            "indexed and kept; free some space and run the same command again to continue")
+    return None
 
 
 # layer tables indexed at once: one IVF build keeps about 1.5 of 2 cores busy (LanceDB's
