@@ -436,7 +436,7 @@ def masked_lms(current: str | None = None) -> list[str]:
     folders included), by id."""
     eng = get_engine()
     fillers = [m for fam in families_that("masked_lm") for m in available_models(fam)
-               if eng.fills_blank(m) == "masked-lm"]
+               if eng.can(m, "masked_lm")]
 
     def rank(m: str) -> tuple:
         entry = eng.entry(m)
@@ -445,8 +445,10 @@ def masked_lms(current: str | None = None) -> list[str]:
     return sorted(fillers, key=rank)
 
 
-def fills_blank(model_id: str) -> str:
-    return get_engine().fills_blank(model_id)
+def can(model_id: str, capability: str) -> bool:
+    """Whether this model can do `capability`: its family's row, less the predictions its
+    checkpoint has no head or LM for (engine.registry.model_can; nothing loads)."""
+    return get_engine().can(model_id, capability)
 
 
 # -- corpus mode (engine/corpus): indexes under the configured folders only ------------------

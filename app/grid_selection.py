@@ -103,7 +103,7 @@ def predictions(model_id: str, sentence: str, position: int, word: str) -> None:
     word's place from both sides, a left-to-right model says what it expected next."""
     family = compute.family_row(compute.family(model_id))
     try:
-        if compute.fills_blank(model_id) == "masked-lm":
+        if compute.can(model_id, "masked_lm"):
             pred = compute.predict("masked", model_id, mask_word(sentence, position), top_k=5)
             what = f"masked-word guesses for '{safe_md(word)}'"
         elif family.can("next_word") and position > 0:

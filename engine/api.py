@@ -22,7 +22,7 @@ from engine.cache import EncodingStore, ResultCache
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families import FAMILIES, family
 from engine.families.base import Adapter, LoadOptions
-from engine.registry import ModelEntry, load_registry, local_path, resolve
+from engine.registry import ModelEntry, load_registry, local_path, model_can, resolve
 from engine.result import Encoding, LogitLens, Prediction
 from engine.text import MASK, TextError, WordText, to_word_text
 
@@ -355,11 +355,10 @@ class Engine:
         wt = to_word_text(text)
         if len(wt.mask_indices) != 1:
             raise TextError(f"put exactly one {MASK} in the text (found {len(wt.mask_indices)})")
-        if rescore and self.fills_blank(model_id) != "masked-lm":
+        if rescore and not self.can(model_id, "masked_lm"):
             raise UnsupportedPrediction(
                 f"{model_id}: re-scoring by pseudo-log-likelihood needs a masked LM; models "
-                "that have one: " + ", ".join(m for m in self.blank_fillers()
-                                              if self.fills_blank(m) == "masked-lm"))
+                "that have one: " + ", ".join(self.models_that("masked_lm")))
         extra = {"rescore": True} if rescore else {}
         try:
             return self.adapter(model_id).predict_masked(wt, top_k=top_k, sides=sides, **extra)
@@ -373,11 +372,20 @@ class Engine:
         Registry models say so in assets/models.toml; a local folder is read from its files."""
         return self.resolved(model_id).fills_blank
 
+    def can(self, model_id: str, capability: str) -> bool:
+        """Whether a model can do `capability`, known without loading it (registry.model_can:
+        its family's row and its checkpoint's head)."""
+        return model_can(self.resolved(model_id), capability)
+
+    def models_that(self, capability: str) -> list[str]:
+        """Registry models that can do `capability`, in the registry's order (none loads)."""
+        return [m for m, e in self.registry.items()
+                if e.family in FAMILIES and model_can(e, capability)]
+
     def blank_fillers(self) -> list[str]:
-        """Registry models that fill a blank, the masked LMs first (from the registry's
-        `fills_blank` field, so no model is loaded to answer)."""
-        return [m for m, e in self.registry.items() if e.fills_blank == "masked-lm"] + \
-               [m for m, e in self.registry.items() if e.fills_blank == "both-sides"]
+        """Registry models that fill a blank, the masked LMs first."""
+        masked = self.models_that("masked_lm")
+        return masked + [m for m in self.models_that("fill_blank") if m not in masked]
 
     def predict_next(self, model_id: str, text: str, top_k: int = 10) -> Prediction:
         return self._lm_prediction("next_word", model_id, text, top_k)
@@ -387,11 +395,8 @@ class Engine:
 
     def lm_predictors(self, capability: str) -> list[str]:
         """Registry models that predict the next ("next_word") or previous ("previous_word")
-        word: their family can, and the checkpoint ships its LM (a model that fills a blank
-        from both sides has it; the registry says so without loading anything)."""
-        return [m for m, e in self.registry.items()
-                if e.family in FAMILIES and FAMILIES[e.family].can(capability)
-                and e.fills_blank == "both-sides"]
+        word: their family can, and the checkpoint ships its LM."""
+        return self.models_that(capability)
 
     def _lm_prediction(self, capability: str, model_id: str, text: str,
                        top_k: int) -> Prediction:

@@ -230,13 +230,6 @@ def family_of_dir(path: Path) -> str:
                            f"({', '.join(f.label for f in FAMILIES.values())})")
 
 
-def fills_blank_of_dir(path: Path) -> str:
-    """What a local model folder can do with a [MASK] (see ModelEntry.fills_blank)."""
-    from engine.families import family
-
-    return family(family_of_dir(path)).folder_probe().fills_blank_of_dir(path)
-
-
 def default_model(family: str, registry: dict[str, ModelEntry] | None = None) -> str:
     registry = registry or load_registry()
     usable = [e for e in registry.values() if e.family == family
@@ -249,21 +242,38 @@ def default_model(family: str, registry: dict[str, ModelEntry] | None = None) ->
     raise EngineError(f"no {family} model is available here")
 
 
+# What a checkpoint ships for each prediction its family makes (ModelEntry.fills_blank): the
+# MLM head ("masked-lm") or the LM the family predicts words with ("both-sides"). Hidden states,
+# attention, the scalar mix and query/key vectors come with every model of a family that has them.
+NEEDS_HEAD = {"masked_lm": ("masked-lm",), "fill_blank": ("masked-lm", "both-sides"),
+              "next_word": ("both-sides",), "previous_word": ("both-sides",),
+              "logit_lens": ("both-sides",)}
+
+
+def model_can(entry: ModelEntry, capability: str) -> bool:
+    """Whether one model can do `capability` (engine.families.CAPABILITIES), known before it
+    loads: its family's row says what the family's models can do at most, its entry's
+    `fills_blank` whether this checkpoint ships the head or LM its predictions need. The one
+    answer to "can this model ...?" that the CLI, the app and the engine's messages read
+    (EngineError for a family not registered)."""
+    if not family(entry.family).can(capability):
+        return False
+    return capability not in NEEDS_HEAD or entry.fills_blank in NEEDS_HEAD[capability]
+
+
 def what_it_can(entry: ModelEntry) -> str:
     """What a model gives, in words: its family's views, less the predictions its checkpoint
     has no head or LM for."""
-    fam = family(entry.family)
-    views = ["every layer"]
-    if fam.can("attention"):
-        views.append("attention")
-    if fam.can("scalar_mix"):
-        views.append("scalar mix")
-    if entry.fills_blank == "masked-lm":
+    views = ["every layer"] + [word for cap, word in (("attention", "attention"),
+                                                      ("scalar_mix", "scalar mix"))
+                               if model_can(entry, cap)]
+    if model_can(entry, "masked_lm"):
         views.append("masked word")
-    elif entry.fills_blank == "both-sides":
+    elif model_can(entry, "fill_blank"):
         views.append("filled blank")
-        views += [w for cap, w in (("next_word", "next word"), ("previous_word", "previous word"),
-                                   ("logit_lens", "logit lens")) if fam.can(cap)]
+    views += [word for cap, word in (("next_word", "next word"),
+                                     ("previous_word", "previous word"),
+                                     ("logit_lens", "logit lens")) if model_can(entry, cap)]
     return ", ".join(views)
 
 

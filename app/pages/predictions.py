@@ -97,7 +97,7 @@ def masked_lm(sidebar_bert: str | None, label: str) -> str | None:
     key = state.url_key("pred_bert", kind=str, default=fillers[0])
     if st.session_state[key] not in fillers:
         st.session_state[key] = fillers[0]
-    if sidebar_bert and compute.fills_blank(sidebar_bert) != "masked-lm":
+    if sidebar_bert and not compute.can(sidebar_bert, "masked_lm"):
         st.caption(f"{sidebar_bert} (the sidebar's {label}) has no masked-LM head, so a model "
                    "with one fills the blank here.")
     return st.selectbox("Masked LM", fillers, key=key)

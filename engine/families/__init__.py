@@ -3,8 +3,9 @@
 A row names the module whose `load()` builds the family's Adapter (imported on first use, so
 asking what a family can do loads no model code) and what the family's models can do. One
 checkpoint may do less than its family (a BERT without an MLM head cannot fill a blank): its
-ModelInfo says so once loaded, and the registry's `fills_blank` says so before. Adding a family
-is one module plus one `register()` call; the CLI, the app and the benchmarks read this table.
+registry entry's `fills_blank` says so, and engine.registry.model_can, which reads this table
+and that field, is the one answer to what a model can do. Adding a family is one module plus
+one `register()` call; the CLI, the app and the benchmarks read this table.
 """
 from __future__ import annotations
 

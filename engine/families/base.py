@@ -16,9 +16,9 @@ class ModelInfo:
     n_layers: int          # transformer blocks / LSTM layers, not counting the embedding layer
     n_heads: int           # 0 for ELMo
     dim: int               # hidden size of the returned states
-    # What this checkpoint can do beyond its family's row (engine/families/__init__.py), which
-    # says what the family's models can do at most: a BERT without an MLM head or an ELMo
-    # without its LM softmax predicts no word at all.
+    # What the loaded checkpoint was found to ship, which its registry entry's `fills_blank`
+    # declares before it loads (what a model can do is asked of engine.registry.model_can): a
+    # BERT without an MLM head or an ELMo without its LM softmax predicts no word at all.
     can_fill_blank: bool = False     # ships the head or LM its family predicts words with (an
                                      # MLM head; GPT's LM head; ELMo's forward and backward LM)
     has_logit_lens: bool = False     # its final norm and output head were found

@@ -93,3 +93,19 @@ def test_the_docs_show_the_table_as_it_is():
     actual = {f.name: (f.label, f.module, set(f.capabilities))
               for f in families.FAMILIES.values()}
     assert shown == actual
+
+
+def test_what_a_model_can_do_is_its_familys_row_less_the_heads_its_checkpoint_lacks():
+    from engine.registry import ModelEntry, model_can
+
+    plain = ModelEntry(id="b", family="bert")
+    assert model_can(plain, "attention") and not model_can(plain, "masked_lm")
+    assert not model_can(plain, "fill_blank")
+    mlm = ModelEntry(id="m", family="bert", fills_blank="masked-lm")
+    assert model_can(mlm, "masked_lm") and model_can(mlm, "fill_blank")
+    assert not model_can(mlm, "next_word")
+    gpt = ModelEntry(id="g", family="gpt", fills_blank="both-sides")
+    assert [c for c in ("masked_lm", "fill_blank", "next_word", "previous_word", "logit_lens")
+            if model_can(gpt, c)] == ["fill_blank", "next_word", "logit_lens"]
+    elmo = ModelEntry(id="e", family="elmo")
+    assert model_can(elmo, "scalar_mix") and not model_can(elmo, "next_word")
