@@ -35,55 +35,52 @@ def build_offer(have_indexes: bool) -> None:
     elif not st.toggle("Build a Brown index for another model or other layers",
                        key="corpus_build_more"):
         return
-    with st.container(border=have_indexes):
-        model = st.selectbox("Model", models, key="corpus_build_model")
-        try:
-            shape = compute.layer_shape(model)
-        except Exception as exc:  # noqa: BLE001 - one line, the page stays
-            ui.show_error(exc)
-            return
-        n = len(shape.names)
-        default, most = compute.brown_default_layers(n)
-        layers = st.multiselect(
-            "Layers", list(range(n)), default=default,
-            format_func=lambda i: f"{i}: {shape.names[i]}", key=f"corpus_build_layers-{model}",
-            help=f"Every layer for a model of up to {most}; a deeper one gets "
-                 f"{most} evenly spaced unless you choose others.")
-        if not layers:
-            st.warning("Choose at least one layer to index.")
-            return
-        folder = compute.brown_index_path(model, layers, n)
-        state = compute.brown_index_state(folder)
-        if state == "complete":
-            st.caption(f"Already built: {folder.name}, in the Index list above.")
-            return
-        size = compute.brown_index_bytes(len(layers), shape.dim)
-        st.caption(f"{len(layers)} of {n} layers ({shape.dim} dimensions each) into {folder}: "
-                   f"about {size / 2**30:.1f} GiB on disk. The time depends on the model; the "
-                   "bar shows the time left once the first sentences are in. Leaving the page "
-                   "or changing a setting stops the build; building again continues it."
-                   + (" A build of these layers stopped before the end: this continues it."
-                      if state == "partial" else ""))
-        free = compute.free_bytes(folder)
-        if size > free:
-            st.warning(f"That disk has {free / 2**30:.1f} GiB free, less than the index needs: "
-                       "choose fewer layers, or free some space first (a build that fills the "
-                       "disk stops and keeps what it wrote).")
-        verb = "Continue" if state == "partial" else "Build"
-        if state == "partial" and st.button("Delete what the stopped build wrote",
-                                            key="corpus_delete_partial"):
-            delete_index(str(folder))
-        if st.button(f"{verb} the Brown index for {model}", key="corpus_build"):
-            bar = st.progress(0.0, text=f"Embedding Brown with {model} …")
-            try:
-                compute.build_brown_index(model, layers, folder, ui.build_progress(
-                    bar, f"Embedding Brown with {model}"))
-            except Exception as exc:  # noqa: BLE001 - one line, the page stays
-                ui.show_error(exc)
-                return
-            bar.progress(1.0, text="Done")
-            st.session_state[JUST_BUILT] = str(folder)     # the page opens the new index
-            st.rerun()
+    with st.container(border=have_indexes), ui.guarded():    # one line, the page stays
+        build_form(st.selectbox("Model", models, key="corpus_build_model"))
+
+
+def build_form(model: str) -> None:
+    """The layers of `model` to index, what they take on disk, and the build (which opens the
+    new index when it ends)."""
+    shape = compute.layer_shape(model)
+    n = len(shape.names)
+    default, most = compute.brown_default_layers(n)
+    layers = st.multiselect(
+        "Layers", list(range(n)), default=default,
+        format_func=lambda i: f"{i}: {shape.names[i]}", key=f"corpus_build_layers-{model}",
+        help=f"Every layer for a model of up to {most}; a deeper one gets "
+             f"{most} evenly spaced unless you choose others.")
+    if not layers:
+        st.warning("Choose at least one layer to index.")
+        return
+    folder = compute.brown_index_path(model, layers, n)
+    state = compute.brown_index_state(folder)
+    if state == "complete":
+        st.caption(f"Already built: {folder.name}, in the Index list above.")
+        return
+    size = compute.brown_index_bytes(len(layers), shape.dim)
+    st.caption(f"{len(layers)} of {n} layers ({shape.dim} dimensions each) into {folder}: "
+               f"about {size / 2**30:.1f} GiB on disk. The time depends on the model; the "
+               "bar shows the time left once the first sentences are in. Leaving the page "
+               "or changing a setting stops the build; building again continues it."
+               + (" A build of these layers stopped before the end: this continues it."
+                  if state == "partial" else ""))
+    free = compute.free_bytes(folder)
+    if size > free:
+        st.warning(f"That disk has {free / 2**30:.1f} GiB free, less than the index needs: "
+                   "choose fewer layers, or free some space first (a build that fills the "
+                   "disk stops and keeps what it wrote).")
+    verb = "Continue" if state == "partial" else "Build"
+    if state == "partial" and st.button("Delete what the stopped build wrote",
+                                        key="corpus_delete_partial"):
+        delete_index(str(folder))
+    if st.button(f"{verb} the Brown index for {model}", key="corpus_build"):
+        bar = st.progress(0.0, text=f"Embedding Brown with {model} …")
+        compute.build_brown_index(model, layers, folder, ui.build_progress(
+            bar, f"Embedding Brown with {model}"))
+        bar.progress(1.0, text="Done")
+        st.session_state[JUST_BUILT] = str(folder)     # the page opens the new index
+        st.rerun()
 
 
 def delete_offer(folder: str, manifest) -> None:
@@ -101,9 +98,6 @@ def delete_offer(folder: str, manifest) -> None:
 
 def delete_index(folder: str) -> None:
     """Delete one of the app's indexes and draw the page again; a refusal is one line."""
-    try:
+    with ui.guarded():
         compute.remove_index(folder)
-    except Exception as exc:  # noqa: BLE001 - one line, the page stays
-        ui.show_error(exc)
-        return
-    st.rerun()
+        st.rerun()

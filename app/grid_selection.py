@@ -102,7 +102,7 @@ def predictions(model_id: str, sentence: str, position: int, word: str) -> None:
     """What the model predicts at this position, as it honestly can: a masked LM fills the
     word's place from both sides, a left-to-right model says what it expected next."""
     family = compute.family_row(compute.family(model_id))
-    try:
+    with ui.guarded(note="No predictions"):     # the panel's other parts still show
         if compute.can(model_id, "masked_lm"):
             pred = compute.predict("masked", model_id, mask_word(sentence, position), top_k=5)
             what = f"masked-word guesses for '{safe_md(word)}'"
@@ -111,13 +111,10 @@ def predictions(model_id: str, sentence: str, position: int, word: str) -> None:
             what = f"next-word guesses before '{safe_md(word)}' (left context only)"
         else:
             return
-    except Exception as exc:  # noqa: BLE001 - the panel's other parts still show
-        st.caption(f"No predictions: {ui.one_line(exc)}")
-        return
-    st.markdown(f"**{what}**")
-    st.dataframe(pd.DataFrame({"guess": [c.token for c in pred.candidates],
-                               "probability": [round(c.prob, 4) for c in pred.candidates]}),
-                 hide_index=True, width="stretch")
+        st.markdown(f"**{what}**")
+        st.dataframe(pd.DataFrame({"guess": [c.token for c in pred.candidates],
+                                   "probability": [round(c.prob, 4) for c in pred.candidates]}),
+                     hide_index=True, width="stretch")
 
 
 def attention(model_id: str, sentence: str, position: int, layer: int, word: str) -> None:

@@ -23,12 +23,9 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
         if c3.button("Suggest senses", disabled=suggest_from is None,
                      help=f"Cluster {suggest_from[1] if suggest_from else ''}'s top layer"
                      ) and suggest_from:
-            try:  # the model may fail to load: say so here and keep the page
+            with ui.guarded():  # the model may fail to load: say so here and keep the page
                 found = compute.suggested_senses(suggest_from[1], inputs.sentences,
                                                  inputs.target, inputs.pool, int(k), how)
-            except Exception as exc:  # noqa: BLE001
-                ui.show_error(exc)
-            else:
                 for row, lab in zip(found.rows, found.clusters):
                     labels[row] = f"sense {lab + 1}"
                 state.set_sense_labels(labels, inputs.sentences)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeVar
 
 import numpy as np
 import streamlit as st
@@ -12,6 +12,8 @@ from app import compute, state
 from app.safe import safe_md
 from engine.errors import EngineError
 from engine.text import TextError, joined_forms, split_words, word_key
+
+T = TypeVar("T")
 
 
 def one_line(exc: BaseException) -> str:
@@ -57,13 +59,27 @@ def run_page(render: Callable[[state.Inputs], None]) -> None:
 
 
 @contextmanager
-def guarded():
+def guarded(note: str | None = None):
     """One view's error as one line in its place (a tab's, say); the views after it still
-    draw."""
+    draw. With `note`, the line is a caption, "note: the error" (a part of a panel that can
+    be missing)."""
     try:
         yield
     except Exception as exc:  # noqa: BLE001 - a view must show one line, whatever failed
-        show_error(exc)
+        if note is None:
+            show_error(exc)
+        else:
+            st.caption(f"{note}: {one_line(exc)}")
+
+
+def attempt(fn: Callable[..., T], *args, **kwargs) -> tuple[T | None, str | None]:
+    """(fn's result, None), or (None, its error in one line) whatever it raised: where the
+    failure is said elsewhere or later (a button's callback runs before the page and its
+    guard; a model's own tab says why it fails)."""
+    try:
+        return fn(*args, **kwargs), None
+    except Exception as exc:  # noqa: BLE001 - the caller says it, in one line
+        return None, one_line(exc)
 
 
 def chosen_models(inputs: state.Inputs, families: tuple[str, ...] | None = None,

@@ -51,11 +51,11 @@ def best_view(inputs, models, labels) -> tuple[str, int, float] | None:
         return None
     best = None
     for _, model_id in models:
-        try:
-            sil = compute.separation(model_id, inputs.sentences, inputs.target, inputs.pool,
-                                     tuple(labels)).silhouette
-        except Exception:  # noqa: BLE001 - its own tab says why it cannot be shown
+        sep, failed = ui.attempt(compute.separation, model_id, inputs.sentences, inputs.target,
+                                 inputs.pool, tuple(labels))
+        if failed:          # its own tab says why it cannot be shown
             continue
+        sil = sep.silhouette
         if len(sil) > 1 and np.isfinite(sil[1:]).any():
             layer = int(np.nanargmax(sil[1:])) + 1
             if best is None or sil[layer] > best[2]:
@@ -160,14 +160,11 @@ def render(inputs: state.Inputs) -> None:
     tabs = st.tabs(names, default=names[[m for _, m in models].index(best[0])] if best else None)
     shown = []
     for tab, (family, model_id) in zip(tabs, models):
-        with tab:
-            try:
-                layer = best[1] if best and best[0] == model_id else None
-                if ui.prepared(model_id, inputs) and model_view(inputs, model_id, method,
-                                                                labels, layer) is not None:
-                    shown.append((family, model_id))
-            except Exception as exc:  # noqa: BLE001 - keep the other models' tabs
-                ui.show_error(exc)
+        with tab, ui.guarded():          # a failing model keeps the other models' tabs
+            layer = best[1] if best and best[0] == model_id else None
+            if ui.prepared(model_id, inputs) and model_view(inputs, model_id, method,
+                                                            labels, layer) is not None:
+                shown.append((family, model_id))
     if shown:
         separation_chart(inputs, shown, labels)
 

@@ -73,12 +73,8 @@ def search_box(folder, manifest, layer) -> None:
     text = state.url_text_input(c1, "Sentence", QUERY_TEXT, MAX_CHARS)
     word = state.url_text_input(c2, "Word", QUERY_WORD, WORD_CHARS)
     if text.strip() and word.strip():
-        try:
-            hits = compute.corpus_search(folder, text, word.strip(), layer, 10)
-        except Exception as exc:  # noqa: BLE001 - one line
-            ui.show_error(exc)
-            return
-        neighbour_table(hits)
+        with ui.guarded():
+            neighbour_table(compute.corpus_search(folder, text, word.strip(), layer, 10))
 
 
 def render(inputs: state.Inputs) -> None:

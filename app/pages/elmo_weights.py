@@ -23,11 +23,11 @@ def set_mix(s, gamma: float | None = None) -> None:
 
 def learn(inputs: state.Inputs, model_id: str, labels: tuple[str, ...],
           do_layer_norm: bool = False) -> None:
-    try:
-        mix = compute.learned_mix(model_id, inputs.sentences, inputs.target, inputs.pool,
-                                  labels, do_layer_norm)
-    except Exception as exc:  # noqa: BLE001 - shown on the page as one line
-        st.session_state["mix_learned"] = ui.one_line(exc)
+    # a callback runs before the page and its guard: learned_summary says a failure
+    mix, failed = ui.attempt(compute.learned_mix, model_id, inputs.sentences, inputs.target,
+                             inputs.pool, labels, do_layer_norm)
+    if failed:
+        st.session_state["mix_learned"] = failed
         return
     set_mix(mix.s, mix.gamma)
     st.session_state["mix_learned"] = mix

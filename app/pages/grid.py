@@ -176,11 +176,9 @@ def render(inputs: state.Inputs) -> None:
     with main:
         plans = []
         for _, model_id in models:
-            try:
+            with ui.guarded():          # a failing model keeps the other models' grids
                 if ui.prepared(model_id, inputs) and (p := plan(inputs, model_id, opts)):
                     plans.append(p)
-            except Exception as exc:  # noqa: BLE001 - keep the other models' grids
-                ui.show_error(exc)
         # every click first, then every grid: a selection made in the second grid rings its
         # points in the first one in the same run
         changed = [take_event(p["chart_key"], p["occ_all"], p["keep"], p["layers"],
@@ -188,10 +186,8 @@ def render(inputs: state.Inputs) -> None:
         if any(changed) and opts["isolate"]:    # the points kept follow the new selection
             plans = [plan(inputs, p["model_id"], opts) for p in plans]
         for p in plans:
-            try:
+            with ui.guarded():
                 model_grid(inputs, p, opts, labels)
-            except Exception as exc:  # noqa: BLE001
-                ui.show_error(exc)
     with side:
         side_panel(inputs, opts, labels)
 

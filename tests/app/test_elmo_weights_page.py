@@ -139,3 +139,13 @@ def test_a_mix_value_out_of_range_in_the_link_keeps_the_default(query):
     no_failures(at)
     assert len(at.slider) == 4 and np.allclose(_weights(at), 1 / 3)
     assert at.slider(key="mix_gamma").value == 1.0
+
+
+def test_learning_the_mix_of_one_sense_says_why_in_one_line():
+    """The button's callback runs before the page and its guard: a refusal is a warning."""
+    at = page("elmo_weights")
+    at.query_params["labels"] = "|".join(["small animal"] * len(MOUSE.sentences))
+    at.run()
+    _button(at, "Learn the mix").click().run()
+    no_failures(at)
+    assert messages(at)["warning"] == ["label at least two senses to learn the mix"]
