@@ -391,6 +391,7 @@ def test_the_page_opens_on_the_model_and_layer_where_the_senses_separate_best(ti
     import numpy as np
 
     from app import compute
+    from app.safe import safe_md
 
     at = page("clusters").run()
     no_failures(at)
@@ -402,7 +403,7 @@ def test_the_page_opens_on_the_model_and_layer_where_the_senses_separate_best(ti
                 for sil in [compute.separation(m, *inputs, "mean", labels).silhouette]),
                key=lambda b: b[2])
     said = [c.value for c in at.caption if c.value.startswith("Opened on")]
-    assert said == [f"Opened on {best[0]}, layer {best[1]}: of the models here, your senses "
+    assert said == [f"Opened on {safe_md(best[0])}, layer {best[1]}: of the models here, your senses "
                     f"separate best there (silhouette {best[2]:.2f}, below). Every tab and "
                     "layer is one click away."]
     assert at.slider(key=f"layer_{best[0]}").value == best[1]
