@@ -137,10 +137,14 @@ class TracedEncoder:
                               "from the model itself")
         check_layers(layers, self.n_layers)
         tokenized = self.tokenize(texts)
-        return hf.encodings(self.model_id, self.family, texts, tokenized,
-                            hf.chosen_layer_names(self.n_layers, layers),
-                            hf.batches(tokenized, max(1, batch_size), 0),
-                            lambda batch: self._run(batch, layers))
+        names = hf.chosen_layer_names(self.n_layers, layers)
+        out: list[Encoding | None] = [None] * len(texts)
+        for group in hf.batches(tokenized, max(1, batch_size), 0):
+            batch = [tokenized[i] for i in group]
+            for i, outputs in zip(group, self._run(batch, layers)):
+                out[i] = hf.encoding(self.model_id, self.family, texts[i], tokenized[i],
+                                     outputs, names)
+        return out
 
     def encode_pooled(self, texts: Sequence[WordText], batch_size: int = 16,
                       layers: Sequence[int] | None = None, pool: str = "mean") -> list:

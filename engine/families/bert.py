@@ -67,8 +67,9 @@ class BertAdapter:
                attentions: bool = False, layers: Sequence[int] | None = None
                ) -> list[Encoding]:
         return hf.encode_texts(self.model_id, "bert", self.encoder, self.tokenizer, texts,
-                               batch_size, self.max_tokens, self.pad_id, self.prepare,
-                               attentions=attentions, layers=layers)
+                               batch_size, self.max_tokens, self.pad_id,
+                               [self.prepare(wt) for wt in texts], attentions=attentions,
+                               layers=layers)
 
     def encode_pooled(self, texts: Sequence[WordText], batch_size: int = 16,
                       layers: Sequence[int] | None = None, pool: str = "mean") -> list:

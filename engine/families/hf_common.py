@@ -246,18 +246,20 @@ def tokenize_many(tokenizer, wts: Sequence[WordText], max_tokens: int,
     else:
         enc = tokenizer(texts, return_offsets_mapping=True, add_special_tokens=True)
         ids_of, offsets = enc["input_ids"], enc["offset_mapping"]
-    t2ws = align_many(wts, offsets)
+    t2ws = align_many(wts, offsets)                 # per text: [tokens], word or -1
     # the checks of tokenized_from (too long; a word with no token) for every text at once; a
     # text that fails one goes through tokenized_from for its one-line error
-    n_tok = np.array([len(t) for t in t2ws], np.int64)
-    n_words = np.array([len(wt.words) for wt in wts], np.int64)
-    flat = np.concatenate(t2ws)
-    text_of = np.repeat(np.arange(len(wts)), n_tok)
+    n_tok = np.array([len(t) for t in t2ws], np.int64)              # [texts]
+    n_words = np.array([len(wt.words) for wt in wts], np.int64)     # [texts]
+    flat = np.concatenate(t2ws)                                     # [all tokens]
+    text_of = np.repeat(np.arange(len(wts)), n_tok)                 # [all tokens]
     real = flat >= 0
-    first = np.cumsum(n_words) - n_words
-    covered = np.bincount((flat + first[text_of])[real], minlength=int(n_words.sum())) > 0
-    whole = np.bincount(np.repeat(np.arange(len(wts)), n_words)[covered], minlength=len(wts))
-    ok = (n_tok <= max_tokens) & (whole == n_words)
+    first = np.cumsum(n_words) - n_words            # [texts]: its first word among all words
+    covered = np.bincount((flat + first[text_of])[real],
+                          minlength=int(n_words.sum())) > 0         # [all words]
+    whole = np.bincount(np.repeat(np.arange(len(wts)), n_words)[covered],
+                        minlength=len(wts))                         # [texts]: words covered
+    ok = (n_tok <= max_tokens) & (whole == n_words)                 # [texts]
     return [TokenizedText(wt, tuple(ids), readable_tokens(tokenizer, ids, sequence=True)
                           if readable else (), t2w) if good else
             tokenized_from(wt, tuple(ids), offs, max_tokens,
@@ -298,9 +300,9 @@ def pad_batch(batch: Sequence[TokenizedText], pad_id: int, device: str):
     """Right-padded input_ids and attention_mask tensors for a batch."""
     import torch
 
-    lengths = np.fromiter((len(t.input_ids) for t in batch), np.int64, len(batch))
-    real = np.arange(int(lengths.max()))[None, :] < lengths[:, None]
-    ids = np.full(real.shape, pad_id, np.int64)
+    lengths = np.fromiter((len(t.input_ids) for t in batch), np.int64, len(batch))   # (B,)
+    real = np.arange(int(lengths.max()))[None, :] < lengths[:, None]               # (B, T)
+    ids = np.full(real.shape, pad_id, np.int64)                                     # (B, T)
     # one fill for the whole batch (a tensor per text cost as much as tokenising it)
     ids[real] = np.fromiter(chain.from_iterable(t.input_ids for t in batch), np.int64,
                             int(lengths.sum()))
@@ -324,9 +326,10 @@ def run_layers(base_model, batch: Sequence[TokenizedText], pad_id: int,
     stop = max(keep) if keep and not attentions and max(keep) < n_blocks else None
     with torch.inference_mode(), (eager_attention(base_model) if attentions else nullcontext()):
         if stop is not None:
-            hidden = hidden_until(base_model, ids, mask, stop)
+            hidden = hidden_until(base_model, ids, mask, stop)      # stop+1 x (B, T, D)
             out = None
         else:
+            # hidden_states: layers+1 x (B, T, D); attentions: layers x (B, H, T, T)
             out = base_model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
                              output_attentions=attentions, return_dict=True)
             hidden = out.hidden_states
@@ -341,6 +344,7 @@ def run_layers(base_model, batch: Sequence[TokenizedText], pad_id: int,
     results = []
     for i, t in enumerate(batch):
         n = len(t.input_ids)
+        # its own n tokens, the padding cut: (layers, n, D) and (L, H, n, n)
         results.append(LayerOutputs(
             np.ascontiguousarray(hs[i, :, :n]),
             None if att is None else np.ascontiguousarray(att[i, :, :, :n, :n])))
@@ -414,19 +418,26 @@ def batches(tokenized: Sequence[TokenizedText], batch_size: int,
 
 def encode_texts(model_id: str, family: str, base_model, tokenizer, texts: Sequence[WordText],
                  batch_size: int, max_tokens: int, pad_id: int,
-                 prepare=lambda wt: wt, attentions: bool = False,
+                 model_texts: Sequence[WordText] | None = None, attentions: bool = False,
                  layers: Sequence[int] | None = None) -> list[Encoding]:
-    """Encodings for texts, in their order; `prepare` may rewrite a text before tokenising.
+    """Encodings for texts, in their order. `model_texts`: the texts as the tokenizer reads
+    them, word for word the same (a BERT spells [MASK] its own way); default `texts`.
     Attention maps only with `attentions` (else Encoding.attentions is None); hidden states of
     `layers` only when given (Encoding.layer_names says which)."""
     cfg = base_model.config
     check_layers(layers, cfg.num_hidden_layers)
-    tokenized = tokenize_many(tokenizer, [prepare(wt) for wt in texts], max_tokens)
+    tokenized = tokenize_many(tokenizer, texts if model_texts is None else model_texts,
+                              max_tokens)
+    names = chosen_layer_names(cfg.num_hidden_layers, layers)
+    # bytes of one (query, key) pair's maps, every layer and head: a batch of long texts
+    # is made smaller so its maps fit ATTENTION_BUDGET_BYTES
     pair_bytes = 4 * cfg.num_hidden_layers * cfg.num_attention_heads if attentions else 0
-    return encodings(model_id, family, texts, tokenized,
-                     chosen_layer_names(cfg.num_hidden_layers, layers),
-                     batches(tokenized, max(1, batch_size), pair_bytes),
-                     lambda batch: run_layers(base_model, batch, pad_id, attentions, layers))
+    out: list[Encoding | None] = [None] * len(texts)
+    for group in batches(tokenized, max(1, batch_size), pair_bytes):
+        batch = [tokenized[i] for i in group]
+        for i, outputs in zip(group, run_layers(base_model, batch, pad_id, attentions, layers)):
+            out[i] = encoding(model_id, family, texts[i], tokenized[i], outputs, names)
+    return out
 
 
 def encode_pooled(base_model, tokenizer, texts: Sequence[WordText], batch_size: int,
@@ -589,20 +600,14 @@ def chosen_layer_names(n_layers: int, layers: Sequence[int] | None) -> tuple[str
     return names if layers is None else tuple(names[i] for i in layers)
 
 
-def encodings(model_id: str, family: str, texts: Sequence[WordText],
-              tokenized: Sequence[TokenizedText], names: tuple[str, ...],
-              groups: Sequence[Sequence[int]], run) -> list[Encoding]:
-    """One Encoding per text, in the texts' order: `run(batch)` gives the LayerOutputs of each
-    batch of `groups` (indices into `tokenized`, as batches() makes them)."""
-    out: list[Encoding | None] = [None] * len(texts)
-    for group in groups:
-        for i, lo in zip(group, run([tokenized[i] for i in group])):
-            t = tokenized[i]
-            out[i] = Encoding(model_id=model_id, family=family, text=texts[i].text,
-                              words=texts[i].words, tokens=t.tokens,
-                              token_to_word=t.token_to_word, hidden_states=lo.hidden_states,
-                              attentions=lo.attentions, layer_names=names)
-    return out
+def encoding(model_id: str, family: str, text: WordText, tokenized: TokenizedText,
+             outputs: LayerOutputs, names: tuple[str, ...]) -> Encoding:
+    """One text's Encoding: its words as typed, its tokens as the model read them, and the
+    model's outputs for them."""
+    return Encoding(model_id=model_id, family=family, text=text.text, words=text.words,
+                    tokens=tokenized.tokens, token_to_word=tokenized.token_to_word,
+                    hidden_states=outputs.hidden_states, attentions=outputs.attentions,
+                    layer_names=names)
 
 
 def max_positions(config, tokenizer) -> int:
