@@ -84,8 +84,8 @@ def test_an_actors_one_line_error_reaches_the_user_as_one_line(tiny, tmp_path,  
     from engine.errors import EngineError
 
     src = tmp_path / "c.txt"
-    src.write_text("\n".join(_corpus(5, seed=3) + ["the bank \u200d river ."]))
-    with pytest.raises(EngineError, match=r"^corpus sentence id 5 \('the bank \\u200d river \.'\): "
+    src.write_text("\n".join(_corpus(5, seed=3) + ["the bank \ufffd river ."]))
+    with pytest.raises(EngineError, match="^corpus sentence id 5 \\('the bank \ufffd river \\.'\\): "
                                           "this model's tokenizer drops the word"):
         corpus_index.build(tiny, str(src), tmp_path / "ix", layers="0", engine_kind="ray",
                            ray_workers=2, progress=False)
