@@ -97,15 +97,24 @@ def available_models(family: str) -> list[str]:
     ones, the default first, then the model folders under CTXLENS_MODEL_DIRS and the hub models
     in the local Hugging Face cache (the engine takes those paths and ids as model ids)."""
     first = default_model(family)
-    listed = [(e.id, where) for e, where in _catalogue() if e.family == family
+    listed = [(e.id, where) for e, where in _catalogue(*_catalogue_sources())
+              if e.family == family
               and where in ("bundled", "installed", "folder", "in the Hugging Face cache")]
     registry = sorted((i for i, w in listed if w in ("bundled", "installed")),
                       key=lambda i: (i != first, i))
     return registry + [i for i, w in listed if w not in ("bundled", "installed")]
 
 
+def _catalogue_sources() -> tuple[str, str]:
+    """Where the catalogue looks (the model directories, the Hugging Face cache): its cache
+    key, so that pointing either elsewhere lists what is there, not what was."""
+    from engine.hub import cache_root
+
+    return os.environ.get("CTXLENS_MODEL_DIRS", ""), str(cache_root())
+
+
 @st.cache_data(ttl=10, show_spinner=False)
-def _catalogue():
+def _catalogue(model_dirs: str, hub_cache: str):
     # a folder copied in, or a model downloaded elsewhere, shows within seconds
     return catalogue(get_engine().registry)
 
