@@ -16,11 +16,8 @@ class ModelInfo:
     n_layers: int          # transformer blocks / LSTM layers, not counting the embedding layer
     n_heads: int           # 0 for ELMo
     dim: int               # hidden size of the returned states
-    # What the loaded checkpoint was found to ship, which its registry entry's `fills_blank`
-    # declares before it loads (what a model can do is asked of engine.registry.model_can): a
-    # BERT without an MLM head or an ELMo without its LM softmax predicts no word at all.
-    can_fill_blank: bool = False     # ships the head or LM its family predicts words with (an
-                                     # MLM head; GPT's LM head; ELMo's forward and backward LM)
+    # What a model can predict is asked of engine.registry.model_can, before it loads; an
+    # adapter without the head a prediction needs raises UnsupportedPrediction when asked.
     has_logit_lens: bool = False     # its final norm and output head were found
     device: str = "cpu"
     dtype: str = "float32"

@@ -48,7 +48,6 @@ class BertAdapter:
         param = next(model.parameters())
         self.info = ModelInfo(model_id=model_id, family="bert", n_layers=cfg.num_hidden_layers,
                               n_heads=cfg.num_attention_heads, dim=cfg.hidden_size,
-                              can_fill_blank=has_mlm,
                               device=param.device.type,
                               dtype=str(param.dtype).removeprefix("torch."))
         self.max_tokens = hf.max_positions(cfg, tokenizer)

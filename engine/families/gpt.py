@@ -105,7 +105,6 @@ class GPTAdapter:
         param = next(model.parameters())
         self.info = ModelInfo(model_id=model_id, family="gpt", n_layers=cfg.num_hidden_layers,
                               n_heads=cfg.num_attention_heads, dim=cfg.hidden_size,
-                              can_fill_blank=True,
                               has_logit_lens=self.norm is not None and self.head is not None,
                               device=param.device.type,
                               dtype=str(param.dtype).removeprefix("torch."))

@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 
 from engine.api import Engine
 from engine.families import bert
-from engine.errors import ModelUnavailable
+from engine.errors import ModelUnavailable, UnsupportedPrediction
 from engine.families.base import LoadOptions
 from engine.registry import ModelEntry
 from engine.text import to_word_text
@@ -55,7 +55,7 @@ def test_the_engine_serves_the_exported_overlay_on_the_base_files(base, tmp_path
     stored = {k for f in files for k in load_file(str(f))}
     assert stored == {n for n, p in model.named_parameters() if p.requires_grad}
     served = bert.load("tiny-mlm", base, CPU, progress=False, overlay=tmp_path / "overlay")
-    assert served.info.can_fill_blank
+    assert served.has_mlm
     text = to_word_text("the bank of the [MASK] .")
     pred = served.predict_masked(text, top_k=5)
     ids = served.tokenizer("the bank of the [MASK] .", return_tensors="pt")
@@ -96,7 +96,9 @@ def test_a_registry_overlay_loads_its_base_through_the_engine(base, tmp_path):
     assert pred.candidates == direct.predict_masked(to_word_text("the bank of the [MASK] ."),
                                                     top_k=3).candidates
     # the base itself is untouched: still no head
-    assert not engine.adapter("tiny-base").info.can_fill_blank
+    assert not engine.can("tiny-base", "fill_blank")
+    with pytest.raises(UnsupportedPrediction, match="no masked-LM head"):
+        engine.adapter("tiny-base").predict_masked(to_word_text("the bank of the [MASK] ."))
     engine.registry["bad"] = dataclasses.replace(engine.registry["tiny-mlm"], id="bad",
                                                  base="nowhere")
     with pytest.raises(ModelUnavailable, match="overlays 'nowhere'"):

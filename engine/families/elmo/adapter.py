@@ -43,8 +43,7 @@ class ElmoAdapter:
         self.softmax = softmax
         self.device, self.dtype, self.progress = device, dtype, progress
         self.info = ModelInfo(model_id=model_id, family="elmo", n_layers=o.n_layers, n_heads=0,
-                              dim=2 * o.proj_dim, can_fill_blank=softmax is not None,
-                              device=device,
+                              dim=2 * o.proj_dim, device=device,
                               dtype=str(dtype).removeprefix("torch."))
         self.layer_names = layer_names(o.n_layers)
 
