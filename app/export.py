@@ -159,3 +159,17 @@ def embedding_downloads(vectors: dict[str, np.ndarray], projector: np.ndarray,
 
 def layer_table(values: dict[str, Sequence[float]], layer_names: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame({"layer": list(layer_names), **{k: list(v) for k, v in values.items()}})
+
+
+def matrix_table(m: np.ndarray, labels: Sequence[str]) -> pd.DataFrame:
+    """A square map [n, n] as a table: a column per label, and each row's label (row_token)."""
+    return pd.DataFrame(m, columns=labels).assign(row_token=labels)
+
+
+def attention_arrays(model_id: str, maps: np.ndarray, labels: Sequence[str],
+                     words: bool) -> dict[str, np.ndarray]:
+    """Attention maps [L, H, n, n] as shown, under the names `ctxlens attention` (--words)
+    gives them in its NPZ."""
+    return {"word_attentions" if words else "attentions": maps,
+            "word_labels" if words else "tokens": np.array(labels),
+            "model": np.array(model_id), "layers": np.arange(1, len(maps) + 1, dtype=np.int64)}

@@ -25,6 +25,13 @@ def clicked_points(event: Any) -> list[int]:
             if isinstance(p.get("customdata"), (int, float))]
 
 
+def clicked_cell(event: Any, n_cols: int, curve: int = 1) -> tuple[int, int] | None:
+    """A click on a grid of thumbnails drawn as one marker trace (`curve`), row by row: marker
+    i is row i // n_cols, column i % n_cols (the first clicked marker; None if none was)."""
+    markers = [p for p in points(event) if p.get("curve_number") == curve]
+    return divmod(int(markers[0]["point_index"]), n_cols) if markers else None
+
+
 def toggle_focus(current: str, options: Sequence[str], token: int) -> str:
     """options[0] is "(all)", options[k + 1] token k: a click focuses a token, a second click
     on the focused token shows every token again; an unknown token changes nothing."""

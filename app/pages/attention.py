@@ -1,6 +1,5 @@
 """Attention (BERT and GPT): head view, one head as a heatmap, model view, head statistics and
 rollout. ELMo has no attention: its layer contributions are shown instead."""
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -45,30 +44,10 @@ def by_words() -> bool:
     return units == "Words"
 
 
-def shown(maps: np.ndarray, keep: np.ndarray, hide: bool) -> np.ndarray:
-    return att.keep_tokens(maps, keep) if hide else maps
-
-
-def viewed_maps(enc, words: bool, hide: bool, layers: slice = slice(None),
-                ) -> tuple[np.ndarray, list[str]]:
-    """The maps [L, H, n, n] of `layers` the head view, heatmap and model view draw and their
-    labels: per token, or per word (engine.analysis.attention.word_attention), special entries
-    hidden on request. Only the layers a view shows: a long sentence's maps of every layer
-    are hundreds of MB."""
-    labels, special = list(enc.tokens), enc.special_mask
-    maps = enc.attentions[layers]
-    if words:
-        labels, special = att.word_labels(enc.tokens, enc.words, enc.token_to_word)
-        maps = att.word_attention(maps, enc.token_to_word, len(enc.words))
-    return shown(maps, ~special, hide), [t for t, s in zip(labels, special) if not (s and hide)]
-
-
 def attention_views(inputs, enc) -> None:
     layer, head, hide = view_options(enc)
     words = by_words()
-    keep = ~enc.special_mask
-    tokens = [t for t, k in zip(enc.tokens, keep) if k or not hide]
-    maps, labels = viewed_maps(enc, words, hide, slice(layer - 1, layer))   # [1, H, n, n]
+    maps, labels = att.viewed_maps(enc, words, hide, slice(layer - 1, layer))   # [1, H, n, n]
     one = maps[0].mean(axis=0) if head is None else maps[0, head]
     unit = ", words" if words else ""        # in the titles of the maps that follow the choice
     what = f"layer {layer}, " + ("mean of heads" if head is None else f"head {head + 1}") + unit
@@ -97,11 +76,11 @@ def attention_views(inputs, enc) -> None:
             fig = figures.head_view(labels, one, idx, f"{enc.model_id}, {what}")
         ui.plotly_chart(fig, key="head-view", selection_mode="points",
                         on_select=lambda: focus_token(options))
-        export.figure_downloads(fig, "head-view", matrix_table(one, labels), settings)
+        export.figure_downloads(fig, "head-view", export.matrix_table(one, labels), settings)
     with tabs[1], ui.guarded():
         show(figures.matrix_heatmap(one, labels, labels, f"{enc.model_id}, {what}",
                                     "attention", 0.0, 1.0), "head-heatmap",
-             matrix_table(one, labels), settings)
+             export.matrix_table(one, labels), settings)
     with tabs[2], ui.guarded():
         model_view(enc, words, hide, len(labels), settings)
     with tabs[3], ui.guarded():
@@ -109,10 +88,10 @@ def attention_views(inputs, enc) -> None:
     with tabs[4], ui.guarded():
         st.caption("Attention rollout (Abnar & Zuidema 2020): heads averaged, the residual "
                    "added as 0.5·A + 0.5·I, multiplied from the input up to this layer.")
-        rolled = shown(att.rollout(enc.attentions)[:, None], keep, hide)[:, 0]
+        rolled, tokens = att.viewed_rollout(enc, hide)                 # [L, n, n]
         show(figures.matrix_heatmap(rolled[layer - 1], tokens, tokens,
                                     f"Rollout to layer {layer}", "share", 0.0, None),
-             "rollout", matrix_table(rolled[layer - 1], tokens), per_token)
+             "rollout", export.matrix_table(rolled[layer - 1], tokens), per_token)
     if neurons:
         with tabs[5], ui.guarded():
             neuron_view(enc, layer, head, per_token)
@@ -131,12 +110,12 @@ def model_view(enc, words: bool, hide: bool, n: int, settings: dict) -> None:
         return
     st.caption("Every layer (rows) and head (columns): click a thumbnail (or pick a layer "
                "and head above) to open it in the head view and heatmap.")
-    maps, labels = viewed_maps(enc, words, hide)                  # [L, H, n, n]
+    maps, labels = att.viewed_maps(enc, words, hide)              # [L, H, n, n]
     grid = figures.attention_grid(maps, [f"layer {l + 1}" for l in range(len(maps))])
     ui.plotly_chart(grid, key="model-view", selection_mode="points",
                     on_select=lambda: open_head(n_heads))
     export.figure_downloads(grid, "model-view", None, settings,
-                            arrays=maps_npz(enc, maps, labels, words))
+                            arrays=export.attention_arrays(enc.model_id, maps, labels, words))
 
 
 def neuron_view(enc, layer: int, head: int | None, settings: dict) -> None:
@@ -180,12 +159,10 @@ def focus_token(options: list[str]) -> None:
 
 
 def open_head(n_heads: int) -> None:
-    """Model-view click: marker i is layer i // heads + 1, head i % heads."""
-    points = (st.session_state.get("model-view") or {}).get("selection", {}).get("points", [])
-    markers = [p for p in points if p.get("curve_number") == 1]
-    if markers:
-        layer, head = divmod(int(markers[0]["point_index"]), n_heads)
-        st.session_state.update(att_layer=layer + 1, att_head=head, att_average=False)
+    """Model-view click: its thumbnails are a layer a row, a head a column."""
+    cell = sel.clicked_cell(st.session_state.get("model-view"), n_heads)
+    if cell:
+        st.session_state.update(att_layer=cell[0] + 1, att_head=cell[1], att_average=False)
 
 
 def head_statistics(inputs, enc, settings) -> None:
@@ -202,18 +179,6 @@ def head_statistics(inputs, enc, settings) -> None:
              pd.DataFrame(values, columns=heads).assign(layer=rows), settings)
 
 
-def maps_npz(enc, maps: np.ndarray, labels: list[str], words: bool) -> dict[str, np.ndarray]:
-    """The model view's maps as shown, under the names `ctxlens attention` (--words) uses."""
-    n = len(maps)
-    return {"word_attentions" if words else "attentions": maps,
-            "word_labels" if words else "tokens": np.array(labels),
-            "model": np.array(enc.model_id), "layers": np.arange(1, n + 1, dtype=np.int64)}
-
-
-def matrix_table(m: np.ndarray, tokens) -> pd.DataFrame:
-    return pd.DataFrame(m, columns=tokens).assign(row_token=tokens)
-
-
 def show(fig, name, table, settings) -> None:
     ui.plotly_chart(fig, key=name)
     export.figure_downloads(fig, name, table, settings)
@@ -226,9 +191,7 @@ def layer_contributions(inputs, family_name: str, model_id: str, sentence: str) 
             "instead: how much each layer contributes to each word's uniform mix (share of the "
             "vector norms).")
     enc = compute.encodings(model_id, (sentence,))[0]
-    norms = np.linalg.norm(enc.word_vectors(inputs.pool), axis=2)       # [layers, words]
-    shares = norms / np.maximum(norms.sum(axis=0, keepdims=True), 1e-12)
-    names = enc.layer_names or tuple(f"layer {l}" for l in range(len(shares)))
+    shares, names = att.layer_shares(enc, inputs.pool)                  # [layers, words]
     show(figures.stacked_shares(enc.words, shares, names, f"{model_id}: layer contributions"),
          f"{family_name}-contributions", pd.DataFrame(shares.T, columns=list(names)).assign(
              word=list(enc.words)), inputs.settings(model=model_id, sentence=sentence))

@@ -30,6 +30,17 @@ def test_head_view_clicks_focus_a_token_and_a_second_click_unfocuses():
     assert sel.toggle_focus("1: your", options, 3) == "1: your"     # no such token
 
 
+def test_a_model_view_click_opens_the_layer_and_head_of_its_thumbnail():
+    # trace 0 is the thumbnails' heatmap; trace 1 holds a marker per (layer, head), row by row
+    event = {"selection": {"points": [{"curve_number": 0, "point_index": 0},
+                                      {"curve_number": 1, "point_index": 7},
+                                      {"curve_number": 1, "point_index": 2}]}}
+    assert sel.clicked_cell(event, n_cols=4) == (1, 3)
+    assert sel.clicked_cell({"selection": {"points": [{"curve_number": 0, "point_index": 5}]}},
+                            n_cols=4) is None
+    assert sel.clicked_cell(None, n_cols=4) is None
+
+
 def test_occurrences_round_trip_through_the_url_and_bad_parts_are_skipped():
     ids = [(0, 1), (12, 3)]
     assert sel.parse_occurrences(sel.format_occurrences(ids)) == ids
