@@ -1,9 +1,10 @@
-"""Attention (BERT and GPT): head view, one head as a heatmap, model view, head statistics and
-rollout. ELMo has no attention: its layer contributions are shown instead."""
+"""Attention (BERT and GPT): head view, one head as a heatmap, model view, head statistics,
+rollout and the neuron view (app/neuron_view.py). ELMo has no attention: its layer
+contributions are shown instead."""
 import pandas as pd
 import streamlit as st
 
-from app import compute, export, figures, state, ui
+from app import compute, export, figures, neuron_view, state, ui
 from app import analysis as att
 from app import selection as sel
 
@@ -94,7 +95,7 @@ def attention_views(inputs, enc) -> None:
              "rollout", export.matrix_table(rolled[layer - 1], tokens), per_token)
     if neurons:
         with tabs[5], ui.guarded():
-            neuron_view(enc, layer, head, per_token)
+            neuron_view.show(enc, layer, head, per_token)
 
 
 def model_view(enc, words: bool, hide: bool, n: int, settings: dict) -> None:
@@ -116,38 +117,6 @@ def model_view(enc, words: bool, hide: bool, n: int, settings: dict) -> None:
                     on_select=lambda: open_head(n_heads))
     export.figure_downloads(grid, "model-view", None, settings,
                             arrays=export.attention_arrays(enc.model_id, maps, labels, words))
-
-
-def neuron_view(enc, layer: int, head: int | None, settings: dict) -> None:
-    """BertViz's neuron view: how one head's score for each key is made from the query and key
-    vectors (all tokens, special ones included: they take part in the softmax)."""
-    st.caption("A score is the dot product of the query token's vector with each key vector, "
-               "times 1/√d; its softmax over the keys is the attention row. Red and blue: "
-               "positive and negative components.")
-    if head is None:
-        st.info("Pick one head (switch off 'Average over heads'): each head has its own "
-                "queries and keys.")
-        return
-    options = [f"{i}: {t}" for i, t in enumerate(enc.tokens)]
-    key = "att_query"
-    if st.session_state.get(key) not in options:
-        st.session_state[key] = options[min(len(options) - 1, 1)]
-    pick = st.selectbox("Query token", options, key=key)
-    token = options.index(pick)
-    try:
-        qk = compute.query_key(enc.model_id, enc.text, layer)
-    except compute.UnsupportedPrediction as err:   # the architecture's scores are not a plain q·k
-        st.info(f"No neuron view for this model: {ui.one_line(err)}")
-        return
-    if qk.softcap:
-        st.caption(f"This model soft-caps its scores before the softmax: "
-                   f"{qk.softcap:g}·tanh(score / {qk.softcap:g}); the scores shown are capped.")
-    scores, attn = qk.scores(head, token), qk.attention(head, token)
-    fig = figures.neuron_view(qk.tokens, qk.queries[head, token], qk.keys[head],
-                              qk.products(head, token), scores, attn, token,
-                              f"{enc.model_id}, layer {layer}, head {head + 1}: neuron view")
-    table = pd.DataFrame({"key_token": list(qk.tokens), "score": scores, "attention": attn})
-    show(fig, "neuron-view", table, {**settings, "query_token": token})
 
 
 def focus_token(options: list[str]) -> None:
