@@ -97,7 +97,8 @@ def final_norm(model):
 class GPTAdapter:
     def __init__(self, model_id: str, model, tokenizer, gguf_cache_hit: bool | None = None):
         self.model, self.tokenizer, self.model_id = model, tokenizer, model_id
-        # None: not a GGUF model; True: loaded from the converted cache; False: converted now
+        # None: not a GGUF model; True: loaded from the converted cache; False: converted by
+        # this load
         self.gguf_cache_hit = gguf_cache_hit
         self.norm = final_norm(model)
         self.head = model.get_output_embeddings()
@@ -352,7 +353,7 @@ class GPTAdapter:
             raise EngineError(f"the text is too long for this model (cap {self.max_tokens} "
                               "tokens)")
         # a fixed pool: the probabilities are shares among the candidates, so a pool that grew
-        # with top_k changed every listed word's probability with how many were asked for
+        # with top_k would change every listed word's probability with how many are asked for
         words = self._candidate_words(left_ids, FILL_CANDIDATES)
         n_left_pool = len(words)
         if sides == "both" and self.prompt_candidates:
@@ -411,7 +412,8 @@ def convert_gguf(src_dir: Path, gguf_file: str, dest: Path, progress: bool = Tru
     if not all(p.dtype.is_floating_point for p in model.parameters()):
         raise ModelUnavailable(f"{gguf_file} was not fully dequantised; convert it to "
                                "safetensors with transformers first")
-    # The weights are plain float tensors now; only the GGUF marker forbids save_pretrained.
+    # dequantised, the weights are plain float tensors; only the GGUF marker forbids
+    # save_pretrained
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
