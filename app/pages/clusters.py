@@ -63,6 +63,30 @@ def best_view(inputs, models, labels) -> tuple[str, int, float] | None:
     return best
 
 
+def opening_view(inputs, models, labels) -> tuple[str, int, float] | None:
+    """The tab and layer the page opens on, said in a caption: chosen the first time these
+    sentences have two labelled senses and then kept, so that editing a label does not move the
+    reader to another tab (Streamlit reopens tabs on their default when it changes)."""
+    best = best_view(inputs, models, labels)
+    key = (tuple(inputs.sentences), inputs.target, tuple(m for _, m in models))
+    kept = st.session_state.get("_opened_on")
+    if best is not None and (kept is None or kept[0] != key):
+        kept = st.session_state["_opened_on"] = (key, best)
+    if kept is None or kept[0] != key:
+        return None
+    first = kept[1]
+    if best is not None and best[:2] != first[:2]:
+        st.caption(f"Opened on {safe_md(first[0])}, layer {first[1]}, where your senses "
+                   f"separated best at first; with the labels as they are now, "
+                   f"{safe_md(best[0])}, layer {best[1]} separates them best (silhouette "
+                   f"{best[2]:.2f}, below).")
+    elif best is not None:
+        st.caption(f"Opened on {safe_md(best[0])}, layer {best[1]}: of the models here, your "
+                   f"senses separate best there (silhouette {best[2]:.2f}, below). Every tab "
+                   "and layer is one click away.")
+    return first
+
+
 def model_view(inputs, model_id, method, labels,
                best_layer: int | None = None) -> compute.TargetVectors | None:
     tv = compute.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
@@ -152,11 +176,7 @@ def render(inputs: state.Inputs) -> None:
     if not ui.missing_target_note(inputs.target, missing, inputs.sentences):
         return
     names = [f"{state.family_name(f)}: {m}" for f, m in models]
-    best = best_view(inputs, models, labels)
-    if best is not None:
-        st.caption(f"Opened on {safe_md(best[0])}, layer {best[1]}: of the models here, your senses "
-                   f"separate best there (silhouette {best[2]:.2f}, below). Every tab and layer "
-                   "is one click away.")
+    best = opening_view(inputs, models, labels)
     tabs = st.tabs(names, default=names[[m for _, m in models].index(best[0])] if best else None)
     shown = []
     for tab, (family, model_id) in zip(tabs, models):

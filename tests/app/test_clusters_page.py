@@ -407,3 +407,52 @@ def test_the_page_opens_on_the_model_and_layer_where_the_senses_separate_best(ti
                     f"separate best there (silhouette {best[2]:.2f}, below). Every tab and "
                     "layer is one click away."]
     assert at.slider(key=f"layer_{best[0]}").value == best[1]
+
+
+def _best_view(models, sentences, target, labels):
+    """(model, layer, silhouette) with the highest silhouette above the input layer."""
+    from app import compute
+
+    return max(((m, int(np.nanargmax(sil[1:])) + 1, float(np.nanmax(sil[1:])))
+                for m in (models.elmo, models.gpt, models.bert)
+                for sil in [compute.separation(m, sentences, target, "mean",
+                                               labels).silhouette]),
+               key=lambda b: b[2])
+
+
+def test_editing_a_label_keeps_the_tab_the_page_opened_on(tiny_engine):
+    """Streamlit reopens tabs on their default when it changes, so a default that followed
+    the best view moved the reader to another tab at each label edit: the opening view is kept
+    for these sentences, and the caption names both it and the best view as the labels are
+    now."""
+    from itertools import permutations
+
+    from app.safe import safe_md
+
+    at = page("clusters").run()
+    no_failures(at)
+    sentences = tuple(at.session_state["sentences"].splitlines())
+    target = at.session_state["target"]
+    labels = at.session_state["labels"]
+    labels = tuple(labels.split("|") if isinstance(labels, str) else labels)
+    first = _best_view(tiny_engine, sentences, target, labels)
+    # some order of the same labels makes another model or layer the best view
+    other = next(p for p in dict.fromkeys(permutations(labels))
+                 if _best_view(tiny_engine, sentences, target, p)[:2] != first[:2])
+    now = _best_view(tiny_engine, sentences, target, other)
+    at.session_state["labels"] = "|".join(other)
+    at.run()
+    no_failures(at)
+    assert at.session_state["_opened_on"][1] == first
+    said = [c.value for c in at.caption if c.value.startswith("Opened on")]
+    assert said == [f"Opened on {safe_md(first[0])}, layer {first[1]}, where your senses "
+                    f"separated best at first; with the labels as they are now, "
+                    f"{safe_md(now[0])}, layer {now[1]} separates them best (silhouette "
+                    f"{now[2]:.2f}, below)."]
+    # new sentences open afresh on their own best view
+    at.session_state["sentences"] = "\n".join(sentences[:-1])
+    at.session_state["labels"] = "|".join(other[:-1])
+    at.run()
+    no_failures(at)
+    assert at.session_state["_opened_on"][1] == _best_view(
+        tiny_engine, sentences[:-1], target, other[:-1])
