@@ -116,7 +116,7 @@ def run_case(case: Case, query_defaults: dict[str, str] | None = None) -> dict:
 
 
 def report(rows: list[tuple[Case, dict]]) -> str:
-    from bench.report import table
+    from bench.tables import table
 
     def shown(s: dict) -> str:
         msgs = s["exception"] + s["error"] + s["warning"] + s["info"]

@@ -85,7 +85,7 @@ def query_bench(index, recall: bool = True) -> dict:
             want = {(h.sentence_id, h.position) for h in exact}
             by_identity.append(len(want & {(h.sentence_id, h.position) for h in ann})
                                / max(1, len(want)))
-    from bench.report import quantile_ci
+    from bench.tables import quantile_ci
 
     p50, p95 = quantile_ci(lat, 50), quantile_ci(lat, 95)
     out = {"queries": len(qs), "p50_ms": p50[0], "p50_ci": p50[1:], "p95_ms": p95[0],
@@ -228,7 +228,7 @@ def ray_compare(model: str, sentences: list[str], tmp: Path) -> dict:
 
 
 def report(r: dict) -> str:
-    from bench.report import table
+    from bench.tables import table
 
     def ok(p):
         return "meets target" if p else "MISSES target"

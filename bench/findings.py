@@ -40,7 +40,7 @@ def contrast_weights(name: str, n_layers: int) -> np.ndarray | None:
     """Weights over layers whose dot product with per-layer values is the named difference;
     None where the model has too few layers for it. Layer 0 is the embedding layer; the
     contextual layers 1..top split into a lower and an upper half (the upper half takes the
-    extra layer of an odd count, as in bench.report.geometry_invariants)."""
+    extra layer of an odd count, as in bench.views.geometry_invariants)."""
     w = np.zeros(n_layers)
     if n_layers < 3:
         return None

@@ -371,7 +371,7 @@ def headline(result: dict) -> dict:
 
 def report(result: dict) -> str:
     """results/gpu.md: every row of one run."""
-    from bench.report import table
+    from bench.tables import table
 
     if "skipped" in result:
         return f"# GPU batch embedding\n\nSkipped: {result['skipped']}\n"

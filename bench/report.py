@@ -5,18 +5,9 @@ import numpy as np
 
 from bench.findings import HEADERS, canonical_note, findings_rows
 from bench.published import BERT_WSD, ELMO_POS, ELMO_WSD, WIC, WSD_FIRST_SENSE
+from bench.tables import table
+from bench.views import Est, geometry_invariants, pos_summary_rows
 from engine.analysis.bootstrap import with_ci
-
-
-def table(headers: list[str], rows: list[list]) -> str:
-    def cell(v) -> str:
-        if isinstance(v, float):
-            return "n/a" if not np.isfinite(v) else f"{v:.3f}"
-        return str(v)
-
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _layer_ci(section: dict, key: str, i: int) -> str:
@@ -26,6 +17,11 @@ def _layer_ci(section: dict, key: str, i: int) -> str:
 
 def _scalar_ci(section: dict, key: str) -> str:
     return with_ci(section[key], section.get("ci", {}).get(key))
+
+
+def _est(e: Est) -> str:
+    """A views cell in this report's form (an interval with a non-finite end is left out)."""
+    return with_ci(e.value, None if e.lo is None else (e.lo, e.hi))
 
 
 def bootstrap_note(section: dict) -> str:
@@ -57,31 +53,6 @@ def _names(r: dict) -> list[str]:
 
 
 # -- geometry -------------------------------------------------------------------------------
-
-def geometry_invariants(r: dict) -> list[tuple[str, bool, str]]:
-    """(check, passed, detail) for the invariants of reference-numbers.md."""
-    g = r["geometry"]
-    adj = np.array(g["self_similarity_adjusted"], dtype=float)
-    raw0 = float(g["self_similarity"][0])
-    half = len(adj) // 2
-    lower, upper = float(np.nanmean(adj[1:half + 1])), float(np.nanmean(adj[half + 1:]))
-    checks = []
-    if r["family"] == "elmo":
-        checks.append(("ELMo layer 0 raw self-similarity is 1", abs(raw0 - 1) < 1e-5,
-                       f"{raw0:.6f}"))
-    diff = g.get("contrasts", {}).get("self_similarity_adjusted", {}).get("upper_minus_lower")
-    if diff:   # passes only when the whole interval of upper − lower is below 0
-        lo, hi = diff["ci"]
-        checks.append(("upper layers more context-specific (adj. self-similarity, upper half < "
-                       "lower half of contextual layers, 95% CI of the difference below 0)",
-                       hi < 0, f"lower {lower:.3f}, upper {upper:.3f}, difference "
-                       f"{diff['value']:+.3f} [{lo:+.3f}, {hi:+.3f}]"))
-    else:
-        checks.append(("upper layers more context-specific (adj. self-similarity, upper half < "
-                       "lower half of contextual layers)", upper < lower,
-                       f"lower {lower:.3f}, upper {upper:.3f}"))
-    return checks
-
 
 def geometry_report(results: list[dict], source: str, png: str) -> str:
     g0 = results[0]["geometry"] if results else {}
@@ -219,15 +190,8 @@ def pos_report(results: list[dict], source: str, png: str) -> str:
            f"![POS accuracy per layer]({png})", ""]
     out += findings_section(results, "pos.md")
     out += ["## Summary", ""]
-    rows = []
-    for r in results:
-        p = r["pos"]
-        acc = p["accuracy"]
-        best = int(np.argmax(acc))
-        rows.append([r["model"], _scalar_ci(p, "majority_baseline"), _layer_ci(p, "accuracy", 0),
-                     f"{_layer_ci(p, 'accuracy', best)} (L{best})",
-                     _layer_ci(p, "accuracy", len(acc) - 1),
-                     "yes" if best < len(acc) - 1 else "no"])
+    rows = [[model, _est(majority), _est(first), f"{_est(best)} ({best_at})", _est(top), below]
+            for model, majority, first, best, best_at, top, below in pos_summary_rows(results)]
     out += [table(["model", "majority class", "layer 0", "best layer", "top layer",
                    "best below the top (point estimates)"], rows), ""]
     for r in results:
@@ -237,19 +201,3 @@ def pos_report(results: list[dict], source: str, png: str) -> str:
             f"Peters et al. 2018 Table 6 (PTB, linear probe): ELMo layer 1 {ELMO_POS[1]}, "
             f"layer 2 {ELMO_POS[2]} (syntax sits lower); CoVe 93.3 / 92.8.", ""]
     return "\n".join(out)
-
-
-def quantile_ci(values, q: float = 50.0) -> tuple[float, float, float]:
-    """A percentile of repeated timings and its 95% percentile-bootstrap interval over the
-    repeats (scipy.stats.bootstrap, seed 0): (value, low, high)."""
-    import numpy as np
-    from scipy.stats import bootstrap
-
-    x = np.asarray(values, dtype=float)
-    value = float(np.percentile(x, q))
-    if len(x) < 3 or np.ptp(x) == 0:
-        return value, value, value
-    res = bootstrap((x,), lambda a, axis=-1: np.percentile(a, q, axis=axis),
-                    confidence_level=0.95, method="percentile", n_resamples=2000,
-                    random_state=0)
-    return value, float(res.confidence_interval.low), float(res.confidence_interval.high)

@@ -254,7 +254,7 @@ def report(s: dict) -> str:
                          f"warm-up ({s['rss_idle_mb']:.0f} MB)", f"{s['rss_idle_vs_warm']:+.1%}",
                          f"≤ {RSS_GROWTH_TARGET:.0%}",
                          ok(s["rss_idle_vs_warm"] <= RSS_GROWTH_TARGET)])
-    from bench.report import table
+    from bench.tables import table
 
     series = ", ".join(f"{t:.0f} s {m:.0f}" for t, m in s["rss_series"][::6])
     out = ["# Soak: concurrent browser sessions", "",

@@ -1,7 +1,7 @@
 """results/speed.md from the speed measurements (bench/speed.py)."""
 from __future__ import annotations
 
-from bench.report import table
+from bench.tables import table
 
 # the targets the report checks each measurement against (bench/speed.py measures)
 TARGETS = {"warm": 0.2, "cold": 2.0, "embed": 2.0, "embed_vs_batched": 1.2, "elmo": 5.0,
@@ -32,7 +32,7 @@ def _ratio_ci(ep: dict) -> str:
 
 def _with_ci(d: dict, key: str, times: str, digits: int = 2) -> str:
     """A timing with its 95% bootstrap interval over the repeats, when they were kept."""
-    from bench.report import quantile_ci
+    from bench.tables import quantile_ci
 
     if not d.get(times):
         return f"{d[key]:.{digits}f} s"

@@ -248,6 +248,31 @@ def published(finding_index: int, family: str) -> str:
     return f"BERT-base top layer F1 {BERT_WSD} (SemCor)"
 
 
+def geometry_invariants(r: dict) -> list[tuple[str, bool, str]]:
+    """(check, passed, detail) for the invariants of reference-numbers.md."""
+    g = r["geometry"]
+    adj = np.array(g["self_similarity_adjusted"], dtype=float)
+    raw0 = float(g["self_similarity"][0])
+    half = len(adj) // 2
+    lower, upper = float(np.nanmean(adj[1:half + 1])), float(np.nanmean(adj[half + 1:]))
+    checks = []
+    if r["family"] == "elmo":
+        checks.append(("ELMo layer 0 raw self-similarity is 1", abs(raw0 - 1) < 1e-5,
+                       f"{raw0:.6f}"))
+    diff = g.get("contrasts", {}).get("self_similarity_adjusted", {}).get("upper_minus_lower")
+    if diff:   # passes only when the whole interval of upper − lower is below 0
+        lo, hi = diff["ci"]
+        checks.append(("upper layers more context-specific (adj. self-similarity, upper half < "
+                       "lower half of contextual layers, 95% CI of the difference below 0)",
+                       hi < 0, f"lower {lower:.3f}, upper {upper:.3f}, difference "
+                       f"{diff['value']:+.3f} [{lo:+.3f}, {hi:+.3f}]"))
+    else:
+        checks.append(("upper layers more context-specific (adj. self-similarity, upper half < "
+                       "lower half of contextual layers)", upper < lower,
+                       f"lower {lower:.3f}, upper {upper:.3f}"))
+    return checks
+
+
 def findings_table(layers: list[dict]) -> Table:
     """Each published finding on each bundled model of its family: the measured difference
     with its interval, the verdict and the published number beside it."""
@@ -299,8 +324,6 @@ def _verdicts(layers: list[dict], model: str) -> str:
 
 
 def _summary(results: Path) -> View:
-    from bench.report import geometry_invariants
-
     layers = load("layers.json", results) or []
     rows = []
     for r in layers:
@@ -359,8 +382,6 @@ def _references(quantity: str) -> list[Reference]:
 
 
 def _geometry(results: Path) -> View:
-    from bench.report import geometry_invariants
-
     layers = load("layers.json", results) or []
     charts = [Chart(title, "cosine" if "mev" not in key else "share of variance",
                     _series(layers, "geometry", key), _references(key))
@@ -433,13 +454,10 @@ def _senses(results: Path) -> View:
                 _measured(layers, _model))
 
 
-def _pos(results: Path) -> View:
-    layers = load("layers.json", results) or []
-    if not layers:
-        return View()
-    chart = Chart("Part-of-speech probe accuracy, held-out Brown", "accuracy",
-                  _series(layers, "pos", "accuracy"),
-                  lines={"majority class": layers[0]["pos"]["majority_baseline"]})
+def pos_summary_rows(layers: list[dict]) -> list[list]:
+    """Each model's POS probe headline: model, majority class, layer 0, best layer, its index
+    ('L3'), top layer, whether the best layer is below the top. The Benchmarks page and
+    results/pos.md (bench/report.py) both show these rows."""
     rows = []
     for r in layers:
         p = r["pos"]
@@ -448,9 +466,20 @@ def _pos(results: Path) -> View:
         rows.append([r["model"], _ci(p, "majority_baseline"), _ci(p, "accuracy", 0),
                      _ci(p, "accuracy", best), f"L{best}", _ci(p, "accuracy", len(acc) - 1),
                      "yes" if best < len(acc) - 1 else "no"])
+    return rows
+
+
+def _pos(results: Path) -> View:
+    layers = load("layers.json", results) or []
+    if not layers:
+        return View()
+    chart = Chart("Part-of-speech probe accuracy, held-out Brown", "accuracy",
+                  _series(layers, "pos", "accuracy"),
+                  lines={"majority class": layers[0]["pos"]["majority_baseline"]})
     p0 = layers[0]["pos"]
     summary = Table("Summary", ["model", "majority class", "layer 0", "best layer",
-                                "best layer index", "top layer", "best below the top"], rows,
+                                "best layer index", "top layer", "best below the top"],
+                    pos_summary_rows(layers),
                     f"{p0['n_train']} training words, {p0['n_test']} held-out words, "
                     f"{p0['n_tags']} tags.")
     published_rows = Table("Published", ["source", "what", "value"],

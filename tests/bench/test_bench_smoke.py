@@ -11,9 +11,10 @@ import torch
 
 from bench.corpus import TaggedSentence, load_brown, simplify_tag, spread
 from bench.layers import Workload, pos_probe, run_model, running_text
-from bench.report import geometry_invariants, geometry_report, pos_report, senses_report
+from bench.report import geometry_report, pos_report, senses_report
 from bench.speed import elmo_paths
 from bench.speed_report import speed_report
+from bench.views import geometry_invariants
 from engine.analysis.wordnet import SenseExample
 from engine.families.elmo import adapter as elmo
 from engine.families.base import LoadOptions
