@@ -10,7 +10,6 @@ import json
 import os
 import platform
 import time
-from importlib import metadata
 from pathlib import Path
 
 PACKAGES = ("torch", "transformers", "numpy", "streamlit", "lancedb")
@@ -22,13 +21,10 @@ def machine() -> str:
 
 
 def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
+    # imported here: the app imports this module (through bench/views.py) but never measures
+    from engine.corpus.index import package_versions
+
+    return {"python": platform.python_version(), **package_versions(PACKAGES)}
 
 
 def meta(command: str) -> dict:

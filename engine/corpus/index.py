@@ -105,11 +105,16 @@ class Manifest:
         tmp.replace(folder / "manifest.json")         # atomic: never a half-written manifest
 
 
-def _versions() -> dict:
+INDEX_PACKAGES = ("ctxlens", "lancedb", "torch", "transformers", "ray")
+
+
+def package_versions(names=INDEX_PACKAGES) -> dict[str, str]:
+    """{package: installed version} for those of `names` that are installed (an index's
+    manifest and the benchmarks' `meta` record them)."""
     import importlib.metadata as md
 
     out = {}
-    for pkg in ("ctxlens", "lancedb", "torch", "transformers", "ray"):
+    for pkg in names:
         try:
             out[pkg] = md.version(pkg)
         except md.PackageNotFoundError:
@@ -357,7 +362,7 @@ def _planned_manifest(eng, model_id: str, corpus, layers: str, pool: str,
     return Manifest(MANIFEST_SCHEMA, model_id, info.family, pool, corpus.name,
                     corpus.digest, len(corpus.sentences), chosen,
                     [names[i] for i in chosen], info.dim, skipped_lines=len(corpus.skipped),
-                    versions=_versions())
+                    versions=package_versions())
 
 
 def _resume(folder: Path, manifest: Manifest, replace_older: bool,
