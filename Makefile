@@ -48,11 +48,12 @@ test-fast: install
 	$(PY) -m pytest -q -m "not slow"
 
 # assets/screenshots/*.png, never by hand: the browser tests that take them, on the real app
-SCREENSHOT_TESTS := test_explorer_in_a_real_browser \
-	test_layer_grid_click_links_every_panel_and_fills_the_side_panel \
-	test_corpus_page_maps_a_word_and_finds_nearest_contexts test_benchmarks_page_is_for_users
+SCREENSHOT_TESTS := tests/e2e/test_tour.py::test_explorer_in_a_real_browser \
+	tests/e2e/test_grid.py::test_layer_grid_click_links_every_panel_and_fills_the_side_panel \
+	tests/e2e/test_corpus.py::test_corpus_page_maps_a_word_and_finds_nearest_contexts \
+	tests/e2e/test_benchmarks.py::test_benchmarks_page_is_for_users
 screenshots: install
-	$(PY) -m pytest -q $(addprefix tests/e2e/test_browser.py::,$(SCREENSHOT_TESTS))
+	$(PY) -m pytest -q $(SCREENSHOT_TESTS)
 
 bench: install
 	$(PY) -m bench

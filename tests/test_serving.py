@@ -53,7 +53,7 @@ def test_the_server_is_closed_to_the_network_and_never_asks_for_its_external_ip(
     (streamlit.net_util.get_external_ip, replaced here by a stand-in that leaves a mark)."""
     from urllib.parse import urlparse
 
-    from tests.e2e.test_browser import _streamlit
+    from tests.e2e.helpers import _streamlit
 
     mark = Path(tempfile.mkdtemp()) / "external-ip-asked"
     prelude = ("from streamlit import net_util\n"

@@ -64,9 +64,12 @@ def test_links_in_the_readme_and_docs_lead_to_files():
 def test_make_screenshots_runs_every_test_that_takes_one():
     """`make screenshots` makes the README's pictures from the real app: exactly the browser
     tests that write into assets/screenshots/."""
-    source = (ROOT / "tests" / "e2e" / "test_browser.py").read_text()
-    takers = {f.name for f in ast.parse(source).body if isinstance(f, ast.FunctionDef)
-              and f.name.startswith("test_") and "SHOTS /" in ast.get_source_segment(source, f)}
+    takers = set()
+    for path in sorted((ROOT / "tests" / "e2e").glob("test_*.py")):
+        source = path.read_text()
+        takers |= {f"{path.relative_to(ROOT)}::{f.name}" for f in ast.parse(source).body
+                   if isinstance(f, ast.FunctionDef) and f.name.startswith("test_")
+                   and "SHOTS /" in ast.get_source_segment(source, f)}
     makefile = (ROOT / "Makefile").read_text()
     listed = re.search(r"SCREENSHOT_TESTS := ((?:.*\\\n)*.*)", makefile).group(1)
     assert set(listed.replace("\\", " ").split()) == takers

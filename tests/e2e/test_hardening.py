@@ -1,6 +1,7 @@
-"""Issue 47 in a real browser (`streamlit run` + the system Chromium, as test_browser.py drives
-it): user text shows as text, never as a link, an image or a tag (item 4), and typed sentences
-come back after a preset is picked (item 6). The pages run minilm-l6 alone (quick to load)."""
+"""Issue 47 in a real browser (`streamlit run` + the system Chromium, as the other browser tests
+drive it): user text shows as text, never as a link, an image or a tag (item 4), and typed
+sentences come back after a preset is picked (item 6). The pages run minilm-l6 alone (quick to
+load)."""
 from __future__ import annotations
 
 import os
@@ -9,12 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_browser import (CHROMIUM, MODEL_WAIT_MS, _goto, _settle, _streamlit,
-                                    browser)  # noqa: F401 - a fixture
+from tests.e2e.helpers import (app_server, BROWSER_MARKS, MODEL_WAIT_MS, _goto, _settle)
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing "
-                                 "(make system-deps installs it)")]
+pytestmark = BROWSER_MARKS
 
 ONE_MODEL = {"model_elmo": "(none)", "model_gpt": "(none)", "model_bert": "minilm-l6"}
 LINK = "[x](http://example.com/t)"
@@ -30,12 +28,8 @@ IN_MESSAGES = ", ".join(f'[data-testid="{box}"] {tag}' for box in ("stAlertConta
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """The app with no corpus index and an index folder of its own (not ~/.cache/ctxlens)."""
-    own = tmp_path_factory.mktemp("app-indexes")
-    prelude = f"from pathlib import Path\nfrom engine.corpus import catalog\n" \
-              f"catalog.DEFAULT_DIR = Path({str(own)!r})"
     log = Path(tempfile.gettempdir()) / f"ctxlens-e2e-hardening-{os.getpid()}.log"
-    with open(log, "w") as out, \
-            _streamlit({"CTXLENS_INDEX_DIRS": str(own / "none")}, out, prelude) as url:
+    with open(log, "w") as out, app_server(tmp_path_factory, out) as url:
         yield url
 
 

@@ -11,12 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_browser import (CHROMIUM, MODEL_WAIT_MS, _goto, _settle, _streamlit,
-                                    browser)  # noqa: F401 - a fixture
+from tests.e2e.helpers import (app_server, BROWSER_MARKS, MODEL_WAIT_MS, _goto, _settle)
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing "
-                                 "(make system-deps installs it)")]
+pytestmark = BROWSER_MARKS
 
 ONE_MODEL = {"model_elmo": "(none)", "model_gpt": "(none)", "model_bert": "minilm-l6"}
 WORDS = ("the river bank was muddy after the rain and the children walked along it slowly "
@@ -25,13 +22,9 @@ WORDS = ("the river bank was muddy after the rain and the children walked along 
 
 @pytest.fixture(scope="module")
 def small_messages_server(tmp_path_factory):
-    own = tmp_path_factory.mktemp("app-indexes")
-    prelude = f"from pathlib import Path\nfrom engine.corpus import catalog\n" \
-              f"catalog.DEFAULT_DIR = Path({str(own)!r})"
     log = Path(tempfile.gettempdir()) / f"ctxlens-e2e-long-{os.getpid()}.log"
-    with open(log, "w") as out, \
-            _streamlit({"CTXLENS_INDEX_DIRS": str(own / "none"),
-                        "STREAMLIT_SERVER_MAX_MESSAGE_SIZE": "2"}, out, prelude) as url:
+    with open(log, "w") as out, app_server(
+            tmp_path_factory, out, {"STREAMLIT_SERVER_MAX_MESSAGE_SIZE": "2"}) as url:
         yield url
 
 

@@ -1,0 +1,39 @@
+"""The browser tests' fixtures: one Chromium and one `streamlit run` of the app for every
+browser test module (a server loads the bundled models once, the longest wait of these tests);
+a module that needs a server set up otherwise starts its own with helpers._streamlit."""
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.helpers import ARGS, CHROMIUM, SERVER_LOG, app_server
+
+
+@pytest.fixture(scope="session")
+def index_dir(tmp_path_factory):
+    """A small corpus index of the bundled minilm-l6 for the Corpus page."""
+    from engine.corpus.index import build
+    from tests.corpus.test_done_when import MONEY, RIVER
+
+    root = tmp_path_factory.mktemp("indexes")
+    src = root / "bank.txt"
+    src.write_text("\n".join(RIVER + MONEY))
+    build("minilm-l6", str(src), root / "banks", layers="0,4,6", progress=False)
+    return root
+
+
+@pytest.fixture(scope="session")
+def server(index_dir, tmp_path_factory):
+    # the terminal output is kept for test_the_server_terminal_stays_quiet
+    with open(SERVER_LOG, "w") as log, app_server(tmp_path_factory, log,
+                                                  index_dirs=index_dir) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()

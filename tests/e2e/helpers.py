@@ -1,0 +1,201 @@
+"""What the browser tests share: `streamlit run` of the app on a free port, Playwright's waits
+for a page as a reader sees it, and the inputs several pages are driven with. The fixtures
+(the shared server, its corpus index, the browser) are in conftest.py."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run"]
+
+
+SHOTS = ROOT / "assets" / "screenshots"
+
+
+SENTENCES = ["A bat flew out of the cave.", "He swung the bat hard.", "The bat slept all day.",
+             "She bought a new bat."]
+
+
+# the first load of the bundled models on a busy 2-core machine; CTXLENS_E2E_WAIT_MS shortens
+# it while a failing test is being looked into
+MODEL_WAIT_MS = int(os.environ.get("CTXLENS_E2E_WAIT_MS", 420_000))
+
+# every browser test module: slow, and skipped without the system Chromium
+BROWSER_MARKS = [pytest.mark.slow,
+                 pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing "
+                                    "(make system-deps installs it)")]
+
+
+# the shared server's terminal, kept for test_the_server_terminal_stays_quiet
+SERVER_LOG = Path(tempfile.gettempdir()) / f"ctxlens-e2e-server-{os.getpid()}.log"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def _streamlit(env: dict, log, prelude: str = ""):
+    """`streamlit run` of the app on a free port, as `make run` serves it (the repository's
+    .streamlit/config.toml: headless, no file watcher); yields its URL once it is healthy.
+    `prelude`: Python run in the server's process first (a test's stand-ins)."""
+    port = _free_port()
+    run = ["streamlit", "run", str(ROOT / "streamlit_app.py"), "--server.port", str(port)]
+    start = ([sys.executable, "-c", f"{prelude}\nimport sys\nsys.argv = {run!r}\n"
+              "from streamlit.web.cli import main\nmain()"] if prelude
+             else [sys.executable, "-m", *run])
+    proc = subprocess.Popen(
+        start, cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **env},
+        stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{url}/_stcore/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("streamlit did not start")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextmanager
+def app_server(tmp_path_factory, log, env: dict | None = None, index_dirs: Path | None = None):
+    """`streamlit run` of the app whose own index folder is a fresh one, not
+    ~/.cache/ctxlens/indexes (a Brown index built there by `make index` would change what the
+    Corpus page offers); `index_dirs`: CTXLENS_INDEX_DIRS (default: a folder with no index)."""
+    own = tmp_path_factory.mktemp("app-indexes")
+    prelude = f"from pathlib import Path\nfrom engine.corpus import catalog\n" \
+              f"catalog.DEFAULT_DIR = Path({str(own)!r})"
+    with _streamlit({"CTXLENS_INDEX_DIRS": str(index_dirs or own / "none"), **(env or {})},
+                    log, prelude) as url:
+        yield url
+
+
+def _first_chart(page) -> None:
+    """Wait for the first chart the user sees: the Polysemy page opens on the tab where the
+    senses separate best, and the other tabs' charts are drawn hidden, so the first chart in
+    the document can be one that never becomes visible."""
+    page.wait_for_selector(".js-plotly-plot:visible", timeout=MODEL_WAIT_MS)
+
+
+def _settle(page, ms: int = 1500) -> None:
+    """Wait until Streamlit has finished the rerun (no running indicator), then a little more."""
+    page.wait_for_timeout(300)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+        timeout=MODEL_WAIT_MS)
+    page.wait_for_timeout(ms)
+
+
+def _type_inputs(page, sentences=SENTENCES, word: str = "bat"):
+    """Type the sentences and the target word as a user does; returns the sentence box."""
+    box = page.get_by_role("textbox", name="Sentences, one per line", exact=True)
+    box.fill("\n".join(sentences))
+    box.press("Control+Enter")
+    _settle(page, 500)
+    target = page.get_by_role("textbox", name="Target word", exact=True)
+    target.fill(word)
+    target.press("Enter")
+    return box
+
+
+def _download(page, expander: str, fmt: str, tmp_path: Path) -> bytes:
+    details = page.locator("details").filter(has_text=expander, visible=True).first
+    if details.get_attribute("open") is None:
+        details.locator("summary").click()
+    button = details.get_by_role("button", name=fmt, exact=True)
+    with page.expect_download(timeout=120_000) as info:
+        button.click()
+    path = tmp_path / f"download.{fmt.lower()}"
+    info.value.save_as(path)
+    return path.read_bytes()
+
+
+def _open_from_model_view(page) -> None:
+    """Click the thumbnail of layer 3, head 2 (smollm2-135m: 30 layers x 9 heads)."""
+    page.get_by_role("tab", name="Model view").click()
+    page.wait_for_timeout(1000)
+    plots = page.locator(".js-plotly-plot")
+    markers = [plots.nth(i).locator(".scatterlayer .trace .points path")
+               for i in range(plots.count())]
+    grid = next(m for m in markers if m.count() == 30 * 9)
+    grid.nth(2 * 9 + 2).click(force=True)
+    _settle(page)
+    assert page.get_by_role("slider", name="Layer").first.input_value() == "3"
+
+
+def _goto(page, server: str, path: str = "", **params) -> None:
+    from urllib.parse import urlencode
+
+    page.goto(f"{server}/{path}" + (f"?{urlencode(params)}" if params else ""))
+
+
+BANK = ["We sat on the bank of the river.", "The river bank was muddy.",
+        "She put her money in the bank.", "The bank lent him money.",
+        "He works at a bank downtown."]
+
+
+def _differs_when_swapped(page, locator, old: str, new: str) -> bool:
+    """Screenshot a chart's text element, swap one character for another in place, screenshot
+    again: with a font for both they draw differently; with none, both are the same box."""
+    element = locator.element_handle()     # a handle: the locator's text match changes below
+    before = element.screenshot()
+    element.evaluate("(el, [a, b]) => { el.textContent = el.textContent.replace(a, b); }",
+                     [old, new])
+    page.wait_for_timeout(200)
+    after = element.screenshot()
+    element.evaluate("(el, [a, b]) => { el.textContent = el.textContent.replace(b, a); }",
+                     [old, new])
+    return before != after
+
+
+# the default page has settled when its last chart, sense separation under the tabs, is drawn
+SETTLED = ".st-key-sep-silhouette .js-plotly-plot"
+
+
+# records, from before the page's own scripts run, whether a model-loading box ever showed
+SEE_LOADING = """new MutationObserver(() => {
+    if ((document.body && document.body.innerText || '').includes('Loading and running'))
+        window.__sawLoading = true;
+}).observe(document, {subtree: true, childList: true, characterData: true});"""
+
+
+def _open_sense_editor(page):
+    page.get_by_text("Sense labels (edit, or let clustering suggest them)").click()
+    editor = page.locator('[data-testid="stDataFrame"]').first
+    editor.scroll_into_view_if_needed()
+    page.wait_for_timeout(1000)
+    return editor
+
+
+ELLIPSIZED = """() => Array.from(document.querySelectorAll('[data-testid="stMain"] label *'))
+  .filter(e => e.offsetParent && e.textContent.trim() && e.scrollWidth > e.clientWidth + 1
+               && getComputedStyle(e).textOverflow === 'ellipsis')
+  .map(e => e.textContent.trim())"""

@@ -1,0 +1,117 @@
+"""The layer grid page (app/pages/grid.py) in a real browser."""
+from __future__ import annotations
+
+import re
+import tomllib
+
+from tests.e2e.helpers import (BROWSER_MARKS, MODEL_WAIT_MS, ROOT, SHOTS, _download, _settle)
+
+pytestmark = BROWSER_MARKS
+
+
+def test_layer_grid_click_links_every_panel_and_fills_the_side_panel(server, browser, tmp_path):
+    """Layers side by side: one panel per layer; clicking a point rings it in every panel and
+    the side panel names its sentence and its nearest neighbours; the grid exports."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.goto(f"{server}/grid")
+    page.wait_for_selector("text=/'mouse', 8 points/ >> visible=true", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    plot = page.locator(".js-plotly-plot:visible").filter(has_text="(baseline)").first
+    m = re.search(r"(\d+) of (\d+) layers", plot.locator(".gtitle").text_content())
+    shown, total = int(m.group(1)), int(m.group(2))
+    assert shown == total == plot.locator(".annotation-text").count()
+    points = plot.locator(".scatterlayer .trace .points path")
+    assert points.count() == 8 * shown
+    points.nth(0).click(force=True)
+    _settle(page)
+    side = page.get_by_text("Nearest to", exact=False).first
+    side.wait_for(timeout=60_000)
+    page.wait_for_selector("text=/1 selected in .*, read at/ >> visible=true", timeout=60_000)
+    body = page.locator("body").inner_text()
+    assert "Nearest to" in body and "(sentence " in body
+    sentence = int(re.search(r"\(sentence (\d+)\)", body).group(1))
+    preset = tomllib.loads((ROOT / "assets" / "presets.toml").read_text())["presets"]["mouse"]
+    assert preset["sentences"][sentence - 1][0] in body       # the side panel names it
+    # ringed in every panel of the redrawn grid: black outlines, one per panel
+    plot = page.locator(".js-plotly-plot:visible").filter(has_text="(baseline)").first
+    ringed = plot.evaluate("el => el.data.flatMap(t => [].concat(t.marker.line.color))"
+                           ".filter(c => c === 'black').length")
+    assert ringed == shown
+    assert not page.locator('[data-testid="stException"]').count()
+    page.screenshot(path=str(SHOTS / "grid.png"), full_page=True)
+    png = _download(page, "Export grid-", "PNG", tmp_path)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    html_bytes = _download(page, "Export grid-", "HTML", tmp_path)
+    assert b"plotly" in html_bytes[:5000].lower() or b"Plotly" in html_bytes
+
+
+def test_grid_clicks_add_to_the_selection_when_asked(server, browser):
+    """The caption promised that shift-click adds, but the grid is redrawn after every click
+    and plotly's selection goes with it: each click replaced the selection. "Clicks add" adds
+    a point, and a second click on it takes it out again."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.goto(f"{server}/grid?grid_add=True")
+    page.wait_for_selector("text=/'mouse', 8 points/ >> visible=true", timeout=MODEL_WAIT_MS)
+    _settle(page)
+
+    def click(n: int) -> None:
+        # points of the top layer's panel (the last traces): the baseline's coincide
+        plot = page.locator(".js-plotly-plot:visible").filter(has_text="(baseline)").first
+        plot.locator(".scatterlayer .trace .points path").nth(n).click(force=True)
+        _settle(page)
+
+    click(-1)
+    page.wait_for_selector("text=/1 selected in .*, read at/ >> visible=true", timeout=60_000)
+    click(-2)
+    page.wait_for_selector("text=/2 selected in .*, read at/ >> visible=true", timeout=60_000)
+    page.wait_for_url(re.compile(r"grid_sel=\d+%3A\d+%2C\d+%3A\d+(&|$)"), timeout=30_000)
+    click(-2)
+    page.wait_for_selector("text=/1 selected in .*, read at/ >> visible=true", timeout=60_000)
+    assert not page.locator('[data-testid="stException"]').count()
+    page.close()
+
+
+def test_stacked_3d_grids_stay_within_the_browsers_webgl_contexts(server, browser):
+    """Three models stacked in 3D drew 3 + 8 + 7 = 18 WebGL scenes; Chromium keeps 16 and
+    blanked the oldest (the first model's baseline)."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    lost = []
+    page.on("console", lambda m: lost.append(m.text) if "WebGL" in m.text else None)
+    page.goto(f"{server}/grid?grid_3d=True&grid_all=True")
+    page.wait_for_selector("text=/'mouse', 8 points/ >> visible=true", timeout=MODEL_WAIT_MS)
+    _settle(page, 4000)
+    scenes = page.evaluate("() => document.querySelectorAll('.js-plotly-plot .gl-container "
+                           "canvas').length")
+    titles = page.locator(".js-plotly-plot .gtitle").evaluate_all(
+        "els => els.map(e => e.textContent)")
+    assert len([t for t in titles if "'mouse', 8 points" in t]) == 3, titles
+    panels = [int(re.search(r"(\d+) of \d+ layers", t).group(1)) for t in titles]
+    assert sum(panels) <= 15 and max(panels) == 5, titles     # 3 + 5 + 5 (was 3 + 8 + 7)
+    assert 0 < scenes <= 16 and not [m for m in lost if "Too many" in m], (scenes, lost)
+    page.close()
+
+
+def test_layer_grid_panel_titles_do_not_run_into_each_other_on_a_phone(server, browser):
+    """At 390 px the four panels of a row are ~80 px wide and "char CNN (baseline)" ran into
+    "biLSTM 1"; the chart's own title ran off the screen."""
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    page.goto(f"{server}/grid?grid_all=True")
+    page.wait_for_selector("text=/'mouse', 8 points/ >> visible=true", timeout=MODEL_WAIT_MS)
+    _settle(page, 3000)
+    charts = page.locator(".js-plotly-plot", has=page.locator(".gtitle", has_text="points"))
+    assert charts.count() >= 3
+    for c in range(3):
+        boxes = charts.nth(c).locator(".annotation-text").evaluate_all(
+            "els => els.map(e => { const r = e.getBoundingClientRect();"
+            " return [e.textContent, r.left, r.right, r.top, r.bottom]; })")
+        assert len(boxes) >= 2, boxes
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1:]:
+                same_row = a[3] < b[4] and b[3] < a[4]
+                assert not (same_row and a[1] < b[2] and b[1] < a[2]), (a, b)
+        title = charts.nth(c).locator(".gtitle").evaluate(
+            "e => { const r = e.getBoundingClientRect(); return [r.bottom, r.right]; }")
+        right = charts.nth(c).evaluate("e => e.getBoundingClientRect().right")
+        assert title[1] <= right + 1, (title, right)
+        assert all(title[0] <= b[3] for b in boxes), (title, boxes)  # above the panel titles
+    page.close()
