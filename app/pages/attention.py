@@ -58,7 +58,7 @@ def attention_views(inputs, enc) -> None:
                                units=UNITS[words].lower())
     per_token = {**settings, "units": "tokens"}     # the tabs that do not follow the choice
     names = ["Head view", "Heatmap", "Model view", "Head statistics", "Rollout"]
-    neurons = compute.family_row(enc.family).can("query_key")
+    neurons = compute.can(enc.model_id, "query_key")
     tabs = st.tabs(names + (["Neuron view"] if neurons else []))
     with tabs[0], ui.guarded():
         options = ["(all)"] + [f"{i}: {t}" for i, t in enumerate(labels)]
@@ -177,7 +177,7 @@ def render(inputs: state.Inputs) -> None:
         st.session_state[key] = 0
     pick = st.selectbox("Sentence", range(len(labels)), format_func=labels.__getitem__, key=key)
     sentence = inputs.sentences[pick]
-    with_att = [m for f, m in models if compute.family_row(f).can("attention")]
+    with_att = [m for _, m in models if compute.can(m, "attention")]
     if with_att:
         key = state.url_key("att_model", str, choices=with_att)
         if st.session_state.get(key) not in with_att:
@@ -189,7 +189,7 @@ def render(inputs: state.Inputs) -> None:
         else:
             attention_views(inputs, enc)
     for f, m in models:
-        if not compute.family_row(f).can("attention"):
+        if not compute.can(m, "attention"):
             st.subheader(state.family_name(f))
             layer_contributions(inputs, f, m, sentence)
 

@@ -105,9 +105,11 @@ def masked_lm(sidebar_bert: str | None, label: str) -> str | None:
 
 def model_column(inputs, family_name: str, model_id: str | None, masked: str, prefix: str,
                  suffix: str) -> None:
-    """Every prediction the model's family can make, asked of the family table: a masked LM
-    fills the blank; a left-to-right LM fills it by re-ranking and guesses the next word; with a
-    right-to-left LM as well (ELMo) both LMs are shown together and apart."""
+    """Every prediction the model can make: a family of masked LMs fills the blank with the
+    masked LM chosen here; any other model is asked what its own checkpoint can do (an ELMo
+    file may ship no LM softmax): a left-to-right LM fills the blank by re-ranking and guesses
+    the next word; with a right-to-left LM as well (ELMo) both LMs are shown together and
+    apart."""
     fam = compute.family_row(family_name)
     if fam.can("masked_lm"):
         model_id = masked_lm(model_id, fam.label)
@@ -127,19 +129,23 @@ def model_column(inputs, family_name: str, model_id: str | None, masked: str, pr
     if model_id is None:
         st.info(f"Choose {fam.a_label} model in the sidebar.")
         return
-    two_lms = fam.can("next_word") and fam.can("previous_word")
+    can = {c for c in PREDICTS if compute.can(model_id, c)}   # this checkpoint, not its family
+    if not can:
+        st.info(f"{model_id} ships no LM softmax or head to predict words with; its layers are "
+                "on the other pages.")
+        return
+    two_lms = {"next_word", "previous_word"} <= can
     st.markdown(f"**{fam.label} · {model_id}** — "
                 + ("forward and backward LMs" if two_lms else "reads left to right"))
-    filled = True   # with two LMs, a failed fill means the checkpoint has no LM softmax at all
-    if fam.can("fill_blank"):
-        filled = prediction("masked", model_id, masked,
-                            "Both LMs together" if two_lms else "Fill from both sides", inputs,
-                            f"{fam.name}-fill")
-    if (filled or not two_lms) and fam.can("next_word"):
+    if "fill_blank" in can:
+        prediction("masked", model_id, masked,
+                   "Both LMs together" if two_lms else "Fill from both sides", inputs,
+                   f"{fam.name}-fill")
+    if "next_word" in can:
         prediction("next", model_id, prefix,
                    "Forward LM (from the left)" if two_lms else "Next word (left side only)",
                    inputs, f"{fam.name}-fwd" if two_lms else fam.name)
-    if (filled or not two_lms) and fam.can("previous_word"):
+    if "previous_word" in can:
         prediction("previous", model_id, suffix, "Backward LM (from the right)", inputs,
                    f"{fam.name}-bwd")
 
@@ -191,7 +197,7 @@ def render(inputs: state.Inputs) -> None:
         with col:
             model_column(inputs, name, chosen.get(name), masked, prefix, suffix)
     for name, model_id in models:
-        if families[name].can("logit_lens"):
+        if compute.can(model_id, "logit_lens"):
             logit_lens(inputs, model_id, prefix)
 
 
