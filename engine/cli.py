@@ -588,7 +588,7 @@ def cmd_index(args, engine_cls) -> int:
               engine_kind=args.engine, batch_size=args.batch_size, device=args.device,
               dtype=args.dtype, ray_address=args.ray_address, ray_workers=args.workers,
               commit_sentences=args.commit_sentences, replace_older=args.replace_older,
-              engine=engine)
+              engine=engine, on_corpus=lambda corpus: _note_unspaced(corpus.sentences))
     per = m.rows / max(1, len(m.layers))
     print(f"ctxlens: {output}: {m.n_sentences:,} sentences, {per:,.0f} occurrences x "
           f"{len(m.layers)} layers = {m.rows:,} rows, {m.bytes_on_disk / 2**20:,.1f} MiB "

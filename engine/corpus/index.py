@@ -260,16 +260,20 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
           engine_kind: str = "local", batch_size: int = 32, device: str = "auto",
           dtype: str = "float32", ray_address: str | None = None, ray_workers: int = 2,
           commit_sentences: int = COMMIT_SENTENCES, progress: bool = True,
-          engine=None, on_progress=None, replace_older: bool = False) -> Manifest:
+          engine=None, on_progress=None, replace_older: bool = False,
+          on_corpus=None) -> Manifest:
     """Embed every word of the corpus at the chosen layers into the index at `out`, resuming
     where a previous run stopped. Returns the final manifest. on_progress(done, total) is
-    called as the embedding starts and after each commit (sentences). `replace_older`: an
+    called as the embedding starts and after each commit (sentences); on_corpus(corpus) once
+    the corpus is read, before the model loads (the CLI's notes on its text). `replace_older`: an
     index of an older ctxlens format in `out` is deleted and built again (for folders the app
     owns), instead of a one-line refusal."""
     from engine.api import Engine
 
     folder = _checked_output(out, engine_kind, batch_size, commit_sentences, ray_workers)
     corpus = sources.load(src, progress=progress)
+    if on_corpus is not None:
+        on_corpus(corpus)
     eng = engine or Engine(device=device, dtype=dtype, cache_size=0)
     manifest = _planned_manifest(eng, model_id, corpus, layers, pool, progress)
     chosen, n_sentences = manifest.layers, len(corpus.sentences)

@@ -683,3 +683,19 @@ def test_compare_bad_input_is_one_line(model_dir, capsys, models, text, said):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("ctxlens: error:") and said in err
     assert not (model_dir / "cka.npz").exists()
+
+
+def test_index_notes_a_script_without_spaces_once(model_dir, tmp_path, capsys):
+    """embed, predict and compare say how a script without spaces is split; index said
+    nothing about its corpus."""
+    from tests.tiny_models import save_bert
+
+    bert = save_bert(model_dir / "bert", masked_lm=False)
+    src = tmp_path / "corpus.txt"
+    src.write_text("ภาษาไทย ง่าย .\nภาษาไทย .\nthe bank of the river .\n", encoding="utf-8")
+    assert main(["index", "--model", str(bert), "--corpus", str(src), "--output",
+                 str(tmp_path / "ix")]) == 0
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if "without spaces" in ln]
+    assert notes == ["ctxlens: Thai is written without spaces: ctxlens takes each run of it "
+                     "between spaces or punctuation as one word; put spaces between words to "
+                     "choose the split yourself"]
