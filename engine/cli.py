@@ -245,23 +245,24 @@ def _check_model_id(model: str) -> None:
                           "in the registry and no model folder; see `ctxlens models`")
 
 
-def _check_not_system(path: str) -> None:
+def _check_not_system(path: str, flag: str = "--output") -> None:
     # the kernel's folders answer "No such file or directory" to a new file, which misleads
     resolved = Path(path).resolve()
     for top in (Path("/proc"), Path("/sys")):
         if resolved == top or top in resolved.parents:
-            raise EngineError(f"--output {path} cannot be written: {top} holds the system's "
+            raise EngineError(f"{flag} {path} cannot be written: {top} holds the system's "
                               "own files; choose another folder")
 
 
-def _check_writable_file(path: str) -> None:
-    """--output can be written: checked before any work, so that a long run does not end in an
-    error (/proc/x.npz, a folder, a read-only disk). Opening for append leaves an existing file
-    as it is; a file this check creates is removed again."""
+def _check_writable_file(path: str, flag: str = "--output") -> None:
+    """An output file (`flag` names it in a message) can be written: checked before any work,
+    so that a long run does not end in an error (/proc/x.npz, a folder, a read-only disk).
+    Opening for append leaves an existing file as it is; a file this check creates is removed
+    again."""
     out = Path(path)
-    _check_not_system(path)
+    _check_not_system(path, flag)
     if out.is_dir():
-        raise EngineError(f"--output {path} is a folder; give a file name")
+        raise EngineError(f"{flag} {path} is a folder; give a file name")
     if not out.parent.is_dir():
         raise EngineError(f"output folder {out.parent} does not exist")
     try:
@@ -271,7 +272,7 @@ def _check_writable_file(path: str) -> None:
             os.close(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
             out.unlink()
     except OSError as e:
-        raise EngineError(f"--output {path} cannot be written ({e.strerror or e})") from None
+        raise EngineError(f"{flag} {path} cannot be written ({e.strerror or e})") from None
 
 
 def _check_writable_folder(path: str) -> None:
@@ -704,8 +705,8 @@ def cmd_compare(args, engine_cls) -> int:
 
     out = _check_output(args.output)
     table = Path(args.csv) if args.csv else out.with_suffix(".csv")
-    if args.csv:
-        _check_writable_file(args.csv)
+    # the default table too: it is written last, after both models have run
+    _check_writable_file(str(table), "--csv" if args.csv else "the CSV (choose it with --csv)")
     models, texts = _compare_inputs(args)
     engine = engine_cls(device=args.device, dtype=args.dtype, cache_size=0)
     for m in models:        # an unknown second model is said before the first one loads

@@ -699,3 +699,15 @@ def test_index_notes_a_script_without_spaces_once(model_dir, tmp_path, capsys):
     assert notes == ["ctxlens: Thai is written without spaces: ctxlens takes each run of it "
                      "between spaces or punctuation as one word; put spaces between words to "
                      "choose the split yourself"]
+
+
+def test_compare_refuses_an_unwritable_default_csv_before_the_models_load(model_dir, capsys):
+    """Without --csv the table goes beside --output (cka.csv); a folder of that name failed
+    only after both models had run, as an internal error. The model here does not exist: the
+    path is refused first."""
+    (model_dir / "cka.csv").mkdir()
+    assert compare(model_dir, "minilm-l6,no-such-model") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("ctxlens: error:"), err
+    assert str(model_dir / "cka.csv") in err and "no-such-model" not in err
+    assert not (model_dir / "cka.npz").exists()
