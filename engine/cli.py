@@ -175,6 +175,14 @@ def _compare_args(sub) -> None:
 
 
 PREDICT_KINDS = ("masked", "next", "previous")
+# JSON allows U+2028 and U+2029 raw inside a string, but JavaScript before ES2019 ends a line
+# there: escaped, a JSON line pasted into a script or an HTML page's <script> stays one line
+JS_LINE_ENDS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def to_json(obj) -> str:
+    """The CLI's JSON: one line, non-ASCII text as it is (readable), U+2028/U+2029 escaped."""
+    return json.dumps(obj, ensure_ascii=False).translate(JS_LINE_ENDS)
 
 
 def _read_lines(path: str) -> list[str]:
@@ -532,7 +540,7 @@ def cmd_predict(args, engine_cls) -> int:
     kind, text = next((k, t) for k, t in (("masked", args.text), ("next", args.next),
                                           ("previous", args.previous)) if t is not None)
     pred = _predict_one(engine, args.model, kind, text, args.top_k, args.sides, args.rescore)
-    print(json.dumps(pred.as_json(), ensure_ascii=False))
+    print(to_json(pred.as_json()))
     if pred.method:       # how it was filled, and what "<UNK>" means when it is listed
         print(f"ctxlens: {pred.method}", file=sys.stderr)
     if pred.pool and len(pred.candidates) < args.top_k:
@@ -564,7 +572,7 @@ def _predict_batch(args, engine_cls) -> int:
                 except (EngineError, TextError) as e:
                     errors += 1
                     row["error"] = str(e)
-                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                out.write(to_json(row) + "\n")
                 step(1)
     finally:
         if out is not sys.stdout:
@@ -630,7 +638,7 @@ def cmd_neighbours(args, engine_cls) -> int:
     source = {"model": index.manifest.model, "pooling": index.manifest.pooling}
     for h in hits:
         if args.json:
-            print(json.dumps({**h.as_json(), **source}, ensure_ascii=False))
+            print(to_json({**h.as_json(), **source}))
         else:
             # the same 0-based sentence id and word position as --json and the index's rows
             print(f"{h.cosine:.4f}  {h.word}  (sentence {h.sentence_id}, position {h.position})"
@@ -656,7 +664,7 @@ def cmd_stats(args, engine_cls) -> int:
         rows.append(row)
     if args.json:
         for r in rows:
-            print(json.dumps(r))
+            print(to_json(r))
         return 0
     print(f"{index.manifest.model} over {n:,} sentences of {index.manifest.corpus} "
           "(value [95% CI]; a word is its exact form, as on the Compare layers page; "

@@ -685,6 +685,18 @@ def test_compare_bad_input_is_one_line(model_dir, capsys, models, text, said):
     assert not (model_dir / "cka.npz").exists()
 
 
+def test_compare_refuses_an_unwritable_default_csv_before_the_models_load(model_dir, capsys):
+    """Without --csv the table goes beside --output (cka.csv); a folder of that name failed
+    only after both models had run, as an internal error. The model here does not exist: the
+    path is refused first."""
+    (model_dir / "cka.csv").mkdir()
+    assert compare(model_dir, "minilm-l6,no-such-model") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("ctxlens: error:"), err
+    assert str(model_dir / "cka.csv") in err and "no-such-model" not in err
+    assert not (model_dir / "cka.npz").exists()
+
+
 def test_index_notes_a_script_without_spaces_once(model_dir, tmp_path, capsys):
     """embed, predict and compare say how a script without spaces is split; index said
     nothing about its corpus."""
@@ -701,13 +713,18 @@ def test_index_notes_a_script_without_spaces_once(model_dir, tmp_path, capsys):
                      "choose the split yourself"]
 
 
-def test_compare_refuses_an_unwritable_default_csv_before_the_models_load(model_dir, capsys):
-    """Without --csv the table goes beside --output (cka.csv); a folder of that name failed
-    only after both models had run, as an internal error. The model here does not exist: the
-    path is refused first."""
-    (model_dir / "cka.csv").mkdir()
-    assert compare(model_dir, "minilm-l6,no-such-model") == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("ctxlens: error:"), err
-    assert str(model_dir / "cka.csv") in err and "no-such-model" not in err
-    assert not (model_dir / "cka.npz").exists()
+def test_json_output_escapes_line_and_paragraph_separators(model_dir, tmp_path):
+    """U+2028 and U+2029 are line ends in JavaScript source: JSON lines holding them raw break
+    when pasted into a script or an HTML page. They are written as \\u2028 and \\u2029."""
+    from tests.engine.elmo_tiny import write_tiny_elmo
+
+    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+    src, out = tmp_path / "blanks.txt", tmp_path / "out.jsonl"
+    src.write_text("the bank\u2028of the [MASK] .\nthe\u2029[MASK] é .\n", encoding="utf-8")
+    assert main(["predict", "--model", str(elmo), "--input", str(src), "--top-k", "2",
+                 "--output", str(out)]) == 0
+    raw = out.read_text(encoding="utf-8")
+    assert "\u2028" not in raw and "\u2029" not in raw
+    assert "\\u2028" in raw and "\\u2029" in raw and "é" in raw      # the rest stays readable
+    rows = [json.loads(x) for x in raw.splitlines()]
+    assert [r["text"] for r in rows] == ["the bank\u2028of the [MASK] .", "the\u2029[MASK] é ."]
