@@ -23,7 +23,7 @@ pages = [
 if (PAGES / "benchmarks.py").exists():  # owned by the benchmark work
     pages.append(st.Page(PAGES / "benchmarks.py", title="Benchmarks", url_path="benchmarks"))
 # Streamlit serves the default page at `/` only, so `/clusters` (how the other pages' addresses
-# read) said "Page not found": a hidden alias sends it to `/` with the link's settings.
+# read) would say "Page not found": a hidden alias sends it to `/` with the link's settings.
 ALIAS = st.Page(lambda: None, title="Polysemy clusters", url_path="clusters", visibility="hidden")
 pages.append(ALIAS)
 

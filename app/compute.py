@@ -63,7 +63,7 @@ def engine_cached(spinner: str | Callable[..., str] | None = None):
 
 
 # glibc keeps what a long sentence's run freed (torch's temporaries, chart JSON, CSV bytes) in
-# its heaps, so the server's RSS stayed ~0.5-1 GB above what it holds (SmolLM2-135M, four
+# its heaps, so the server's RSS stays ~0.5-1 GB above what it holds (SmolLM2-135M, four
 # 128-word Arabic sentences: 3.0 GB with 0.8 GB of results); malloc_trim hands it back. Once,
 # a few seconds after the last run, so a burst of reruns or sessions trims once.
 TRIM_DELAY_S = 5.0
@@ -630,7 +630,7 @@ def corpus_projection(folder: str, word: str, layer: int, limit: int, method: st
 def corpus_neighbours_of(folder: str, word: str, layer: int, limit: int, point: int, k: int):
     """Nearest contexts of point `point` of a word's map (corpus_occurrences with the same
     arguments); itself comes first. Its vector is the map's, already read: looking the row up
-    again by sentence and position scanned the whole layer table (15-54 ms on Brown)."""
+    again by sentence and position would scan the whole layer table (15-54 ms on Brown)."""
     vec, _, _ = corpus_occurrences(folder, word, layer, limit)
     if not 0 <= point < len(vec):
         raise EngineError("that point is not on the map any more; click it again")

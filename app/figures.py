@@ -164,8 +164,8 @@ def mix_weights(weights: np.ndarray, gamma: float, layer_names: Sequence[str]) -
     return fig
 
 
-# Lines stop just short of the token markers: a line's end point on top of a marker won the
-# click (hover mode "closest" ties), so clicking a token in the browser never focused it.
+# Lines stop just short of the token markers: a line's end point on top of a marker wins the
+# click (hover mode "closest" ties), and a click on the token would then never focus it.
 LINE_GAP = 0.04
 
 
@@ -256,7 +256,7 @@ def head_view_heads(tokens: Sequence[str], att: np.ndarray, focus: int | None = 
 
 # The model view sends every layer's and head's map in one heatmap: past this many cells (a
 # 270-map SmolLM2-135M at 85 tokens) it is ~10 MB a browser draws slowly, and a 600-token
-# sentence made it hundreds of MB.
+# sentence makes it hundreds of MB.
 MODEL_VIEW_MAX_CELLS = 2_000_000
 
 
@@ -504,7 +504,7 @@ def neuron_view(tokens: Sequence[str], query: np.ndarray, keys: np.ndarray,
 def heatmaps_per_row(n_layers: list[int], width_px: int = 1200, min_cell_px: int = 18) -> int:
     """How many square heatmaps (layer x layer CKA) fit side by side with every cell at least
     min_cell_px wide: three 7-layer maps share a row, SmolLM2's 31 layers take the full width
-    (squeezed into a third, its cells were 9 px and its labels overlapped)."""
+    (squeezed into a third, its cells would be 9 px and its labels would overlap)."""
     biggest = max(n_layers, default=1)
     for cols in (3, 2, 1):
         if cols <= len(n_layers) and width_px / cols - 120 >= biggest * min_cell_px:

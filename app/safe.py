@@ -24,5 +24,5 @@ def safe_md(text) -> str:
 def safe_label(text) -> str:
     """Text for plotly (a title, legend entry, tick, point text or hover): plotly draws a
     subset of HTML (<a href>, <span style>, <b>, <br>), so '<', '>' and '&' are escaped and no
-    tag forms. Quotes stay as they are: plotly showed html.escape's "&quot;" literally."""
+    tag forms. Quotes stay as they are: plotly shows html.escape's "&quot;" literally."""
     return html.escape(str(text), quote=False)

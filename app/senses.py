@@ -33,12 +33,12 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
         if st.session_state.get("_suggested"):
             kind, text = st.session_state["_suggested"]
             (st.warning if kind == "weak" else st.caption)(text)
-        # the column to edit first: on a phone long sentences pushed it off the right edge
+        # the column to edit first: on a phone long sentences push it off the right edge
         table = pd.DataFrame({"sense": labels, "sentence": inputs.sentences})
         # A keyed table keeps its edits while its values change, so its key changes only when
-        # the labels changed from outside it (a suggestion, a preset, edited sentences). Keyed
-        # by the labels themselves, each edit made a new table and the next edit, sent to the
-        # old one, was lost: every second label typed.
+        # the labels change from outside it (a suggestion, a preset, edited sentences). Keyed
+        # by the labels themselves, each edit would make a new table and the next edit, sent to
+        # the old one, would be lost: every second label typed.
         if st.session_state.get("_senses_out") != (inputs.sentences, labels):
             st.session_state["_senses_version"] = st.session_state.get("_senses_version", 0) + 1
         edited = st.data_editor(table, disabled=["sentence"], hide_index=True,
@@ -57,7 +57,7 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
 
 def suggestion_note(q: analysis.SplitQuality, model_id: str) -> tuple[str, str]:
     """Say how the suggested split came out, and when it is weak: it is the model's grouping,
-    not the senses (minilm-l6 split the mouse preset 5 : 3)."""
+    not the senses (minilm-l6 splits the mouse preset 5 : 3)."""
     text = (f"{model_id}'s top layer splits the sentences {' : '.join(map(str, q.sizes))} "
             f"(silhouette {q.silhouette:.2f})")
     if q.weak:

@@ -109,8 +109,8 @@ def url_key(key: str, kind=int, default=None, choices=None, bounds=None,
     if default is not None:
         st.session_state.setdefault(key, default)
     # whatever put it there (a hand-edited link, an older session's value), a widget's value has
-    # its declared type: a str where an int belongs raised "'>=' not supported between
-    # instances of 'str' and 'int'" on every page until the tab was reloaded
+    # its declared type: a str where an int belongs raises "'>=' not supported between
+    # instances of 'str' and 'int'" on every page until the tab is reloaded
     if isinstance(kind, type) and key in st.session_state and \
             not isinstance(st.session_state[key], kind):
         try:
@@ -186,7 +186,7 @@ def _on_preset() -> None:
 
 
 def _edited() -> None:
-    """Typed sentences are no longer the preset's."""
+    """Edited sentences are the user's own, not a preset's."""
     st.session_state["preset"] = CUSTOM
 
 
@@ -207,7 +207,7 @@ def _init_session() -> None:
     for key in ("sentences", "target", "labels"):
         if key in params:
             st.session_state[key] = params[key]
-    # the box's own cap holds for a link too (a 100-character target got past it)
+    # the box's own cap holds for a link too (a link can hold a 100-character target)
     st.session_state["target"] = st.session_state.get("target", "")[:MAX_TARGET_CHARS]
     if "labels" in params:   # a link's labels belong to the link's sentences, line by line
         st.session_state["_labels_for"] = sentence_lines()
@@ -245,7 +245,7 @@ def sidebar() -> Inputs:
              help="How a word split into several tokens becomes one vector")
     inputs = _session_inputs(tuple(models))
     # filled by settings_button once the page has registered its widgets: built here, the file
-    # lacked the settings of a page on its first visit ("widgets": {})
+    # would lack the settings of a page on its first visit ("widgets": {})
     st.session_state["_settings_slot"] = sb.empty()
     for key, times in st.session_state.get("_repeated_keys", {}).items():
         sb.warning(f"The link gives '{safe_md(str(key)[:40])}' {times} times; the last one "
@@ -367,7 +367,7 @@ def write_url() -> None:
     keys = url_keys()
     params = {k: str(v) for k in keys if (v := _value(k)) is not None}
     # a shared link's settings for pages not visited yet stay in the address until those
-    # pages register (and restore) them; dropping them lost every other page's settings
+    # pages register (and restore) them; dropping them would lose every other page's settings
     restored = st.session_state.get("_restored", set())
     pending = {**st.session_state.get("_link", {}), **st.query_params.to_dict()}
     params.update({k: v for k, v in pending.items() if k not in keys and k not in restored})

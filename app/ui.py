@@ -130,8 +130,8 @@ PROJECTION_HELP = ("How vectors of hundreds of dimensions are drawn flat. PCA ke
                    "UMAP and t-SNE keep each point's nearest neighbours near it, so groups show "
                    "more clearly, but distances between groups mean little.")
 
-# Plotly's mode bar, less what the charts do not need: ten buttons a chart covered the titles
-# on a phone and made about forty Tab stops before the sidebar on the clusters page. Kept:
+# Plotly's mode bar, less what the charts do not need: ten buttons a chart cover the titles
+# on a phone and make about forty Tab stops before the sidebar on the clusters page. Kept:
 # the camera, zoom, pan, box and lasso select (how points are chosen), reset.
 CHART_CONFIG = {"displaylogo": False,
                 "modeBarButtonsToRemove": ["zoomIn2d", "zoomOut2d", "autoScale2d"]}

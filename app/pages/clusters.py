@@ -13,7 +13,7 @@ NEAR_ONE_POINT = 0.9   # mean cosine above which the baseline's points are "near
 
 
 def overlap_notes(inputs, model_id: str, tv, layer: int, overlaps) -> None:
-    """Say why points coincide instead of leaving a lone dot (Issue: a context-free layer, or a
+    """Say why points coincide instead of leaving a lone dot (a context-free layer, or a
     left-to-right model that has read only the shared words before the target)."""
     n = len(tv.rows)
     if overlaps[0] and len(overlaps[0][0]) == n:

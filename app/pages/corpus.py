@@ -32,7 +32,7 @@ def choose_index():
 
 def layers_label(layers) -> str:
     """"layers 0–6" for a run of layers, "layers 0, 5, 10" for some (an index of seven of
-    smollm2-135m's 31 read "layers 0–30")."""
+    smollm2-135m's 31 layers names those seven, not "layers 0–30")."""
     layers = list(layers)
     if len(layers) == 1:
         return f"layer {layers[0]}"

@@ -20,7 +20,7 @@ METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
 SCOPES = {"the target word": "target", "every word": "all"}
 MAX_PANELS = 12          # auto: every k-th layer so that a grid holds at most this many panels
 MAX_PANELS_3D = 8        # each 3-D panel is a WebGL context; browsers allow ~16 per page
-WEBGL_PANELS = 15        # ... so stacked models share 15 (a 16th broke the first panel)
+WEBGL_PANELS = 15        # ... so stacked models share 15 (a 16th breaks the first panel)
 OTHER = "other words"
 
 

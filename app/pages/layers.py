@@ -43,7 +43,7 @@ def metric_charts(inputs, results, adjusted: bool) -> None:
             if all(np.isnan(v).all() for v in series.values()):
                 st.caption(why_undefined(key, results, adjusted))
             # the CSV alone must say what it holds: with the subtraction on, the same column
-            # name held values lower by the whole baseline
+            # name would hold values lower by the whole baseline
             column = (f"{key}_minus_baseline" if adjusted and key in ("self_similarity",
                                                                       "intra_sentence") else key)
             table = pd.concat([pd.DataFrame({"model": m, "layer": np.arange(len(v)),

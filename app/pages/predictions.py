@@ -34,7 +34,7 @@ def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
     # target word instead of keeping a position that now names another word (or none)
     wkey = f"pred_word_{zlib.crc32(wt.text.encode()):08x}"
     # the link's word (pred_word), for the sentence the link opens with and only once: a
-    # copied link reopened on the target word, not the word the user had chosen
+    # copied link reopens on the word the user chose, not on the target word
     linked = st.session_state.get(state.url_key("pred_word", int, default=-1), -1)
     if not st.session_state.get("_pred_word_read"):
         st.session_state["_pred_word_read"] = True
@@ -168,7 +168,7 @@ def logit_lens(inputs, model_id: str, prefix: str) -> None:
                                  "layer", "probability", 0.0, 1.0, text=shown)
     ui.plotly_chart(fig, key="logit-lens")
     # one row per (layer, position): the figure's text (the top tokens) with its colour, and
-    # no column named by a token (" the" twice made two columns of one name)
+    # no column named by a token (" the" twice would make two columns of one name)
     n_layers, n_tokens = np.shape(lens.top_probs)
     export.figure_downloads(fig, "logit-lens", pd.DataFrame({
         "layer": np.repeat(rows, n_tokens), "position": np.tile(np.arange(n_tokens), n_layers),
