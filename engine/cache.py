@@ -11,7 +11,7 @@ instead of silently corrupting what the next caller gets.
 
 The cache is bounded in entries and in bytes (CTXLENS_RESULT_CACHE_MB, default 1024): one long
 sentence's attention maps alone take hundreds of MB (SmolLM2-135M, 600 tokens: 30 layers x 9
-heads x 600² float32 = 370 MB), so a bound in entries alone let memory grow without limit.
+heads x 600² float32 = 370 MB), so a bound in entries alone would let memory grow without limit.
 """
 from __future__ import annotations
 

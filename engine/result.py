@@ -79,7 +79,7 @@ class Encoding:
         """[layers+1, words, dim]: each word's subword vectors pooled the same way for every
         tokeniser (WordPiece, byte-level BPE, SentencePiece, ELMo's whole words)."""
         _require(pool in POOLINGS, "pool", f"must be one of {POOLINGS}")
-        # one gather or one matmul for all words (a per-word loop was a tenth of `ctxlens
+        # one gather or one matmul for all words (a per-word loop takes a tenth of `ctxlens
         # embed`'s time); every word has at least one token (checked at construction)
         real = np.nonzero(self.token_to_word >= 0)[0]
         words = self.token_to_word[real]

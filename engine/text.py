@@ -32,10 +32,11 @@ _LETTER = r"\p{L}\p{N}_"            # what `re`'s \w is for str (the regex modul
 _EXTEND = r"\p{M}\p{gcb=Extend}\p{gcb=ZWJ}"
 # Invisible format characters (Unicode Cf: zero-width space, byte-order mark, word joiner,
 # direction marks, soft hyphen...): WordPiece drops them, so as a word of their own ("He said
-# \u200b nothing") they stopped a corpus build at that line, and inside a word ("co\u00adoperate")
-# they split it. They are taken out of a text where it comes in (drop_invisible), not in the word
-# split: the split stays what existing indexes' positions were made with. Kept: the joiners
-# U+200C/U+200D and the tag characters, which hold emoji sequences (a family, a flag) together.
+# \u200b nothing") they would stop a corpus build at that line, and inside a word
+# ("co\u00adoperate") they would split it. They are taken out of a text where it comes in
+# (drop_invisible), not in the word split: the split stays the one existing indexes count
+# positions in. Kept: the joiners U+200C/U+200D and the tag characters, which hold emoji
+# sequences (a family, a flag) together.
 _INVISIBLE = re.compile("[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u180e\u200b\u200e\u200f"
                         "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]")
 # Corpus indexes store words by position in this split: a change here changes what a position
@@ -156,7 +157,7 @@ def from_words(words: Sequence[str]) -> WordText:
 
 # Control characters that separate words as spaces do (VT, FF, NEL, the information separators
 # U+001C-U+001F): the split above reads them so, but WordPiece deletes every control character
-# but tab, newline and CR, so "lends\x0bmoney" became the one token "lendsmoney".
+# but tab, newline and CR, so "lends\x0bmoney" would become the one token "lendsmoney".
 _CONTROL_SPACE = re.compile("[\x0b\x0c\x1c-\x1f\x85]")
 
 
@@ -222,7 +223,7 @@ def align_many(texts: Sequence[WordText], offsets: Sequence[Sequence[tuple[int, 
     """align_offsets() for many texts at once, the same results: a token that lies inside one
     word (almost all of them) is placed by one sorted search over every text's words; a text
     with any other token (one spanning two words or between words) goes through
-    align_offsets. Batch embedding spent most of its host time in the per-text call."""
+    align_offsets. A per-text call for every text takes most of batch embedding's host time."""
     if not texts:
         return []
     sep = "\n"                          # never inside a token's span

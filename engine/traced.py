@@ -1,10 +1,11 @@
 """A traced graph of an encoder's hidden states, cached on disk, for batch work in a fresh process.
 
-`ctxlens embed` in a fresh process spent longer importing transformers' modelling code and
-building the model (about 3 s of 10 on 2 cores) than a plain Hugging Face program saves by
-anything the engine does better. A frozen TorchScript trace of the same encoder loads in a
-tenth of a second with torch alone, and its tokenizer is the very Rust tokenizer transformers
-wraps, read back from its JSON; so a cached graph skips transformers altogether.
+Without a graph, `ctxlens embed` in a fresh process spends longer importing transformers'
+modelling code and building the model (about 3 s of 10 on 2 cores) than a plain Hugging Face
+program saves by anything the engine does better. A frozen TorchScript trace of the same
+encoder loads in a tenth of a second with torch alone, and its tokenizer is the very Rust
+tokenizer transformers wraps, read back from its JSON; so a cached graph skips transformers
+altogether.
 
 A graph is built once, from the model loaded the usual way, and written to the engine's cache
 (cache_dir()/traced) only after it has matched that model: the same token ids, tokens and

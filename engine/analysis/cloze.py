@@ -14,9 +14,9 @@ from engine.registry import ASSETS
 
 ITEMS_DIR = ASSETS / "cloze"
 ITEMS = ITEMS_DIR / "everyday.tsv"
-# a second set of everyday items, written later (2026-11-27) before any model saw them: every
-# choice the benchmark reports (the re-scoring, the GPT prompt) was made looking at ITEMS, so
-# this set says whether the numbers hold on sentences none of those choices read
+# a second set of everyday items, held out: every choice the benchmark reports (the
+# re-scoring, the GPT prompt) is made on ITEMS alone, so this set says whether the numbers
+# hold on sentences none of those choices read
 REPLICATION = ITEMS_DIR / "everyday_replication.tsv"
 
 

@@ -227,7 +227,7 @@ def layer_metrics(encodings: Sequence[Encoding], pool: Pooling = "mean", seed: i
         # self-similarity and MEV are means over words, so their unit is the word: resampling
         # sentences would drop a word seen twice from every resample missing one of its
         # sentences and so weigh frequent (context-specific) words more than the estimate
-        # does, biasing the interval low (on Brown, intervals that excluded their own estimate)
+        # does, biasing the interval low (on Brown, intervals that exclude their own estimate)
         words = (resample_counts(len(groups), n_resamples, resample_seed) if groups
                  else np.zeros((n_resamples, 0), np.int64))
         replicates = {
@@ -345,7 +345,7 @@ _MAX_GRAM_ENTRIES = 2 ** 26
 def debiased_hsic(t1: np.ndarray, t2: np.ndarray, t3: np.ndarray, n) -> np.ndarray:
     """Song et al. 2012 (Eq. 5) unbiased HSIC, times n(n-3) (a factor CKA's ratio cancels),
     from t1 = tr(K~L~), t2 = 1'K~L~1 and t3 = (1'K~1)(1'L~1), K~ and L~ the Gram matrices with
-    their diagonals zeroed: a word paired with itself (|x|^2 |y|^2) no longer counts as
+    their diagonals zeroed: a word paired with itself (|x|^2 |y|^2) does not count as
     shared structure, which lifts plain CKA far above its population value with few words."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(n > 3, t1 + t3 / ((n - 1) * (n - 2)) - 2 * t2 / (n - 2), np.nan)

@@ -62,7 +62,7 @@ def nearest_centroid_hits(vectors: np.ndarray, senses: np.ndarray,
             centroids[k] -= unit[r]
             sims = unit_rows(centroids) @ unit[r]
             # a context-free layer gives every example of one word form the same vector, so
-            # all its sense centroids tie and argmax would pick by float rounding (which moved
+            # all its sense centroids tie and argmax would pick by float rounding (which moves
             # elmo-brown's char-CNN score by 0.03 between two batchings): a tie earns the
             # expected score of an arbitrary pick instead, 1 / (number tied)
             tied = sims >= sims.max() - TIE_TOLERANCE

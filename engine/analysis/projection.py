@@ -119,8 +119,8 @@ _umap_kernels_cached = False
 def _import_umap():
     """Import umap with numba's on-disk cache switched on for its and pynndescent's kernels.
 
-    umap-learn marks few of its numba functions cache=True, so every new process compiled the
-    rest again before its first UMAP (14.5 s on the benchmark machine, against a 2 s target for
+    umap-learn marks few of its numba functions cache=True, so every new process would compile
+    the rest again before its first UMAP (14.5 s on the benchmark machine, against a 2 s target for
     the whole analysis). Module-level functions are what numba can cache safely; a kernel that
     has compiled already keeps its in-memory code, and numba picks the cache folder itself
     (beside the package, or a per-user folder when that is read-only).

@@ -59,7 +59,7 @@ def silhouette(vectors: np.ndarray, labels: Sequence) -> float:
     if k < 2 or k > len(codes) - 1:
         return float("nan")
     # cosine distances computed once here: sklearn's metric="cosine" path re-validates and
-    # re-normalises per call, which dominated a per-layer sweep over a handful of points
+    # re-normalises per call, which dominates a per-layer sweep over a handful of points
     u = unit_rows(vectors)
     dist = np.clip(1.0 - u @ u.T, 0.0, 2.0)
     # distances at float-rounding level are the same point: a context-free layer (or a mix

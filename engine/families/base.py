@@ -84,7 +84,7 @@ def resolve_dtype(dtype: str, device: str):
         raise EngineError(f"unknown dtype {dtype!r}: use float32, float16 or bfloat16")
     if device == "cuda" and dtype == "float32":
         # float32 asked for means float32: PyTorch lets cuDNN convolutions (ELMo's char CNN)
-        # round through TF32 by default, though not matmuls; on a lent H200 that put ELMo's
+        # round through TF32 by default, though not matmuls; on an H200 that puts ELMo's
         # layer 0 up to 6e-4 off the CPU. Process-wide, as the flag is.
         torch.backends.cudnn.allow_tf32 = False
     if device == "cpu" and dtype != "float32":

@@ -199,7 +199,7 @@ class BertAdapter:
 
 
 # Whole words the head proposes for re-scoring: on the 149 everyday cloze items the head's top 30
-# held an accepted answer on 78% (top 60: 79%), and re-ranking 60 instead of 30 moved top-5 by
+# holds an accepted answer on 78% (top 60: 79%), and re-ranking 60 instead of 30 moves top-5 by
 # one item; each candidate costs one forward pass per token of the sentence
 RESCORE_CANDIDATES = 30
 RESCORE_CHUNK = 128          # sequences a forward pass

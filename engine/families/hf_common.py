@@ -303,7 +303,7 @@ def pad_batch(batch: Sequence[TokenizedText], pad_id: int, device: str):
     lengths = np.fromiter((len(t.input_ids) for t in batch), np.int64, len(batch))   # (B,)
     real = np.arange(int(lengths.max()))[None, :] < lengths[:, None]               # (B, T)
     ids = np.full(real.shape, pad_id, np.int64)                                     # (B, T)
-    # one fill for the whole batch (a tensor per text cost as much as tokenising it)
+    # one fill for the whole batch (a tensor per text costs as much as tokenising it)
     ids[real] = np.fromiter(chain.from_iterable(t.input_ids for t in batch), np.int64,
                             int(lengths.sum()))
     return (torch.from_numpy(ids).to(device),
@@ -557,7 +557,7 @@ def pooled_words(tokenized: Sequence[TokenizedText], batch_size: int, pool: str,
 def _pool_index(batch: Sequence[TokenizedText], width: int, pool: str):
     """Rows of a batch's flattened (text x token) states and, for "mean", the word each row
     adds to and its weight (1 / the word's token count), in Encoding.word_vectors' terms;
-    whole-batch array operations (a loop over texts took 0.30 s of host time for 16,384
+    whole-batch array operations (a loop over texts takes 0.30 s of host time for 16,384
     sentences in batches of 512, these 0.02 s)."""
     lengths = np.array([len(t.token_to_word) for t in batch], np.int64)
     n_words = np.array([len(t.text.words) for t in batch], np.int64)
