@@ -263,11 +263,10 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
           engine=None, on_progress=None, replace_older: bool = False,
           on_corpus=None) -> Manifest:
     """Embed every word of the corpus at the chosen layers into the index at `out`, resuming
-    where a previous run stopped. Returns the final manifest. on_progress(done, total) is
-    called as the embedding starts and after each commit (sentences); on_corpus(corpus) once
-    the corpus is read, before the model loads (the CLI's notes on its text). `replace_older`: an
-    index of an older ctxlens format in `out` is deleted and built again (for folders the app
-    owns), instead of a one-line refusal."""
+    where a previous run stopped; returns the final manifest. on_progress(done, total): as the
+    embedding starts and after each commit (sentences); on_corpus(corpus): once the corpus is
+    read, before the model loads (the CLI's notes on its text). `replace_older`: an index of an
+    older format in `out` is built again (folders the app owns), not refused in one line."""
     from engine.api import Engine
 
     folder = _checked_output(out, engine_kind, batch_size, commit_sentences, ray_workers)
@@ -291,9 +290,7 @@ def build(model_id: str, src: str, out: str | Path, layers: str = "all", pool: s
         from tqdm import tqdm
 
         before = len(done)
-        # sentences in the tables: counted here, as a disabled tqdm (progress=False, the app's
-        # builds) leaves its own count where it started
-        written = [before]
+        written = [before]      # counted here: a disabled tqdm (the app's builds) counts none
         with tqdm(total=n_sentences, initial=before, unit="sent",
                   desc=f"index {model_id}", disable=not progress, mininterval=1.0) as bar:
             def advance(n_sent: int, at: float | None = None) -> None:
