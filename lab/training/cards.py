@@ -302,7 +302,7 @@ count as <UNK>, for the model and the baseline alike.
 
 {_status(r)} Its predictions do use
 context: the forward LM expects a noun phrase after "the" and a clause after "said that", the
-backward LM a determiner before a noun (tests/training/test_bundled_models.py checks this).
+backward LM a determiner before a noun (tests/lab/training/test_bundled_models.py checks this).
 
 ![learning curve](learning_curve.png)
 

@@ -8,7 +8,7 @@ from engine.corpus import catalog
 from engine.corpus import index as corpus_index
 from engine.text import split_words
 from tests.app.helpers import figure, no_failures, page
-from tests.corpus.test_index import _corpus
+from tests.engine.corpus.test_index import _corpus
 
 pytestmark = pytest.mark.usefixtures("tiny_engine")
 

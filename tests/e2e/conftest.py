@@ -12,7 +12,7 @@ from tests.e2e.helpers import ARGS, CHROMIUM, SERVER_LOG, app_server
 def index_dir(tmp_path_factory):
     """A small corpus index of the bundled minilm-l6 for the Corpus page."""
     from engine.corpus.index import build
-    from tests.corpus.test_done_when import MONEY, RIVER
+    from tests.engine.corpus.test_done_when import MONEY, RIVER
 
     root = tmp_path_factory.mktemp("indexes")
     src = root / "bank.txt"

@@ -63,7 +63,7 @@ def test_the_corpus_page_builds_brown_with_a_moving_bar_and_opens_the_index(brow
     """No index yet: the page builds Brown (here a 24-sentence stand-in, in a server of its
     own) into the app's folder; the bar reaches every sentence before the search indexes are
     built (it stayed at 0: the app's builds reported no progress), and the new index opens."""
-    from tests.corpus.test_done_when import MONEY, RIVER
+    from tests.engine.corpus.test_done_when import MONEY, RIVER
 
     src = tmp_path / "brown.txt"
     src.write_text("\n".join(RIVER + MONEY))

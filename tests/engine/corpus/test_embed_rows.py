@@ -6,7 +6,7 @@ import pytest
 from engine.api import Engine
 from engine.corpus.embed import embed_rows
 from engine.text import split_words
-from tests.corpus.test_index import _corpus, tiny  # noqa: F401 - the fixture
+from tests.engine.corpus.test_index import _corpus, tiny  # noqa: F401 - the fixture
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])

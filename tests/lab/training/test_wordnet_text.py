@@ -10,7 +10,7 @@ from engine.analysis.wordnet import benchmark_examples, read_synsets
 from lab.training.everyday import load_sentences
 from lab.training.wordnet import run, synset_lines
 
-CLOZE = Path(__file__).resolve().parents[2] / "assets" / "cloze" / "everyday.tsv"
+CLOZE = Path(__file__).resolve().parents[3] / "assets" / "cloze" / "everyday.tsv"
 HEADER = "  1 This software and database is being provided to you, the LICENSEE, by\n"
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from lab.training.everyday import cloze_guard, leaks, load_sentences, sentences_of
 from lab.training.mlm_head import EXTRA_DOC_SENTENCES, extra_documents
 
-CLOZE = Path(__file__).resolve().parents[2] / "assets" / "cloze" / "everyday.tsv"
+CLOZE = Path(__file__).resolve().parents[3] / "assets" / "cloze" / "everyday.tsv"
 
 
 def test_sentences_are_split_cleaned_and_filtered():

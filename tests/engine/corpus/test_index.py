@@ -21,7 +21,7 @@ from engine.errors import EngineError
 from engine.text import split_words
 from tests.tiny_models import save_bert
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WORDS = ("bank river money open closed the a of by is was near water cash loan boat fish "
          "city old new big small green red").split()
 

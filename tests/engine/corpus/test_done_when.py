@@ -11,7 +11,7 @@ import pytest
 from engine.corpus import sources
 from engine.corpus.brown import detokenize
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RIVER = ["The boat drifted toward the muddy bank of the river .",
          "We had a picnic on the grassy bank by the stream .",
          "Fishermen lined the bank of the river at dawn .",

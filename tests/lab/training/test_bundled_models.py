@@ -1,7 +1,7 @@
 """The bundled models trained by ctxlens load through engine.api.Engine and behave like trained
 models: each assertion below fails for a randomly initialised model of the same shape.
 
-Held-out sentences: tests/training/data/brown_heldout_sample.txt (40 sentences from the 25
+Held-out sentences: tests/lab/training/data/brown_heldout_sample.txt (40 sentences from the 25
 held-out Brown documents, never seen in training).
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ import torch
 from engine.families.base import LoadOptions
 from engine.families.elmo import adapter as elmo_family
 from lab.training import elmo, soup
-from tests.training.test_elmo_export import TINY
+from tests.lab.training.test_elmo_export import TINY
 
 VOCAB = ["<S>", "</S>", "<UNK>", "the", "cat", "dog", "sat", "on", "mat", "river", "bank"]
 

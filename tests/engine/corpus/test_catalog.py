@@ -44,7 +44,7 @@ def test_the_size_estimate_matches_the_measured_brown_index():
     import json
     from pathlib import Path
 
-    built = json.loads((Path(__file__).resolve().parents[2] / "results" / "corpus.json")
+    built = json.loads((Path(__file__).resolve().parents[3] / "results" / "corpus.json")
                        .read_text())["build"]
     assert built["model"] == "minilm-l6" and built["occurrences"] == catalog.BROWN_OCCURRENCES
     assert catalog.bytes_per_row(384) == pytest.approx(built["bytes_per_row"], rel=0.02)

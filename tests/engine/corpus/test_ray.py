@@ -7,7 +7,7 @@ from engine.api import Engine
 from engine.corpus import index as corpus_index
 from engine.corpus import ray_embed
 from engine.corpus.embed import embed_rows
-from tests.corpus.test_index import (_corpus, _rows, fill_a_small_disk,  # noqa: F401
+from tests.engine.corpus.test_index import (_corpus, _rows, fill_a_small_disk,  # noqa: F401
                                      killed_then_resumed, tiny)
 
 pytestmark = pytest.mark.slow
