@@ -151,11 +151,12 @@ class Engine:
         if (model_id, str(path)) in self._checked or not (path / "config.json").is_file():
             return
         from engine import checkpoint
-        from engine.families.base import resolve_device, resolve_dtype
+        from engine.families.base import resolve_device
 
         checkpoint.check_safe(path)
         device = resolve_device(self.options.device)
-        dtype = str(resolve_dtype(self.options.dtype, device)).removeprefix("torch.")
+        # as resolve_dtype keeps it, without importing torch: half precision only on a GPU
+        dtype = self.options.dtype if device == "cuda" else "float32"
         checkpoint.check_memory(path, dtype, device, model_id)
         self._checked.add((model_id, str(path)))
 

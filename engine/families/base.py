@@ -1,6 +1,8 @@
 """The adapter protocol every model family implements (its errors: engine/errors.py)."""
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
@@ -58,7 +60,21 @@ class LoadOptions:
     compile: bool = False
 
 
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+
+
+def _gpu_driver_present() -> bool:
+    """Whether a GPU driver shows a device node (NVIDIA, ROCm, WSL). Without one
+    torch.cuda.is_available() is False, so "auto" means the CPU without importing torch: a
+    process that only reads stored encodings never needs it."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1"):
+        return False
+    return any(os.path.exists(node) for node in GPU_DEVICE_NODES)
+
+
 def resolve_device(device: str) -> str:
+    if device == "cpu" or (device == "auto" and not _gpu_driver_present()):
+        return "cpu"
     import torch
 
     if device == "auto":
