@@ -8,15 +8,21 @@ from tests.e2e.helpers import (BROWSER_MARKS, MODEL_WAIT_MS, SETTLED, SHOTS, _se
 pytestmark = BROWSER_MARKS
 
 
+def _corpus_map(browser, url: str, settled: str, chart: str, height: int):
+    """The Corpus page at `url`, once the text `settled` (a /regex/) shows: the page and the
+    chart whose text holds `chart`."""
+    page = browser.new_page(viewport={"width": 1500, "height": height})
+    page.goto(url)
+    page.wait_for_selector(f"text={settled} >> visible=true", timeout=MODEL_WAIT_MS)
+    _settle(page)
+    return page, page.locator(".js-plotly-plot").filter(has_text=chart).first
+
+
 def test_corpus_page_maps_a_word_and_finds_nearest_contexts(server, browser):
     """Corpus: the indexed word is mapped, a click opens its nearest contexts in the corpus,
     and a typed sentence is searched."""
-    page = browser.new_page(viewport={"width": 1500, "height": 1100})
-    page.goto(f"{server}/corpus?corpus_word=bank&corpus_layer=6")
-    page.wait_for_selector("text=/'bank' in .*24 of 24 occurrences/ >> visible=true",
-                           timeout=MODEL_WAIT_MS)
-    _settle(page)
-    plot = page.locator(".js-plotly-plot").filter(has_text="occurrences").first
+    page, plot = _corpus_map(browser, f"{server}/corpus?corpus_word=bank&corpus_layer=6",
+                             "/'bank' in .*24 of 24 occurrences/", "occurrences", 1100)
     points = plot.locator(".scatterlayer .trace .points path")
     assert points.count() == 24
     points.nth(0).click(force=True)
@@ -100,12 +106,9 @@ def test_the_corpus_page_builds_brown_with_a_moving_bar_and_opens_the_index(brow
 def test_corpus_every_layer_grid_clicks_to_the_nearest_contexts_at_that_layer(server, browser):
     """Corpus, every layer side by side: the same 24 occurrences in each of the index's three
     panels (layers 0, 4, 6); a click in a panel opens the nearest contexts at that layer."""
-    page = browser.new_page(viewport={"width": 1500, "height": 1300})
-    page.goto(f"{server}/corpus?corpus_word=bank&corpus_layer=6&corpus_grid=true")
-    page.wait_for_selector("text=/24 of 24 occurrences at every layer/ >> visible=true",
-                           timeout=MODEL_WAIT_MS)
-    _settle(page)
-    plot = page.locator(".js-plotly-plot").filter(has_text="every layer").first
+    page, plot = _corpus_map(
+        browser, f"{server}/corpus?corpus_word=bank&corpus_layer=6&corpus_grid=true",
+        "/24 of 24 occurrences at every layer/", "every layer", 1300)
     assert plot.locator(".annotation-text").count() == 3           # one title a panel
     points = plot.locator(".scatterlayer .trace .points path")
     assert points.count() == 24 * 3
