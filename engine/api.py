@@ -151,12 +151,11 @@ class Engine:
         if (model_id, str(path)) in self._checked or not (path / "config.json").is_file():
             return
         from engine import checkpoint
-        from engine.families.base import resolve_device
+        from engine.families.base import dtype_name, resolve_device
 
         checkpoint.check_safe(path)
         device = resolve_device(self.options.device)
-        # as resolve_dtype keeps it, without importing torch: half precision only on a GPU
-        dtype = self.options.dtype if device == "cuda" else "float32"
+        dtype = dtype_name(self.options.dtype, device)
         checkpoint.check_memory(path, dtype, device, model_id)
         self._checked.add((model_id, str(path)))
 

@@ -92,18 +92,21 @@ def check_layers(layers: Sequence[int] | None, top: int) -> None:
         raise EngineError(f"layers must be between 0 and {top} for this model")
 
 
+def dtype_name(dtype: str, device: str) -> str:
+    """The dtype a model runs in, without importing torch: half precision only on a GPU
+    (half-precision matmuls on CPU are slow and lossy; results stay comparable)."""
+    if dtype not in ("float32", "float16", "bfloat16"):
+        raise EngineError(f"unknown dtype {dtype!r}: use float32, float16 or bfloat16")
+    return "float32" if device == "cpu" else dtype
+
+
 def resolve_dtype(dtype: str, device: str):
     import torch
 
-    table = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-    if dtype not in table:
-        raise EngineError(f"unknown dtype {dtype!r}: use float32, float16 or bfloat16")
-    if device == "cuda" and dtype == "float32":
+    name = dtype_name(dtype, device)
+    if device == "cuda" and name == "float32":
         # float32 asked for means float32: PyTorch lets cuDNN convolutions (ELMo's char CNN)
         # round through TF32 by default, though not matmuls; on an H200 that puts ELMo's
         # layer 0 up to 6e-4 off the CPU. Process-wide, as the flag is.
         torch.backends.cudnn.allow_tf32 = False
-    if device == "cpu" and dtype != "float32":
-        # half-precision matmuls on CPU are slow and lossy; keep results comparable
-        return torch.float32
-    return table[dtype]
+    return getattr(torch, name)
