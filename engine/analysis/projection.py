@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import orthogonal_procrustes
+from threadpoolctl import threadpool_limits
 
 from engine.errors import EngineError
 
@@ -98,8 +99,12 @@ def project(vectors: np.ndarray, method: str = "pca", seed: int = 0,
 def _pca_joint(x: np.ndarray, dims: int = 2) -> Projection:
     layers, n, dim = x.shape
     flat = x.reshape(layers * n, dim)
-    # SVD of the stacked, per-layer-centred points = PCA fitted on every layer at once
-    _, s, vt = np.linalg.svd(flat, full_matrices=False)
+    # SVD of the stacked, per-layer-centred points = PCA fitted on every layer at once. One BLAS
+    # thread: a few hundred points gain nothing from a second, and in the app's server the
+    # second waits on the core the browser draws with (SmolLM2's 31 layers: 0.06 s on one
+    # thread, 0.8-2.1 s on two while Chromium renders the page, 2 cores)
+    with threadpool_limits(1, user_api="blas"):
+        _, s, vt = np.linalg.svd(flat, full_matrices=False)
     axes = vt[:dims]
     coords = (flat @ axes.T).reshape(layers, n, -1)
     if coords.shape[2] < dims:  # fewer dimensions (or points) than axes asked for

@@ -1,4 +1,7 @@
 """Sense separation, suggested senses and the ELMo scalar mix."""
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -113,23 +116,27 @@ def test_scalar_mix_is_the_elmo_family_implementation_with_the_same_numbers():
 
 def test_importing_senses_does_not_import_torch():
     # the app imports engine.analysis.senses and must never load torch
-    import subprocess
-    import sys
-
     code = ("import sys, engine.analysis.senses, engine.analysis.geometry; "
             "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
-def test_silhouette_equals_sklearns_cosine_silhouette():
+@pytest.mark.parametrize("seed,labels", [
+    (3, "aaaabbbccc"), (4, "abababab"), (5, "aaaaaab"), (6, "abcdaabbccd"), (7, "abcabcabca")])
+def test_silhouette_equals_sklearns_cosine_silhouette(seed, labels):
+    """engine's silhouette is numpy (sklearn's import held the first chart); sklearn's is the
+    reference, singleton senses included (they score 0 in both)."""
     from sklearn.metrics import silhouette_score
 
-    rng = np.random.default_rng(3)
-    vectors = rng.normal(size=(10, 12))
-    labels = ["a"] * 4 + ["b"] * 3 + ["c"] * 3
-    codes = [0] * 4 + [1] * 3 + [2] * 3
-    assert silhouette(vectors, labels) == pytest.approx(
-        silhouette_score(vectors, codes, metric="cosine"), abs=1e-12)
+    vectors = np.random.default_rng(seed).normal(size=(len(labels), 12))
+    assert silhouette(vectors, list(labels)) == pytest.approx(
+        silhouette_score(vectors, list(labels), metric="cosine"), abs=1e-12)
+
+
+def test_the_silhouette_imports_no_sklearn():
+    code = ("import sys, numpy as np\nfrom engine.analysis.senses import silhouette\n"
+            "silhouette(np.eye(4), list('aabb'))\nsys.exit('sklearn' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
 def test_split_quality_says_when_a_suggested_split_is_weak():
