@@ -1,7 +1,7 @@
 """Soak: N browser sessions at once drive the whole app for M minutes and we watch what breaks.
 
-    python -m bench.soak [--sessions 8] [--long 2] [--minutes 5] [--idle 120] [--pages ...]
-                         [--out results]
+    python -m bench.soak [--sessions 4] [--long 2] [--minutes 5] [--pause 60] [--idle 120]
+                         [--pages ...] [--out results]
 
 One `streamlit run` server (the repository's config, bundled models) and one headless Chromium
 with a separate browser context per session (its own cookies, so its own Streamlit session).
@@ -11,13 +11,15 @@ an exception box on the page, the sentence box not holding its own text, another
 person anywhere on the page or in its address. The last `--long` sessions type instead two
 sentences at the input caps, one in Arabic (right to left) and one in Hindi (Devanagari), 128
 words each, with their words reshuffled every round: each round is new to every cache, and
-their attention maps are hundreds of MB (SmolLM2-135M: ~700 tokens). After the sessions close
-the server is left idle for `--idle` seconds. The server's RSS is sampled every 5 s and its log
+their attention maps are hundreds of MB (SmolLM2-135M: ~700 tokens). Every session first
+finishes one full round (every page, so every model loaded and every cache used); then all of
+them wait `--pause` seconds, open and idle: that is the warm level. Then they go on for
+`--minutes`, and after they close the server is left idle for `--idle` seconds. The server's RSS is sampled every 5 s and its log
 scanned for warnings and tracebacks. Written to results/soak.md and soak.json.
 
-Targets (#18, #47): 0 exceptions, RSS growth <= 10% after warm-up (the first full round of every
-session), RSS after the idle time no higher than that, no session sees another's sentences or
-settings.
+Targets (#18, #47): 0 exceptions, RSS growth <= 10% over the rounds after the pause (their
+first third against their last), RSS after the idle time within 10% of the warm level, no
+session sees another's sentences or settings.
 """
 from __future__ import annotations
 
@@ -98,7 +100,11 @@ async def _type(page, mine: list[str], word: str) -> None:
 
 
 async def session(browser, url: str, k: int, deadline: float, log: list, stats: dict,
-                  long: bool = False, pages: tuple[str, ...] = PAGES) -> None:
+                  long: bool = False, pages: tuple[str, ...] = PAGES,
+                  warmed=None) -> None:
+    """`warmed(stats)`: awaited once, after the session's first round (or its failure), and
+    returns the deadline of the rest of the run: the pause in between, with every session
+    open and idle, is the warm level memory is measured against."""
     person = PEOPLE[k % len(PEOPLE)]
     others = [p for p in PEOPLE if p != person]
     # a long session's target is the person's name, the one word both its sentences hold
@@ -116,12 +122,12 @@ async def session(browser, url: str, k: int, deadline: float, log: list, stats: 
         await page.get_by_role("link", name=pages[0]).first.click()
         await _settle(page)
         await _type(page, mine, word)
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline or (warmed and not s["rounds"]):
             if long and s["rounds"]:
                 mine = long_sentences(person, s["rounds"])
                 await _type(page, mine, word)
             for name in pages:
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= deadline and not (warmed and not s["rounds"]):
                     break
                 try:
                     await page.get_by_role("link", name=name).first.click()
@@ -144,12 +150,19 @@ async def session(browser, url: str, k: int, deadline: float, log: list, stats: 
                     s["text_lost"] += 1
                     log.append(f"{person} {name}: sentence box changed")
             s["rounds"] += 1
+            if warmed and s["rounds"] == 1:
+                deadline = await warmed()
     finally:
+        if warmed and not s["rounds"]:
+            await warmed(failed=True)
         await ctx.close()
 
 
 async def drive(url: str, n: int, minutes: float, server_pid: int, long: int = 0,
-                idle: float = 0, pages: tuple[str, ...] = PAGES) -> dict:
+                idle: float = 0, pages: tuple[str, ...] = PAGES, pause: float = 0) -> dict:
+    """With `pause`: every session first finishes one full round (every page, every model
+    loaded, the long sentences run once), then all wait `pause` seconds (the warm level), then
+    they go on for `minutes`; without it, `minutes` from the start."""
     from playwright.async_api import async_playwright
 
     log: list[str] = []
@@ -157,6 +170,20 @@ async def drive(url: str, n: int, minutes: float, server_pid: int, long: int = 0
     samples: list[tuple[float, float]] = []
     start = time.monotonic()
     deadline = start + 60 * minutes
+    phases: dict = {}
+    arrived, go = [0], asyncio.Event()
+
+    async def warmed(failed: bool = False) -> float:
+        arrived[0] += 1
+        if arrived[0] == n:
+            phases["warm_round_s"] = time.monotonic() - start
+            await asyncio.sleep(pause)
+            phases["pause"] = (phases["warm_round_s"], time.monotonic() - start)
+            phases["deadline"] = time.monotonic() + 60 * minutes
+            go.set()
+        if not failed:
+            await go.wait()
+        return phases.get("deadline", deadline)
 
     async def sample():
         while True:
@@ -169,8 +196,9 @@ async def drive(url: str, n: int, minutes: float, server_pid: int, long: int = 0
         # sessions start a second apart, as people arrive
         tasks = []
         for k in range(n):
-            tasks.append(asyncio.create_task(session(browser, url, k, deadline, log, stats,
-                                                     long=k >= n - long, pages=pages)))
+            tasks.append(asyncio.create_task(session(
+                browser, url, k, deadline, log, stats, long=k >= n - long, pages=pages,
+                warmed=warmed if pause else None)))
             await asyncio.sleep(1)
         done = await asyncio.gather(*tasks, return_exceptions=True)
         await browser.close()
@@ -179,7 +207,8 @@ async def drive(url: str, n: int, minutes: float, server_pid: int, long: int = 0
         sampler.cancel()
     failures = [f"{type(d).__name__}: {d}" for d in done if isinstance(d, BaseException)]
     return {"stats": stats, "log": log, "rss": samples, "session_failures": failures,
-            "seconds": closed, "idle": idle, "pages": pages}
+            "seconds": closed, "idle": idle, "pages": pages,
+            **{k: v for k, v in phases.items() if k != "deadline"}}
 
 
 def summarise(run: dict, n: int, minutes: float, server_log: str) -> dict:
@@ -190,13 +219,25 @@ def summarise(run: dict, n: int, minutes: float, server_log: str) -> dict:
     idle_s = run.get("idle", 0)
     rss = [(t, m) for t, m in run["rss"] if t <= run["seconds"]]
     idle = [m for t, m in run["rss"] if t > run["seconds"] + idle_s / 2] if idle_s else []
-    warm_t = run["seconds"] / 3
-    # medians of the middle and the last third: single samples swing by gigabytes as models
-    # load and sessions close (the last one is taken while the sessions shut down)
-    middle = [m for t, m in rss if warm_t <= t < 2 * warm_t]
-    late = [m for t, m in rss if t >= 2 * warm_t]
-    warm, last = ((float(np.median(middle)), float(np.median(late))) if middle and late
-                  else (float("nan"), float("nan")))
+    if "pause" in run:
+        # warm: the pause's second half, every session open and idle after a full round;
+        # growth: the rounds after it, their first third against their last
+        p0, p1 = run["pause"]
+        paused = [m for t, m in rss if (p0 + p1) / 2 <= t <= p1]
+        third = (run["seconds"] - p1) / 3
+        first = [m for t, m in rss if p1 < t <= p1 + third]
+        late = [m for t, m in rss if t >= run["seconds"] - third]
+        warm_t = p1
+        warm = float(np.median(paused)) if paused else float("nan")
+        active = float(np.median(first)) if first else float("nan")
+    else:
+        warm_t = run["seconds"] / 3
+        # medians of the middle and the last third: single samples swing by gigabytes as
+        # models load and sessions close (the last one is taken while the sessions shut down)
+        middle = [m for t, m in rss if warm_t <= t < 2 * warm_t]
+        late = [m for t, m in rss if t >= 2 * warm_t]
+        warm = active = float(np.median(middle)) if middle else float("nan")
+    last = float(np.median(late)) if late else float("nan")
     noisy = [ln for ln in server_log.splitlines()
              if any(w in ln for w in ("Traceback", "Error", "Exception", "WARNING", "Warning"))]
     return {
@@ -210,9 +251,10 @@ def summarise(run: dict, n: int, minutes: float, server_log: str) -> dict:
         "session_failures": run["session_failures"],
         "server_log_errors": len(noisy), "server_log_sample": noisy[:5],
         "rss_start_mb": rss[0][1] if rss else float("nan"),
-        "rss_warm_mb": warm, "rss_end_mb": last,
+        "rss_warm_mb": warm, "rss_active_mb": active, "rss_end_mb": last,
         "rss_peak_mb": max((m for _, m in rss), default=float("nan")),
-        "rss_growth_after_warmup": (last - warm) / warm,
+        "rss_growth_after_warmup": (last - active) / active,
+        "pause": run.get("pause"),
         # the median of the idle time's second half, every session closed
         "long_sessions": sum(bool(s.get("long")) for s in stats), "idle_s": idle_s,
         "pages": list(run.get("pages", PAGES)),
@@ -244,14 +286,18 @@ def report(s: dict) -> str:
          ok(s["leaks"] == 0)],
         ["a session's sentence box lost its text", per_visit(s["text_lost"]), "0",
          ok(s["text_lost"] == 0)],
-        ["server RSS growth after warm-up (median of the middle third of the run → median "
-         f"of the last third: {s['rss_warm_mb']:.0f} → {s['rss_end_mb']:.0f} MB)",
+        [("server RSS growth after warm-up (the rounds after the pause, median of their "
+          "first third → median of their last third: " if s.get("pause") else
+          "server RSS growth after warm-up (median of the middle third of the run → median "
+          "of the last third: ")
+         + f"{s.get('rss_active_mb', s['rss_warm_mb']):.0f} → {s['rss_end_mb']:.0f} MB)",
          f"{growth:+.1%}", f"≤ {RSS_GROWTH_TARGET:.0%}", ok(growth <= RSS_GROWTH_TARGET)],
         ["pages that did not settle within 4 minutes", str(s["timeouts"]), "(reported)", ""],
     ]
     if s["idle_s"]:
         rows.insert(-1, [f"server RSS after {s['idle_s']:.0f} s idle, every session closed, vs "
-                         f"warm-up ({s['rss_idle_mb']:.0f} MB)", f"{s['rss_idle_vs_warm']:+.1%}",
+                         f"the warm level ({s['rss_warm_mb']:.0f} → {s['rss_idle_mb']:.0f} MB)",
+                         f"{s['rss_idle_vs_warm']:+.1%}",
                          f"≤ {RSS_GROWTH_TARGET:.0%}",
                          ok(s["rss_idle_vs_warm"] <= RSS_GROWTH_TARGET)])
     from bench.tables import table
@@ -259,7 +305,7 @@ def report(s: dict) -> str:
     series = ", ".join(f"{t:.0f} s {m:.0f}" for t, m in s["rss_series"][::6])
     out = ["# Soak: concurrent browser sessions", "",
            f"`python -m bench.soak --sessions {s['sessions']} --long {s['long_sessions']} "
-           f"--minutes {s['minutes']:g} --idle {s['idle_s']:g}"
+           f"--minutes {s['minutes']:g} --pause {(s['pause'][1] - s['pause'][0]) if s.get('pause') else 0:.0f} --idle {s['idle_s']:g}"
            + (f" --pages {','.join(s['pages'])}" if s.get("pages", PAGES) != list(PAGES) else "")
            + "`: "
            f"{s['sessions']} headless Chromium sessions (separate browser contexts; the last "
@@ -276,8 +322,12 @@ def report(s: dict) -> str:
            "Intervals: 95% Wilson over page visits (visits of one session are not independent, "
            "so they are optimistic); RSS is one series and carries none.", "",
            f"Server RSS (MB): start {s['rss_start_mb']:.0f}, peak {s['rss_peak_mb']:.0f}; "
-           f"warm-up taken as the first {s['warmup_s']:.0f} s (models load on first use). "
-           f"Every 30 s: {series}.", ""]
+           + (f"every session had finished a full round (every page, every model loaded) "
+              f"at {s['pause'][0]:.0f} s; all then paused, open and idle, until "
+              f"{s['pause'][1]:.0f} s, and the median of the pause's second half is the warm "
+              f"level ({s['rss_warm_mb']:.0f} MB). " if s.get("pause") else
+              f"warm-up taken as the first {s['warmup_s']:.0f} s (models load on first use). ")
+           + f"Every 30 s: {series}.", ""]
     if s["session_failures"]:
         out += ["Sessions that stopped early: " + "; ".join(s["session_failures"]), ""]
     if s["log"]:
@@ -289,10 +339,13 @@ def report(s: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n")[0])
-    ap.add_argument("--sessions", type=int, default=8)
+    ap.add_argument("--sessions", type=int, default=4)
     ap.add_argument("--long", type=int, default=2,
                     help="how many of the sessions type the long Arabic and Hindi sentences")
     ap.add_argument("--minutes", type=float, default=5.0)
+    ap.add_argument("--pause", type=float, default=60.0,
+                    help="seconds every session waits, open and idle, after its first full "
+                         "round: the warm level (0: the middle third of the run instead)")
     ap.add_argument("--idle", type=float, default=120.0,
                     help="seconds the server is watched idle after the sessions close")
     ap.add_argument("--pages", default=",".join(PAGES),
@@ -305,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(3)
         run = asyncio.run(drive(f"{url}/", args.sessions, args.minutes, server.pid,
                                 long=min(args.long, args.sessions), idle=args.idle,
-                                pages=pages))
+                                pages=pages, pause=args.pause))
     s = summarise(run, args.sessions, args.minutes, log_path.read_text())
     from bench.meta import meta
 

@@ -51,6 +51,15 @@ FILL_SIDES = ("both", "left")
 # two words (+5 of +6 items net), those after three or more were level (18 against 17 of 67),
 # so the start token goes in only where it helped: 21.7% (26 of 120) on those examples.
 FILL_START_WORDS = 2
+# Re-ranking reads at most this many tokens of the right side: every candidate runs its own
+# pass over what follows the blank, so a blank that opens a 128-word sentence (570 tokens) would
+# take ~200 x 570 token passes (minutes on 2 cores); the words nearest the blank are the ones
+# that pick between candidates. The method line says when the right side was cut.
+FILL_RIGHT_TOKENS = 32
+# Rows of one batched pass are bounded by what they hold, about 4 bytes x (logits: tokens x
+# vocabulary + their copy of the key/value cache): 64 rows of a 574-token sentence in SmolLM2
+# (49,152-token vocabulary) took 7.2 GB of logits and 7.2 GB more for their log-softmax.
+BATCH_BYTES = 512 * 2**20
 _WORDLIKE = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*", re.UNICODE)
 _CONTINUES = re.compile(r"[^\W_]+", re.UNICODE)
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+(?=[.,;:!?%)\]}]|'s\b|n't\b)")
@@ -228,9 +237,20 @@ class GPTAdapter:
         return ([start] if start is not None else []) + \
             self.tokenizer(_running_text(text))["input_ids"]
 
+    def _batch_rows(self, width: int, context: int, most: int) -> int:
+        """How many rows one pass may batch within BATCH_BYTES: each row holds `width` tokens
+        of logits and a key/value cache of `context` tokens."""
+        cfg = self.model.config
+        heads = cfg.num_attention_heads
+        kv_dim = (getattr(cfg, "num_key_value_heads", None) or heads) * (
+            getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+        vocab = self.head.weight.shape[0] if self.head is not None else cfg.vocab_size
+        per_row = 4 * (width * vocab + 2 * cfg.num_hidden_layers * context * kv_dim)
+        return max(1, min(most, BATCH_BYTES // per_row))
+
     def _token_logprobs(self, seqs: list[list[int]]):
         """log P(token t | tokens < t) for every t >= 1 of each sequence: [B, T-1] (0 past
-        a sequence's end), one right-padded batch."""
+        a sequence's end), in right-padded batches of _batch_rows rows."""
         import torch
 
         width = max(len(s) for s in seqs)
@@ -239,11 +259,19 @@ class GPTAdapter:
         for k, s in enumerate(seqs):
             ids[k, :len(s)] = torch.tensor(s)
             mask[k, :len(s)] = 1
-        ids, mask = ids.to(self.device), mask.to(self.device)
+        out = torch.zeros((len(seqs), width - 1))
+        step = self._batch_rows(width, width, len(seqs))
         with torch.inference_mode():
-            logp = self.model(input_ids=ids, attention_mask=mask).logits.float().log_softmax(-1)
-        out = logp[:, :-1].gather(-1, ids[:, 1:, None])[..., 0] * mask[:, 1:]
-        return out.cpu(), logp.cpu()
+            for c in range(0, len(seqs), step):
+                part_ids = ids[c:c + step].to(self.device)
+                logits = self.model(input_ids=part_ids,
+                                    attention_mask=mask[c:c + step].to(self.device)).logits.float()
+                # log-softmax of the tokens that came, without a second [rows, tokens,
+                # vocabulary] tensor: the logit minus the log-sum-exp of its row
+                got = logits[:, :-1].gather(-1, part_ids[:, 1:, None])[..., 0] \
+                    - torch.logsumexp(logits[:, :-1], -1)
+                out[c:c + step] = got.cpu() * mask[c:c + step, 1:]
+        return out
 
     def _after_left(self, left_ids: list[int], suffixes: list[list[int]],
                     chunk: int = 64) -> tuple[list[list[float]], list[int]]:
@@ -259,6 +287,8 @@ class GPTAdapter:
 
         scores: list[list[float]] = []
         after: list[int] = []
+        longest = max(len(s) for s in suffixes)
+        chunk = self._batch_rows(longest, len(left_ids) + longest, chunk)
         with torch.inference_mode():
             out = self.model(input_ids=torch.tensor([left_ids], device=self.device), use_cache=True)
             first = out.logits[0, -1].float().log_softmax(-1)                  # (V,)
@@ -273,12 +303,15 @@ class GPTAdapter:
                 for k, s in enumerate(part):
                     ids[k, :len(s)] = torch.tensor(s)
                     mask[k, len(left_ids):len(left_ids) + len(s)] = 1
-                logp = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                  cache=cache).logits.float().log_softmax(-1)  # (B, W, V)
+                logits = self.model(input_ids=ids.to(self.device),
+                                    attention_mask=mask.to(self.device),
+                                    cache=cache).logits.float()              # (B, W, V)
+                lse = torch.logsumexp(logits, -1)     # log-softmax without a second (B, W, V)
                 for k, s in enumerate(part):
-                    rest = logp[k, :len(s) - 1].gather(-1, ids[k, 1:len(s), None].to(logp.device))
-                    scores.append([float(first[s[0]]), *rest[:, 0].tolist()])
-                    after.append(int(logp[k, len(s) - 1].argmax()))
+                    rest = logits[k, :len(s) - 1].gather(
+                        -1, ids[k, 1:len(s), None].to(logits.device))[:, 0] - lse[k, :len(s) - 1]
+                    scores.append([float(first[s[0]]), *rest.tolist()])
+                    after.append(int(logits[k, len(s) - 1].argmax()))
         return scores, after
 
     def _candidate_words(self, left_ids: list[int], n: int) -> list[str]:
@@ -360,10 +393,12 @@ class GPTAdapter:
             words = list(dict.fromkeys(words + self._prompt_words(text, at_start)))
         joined = [(left + " " + w if left else w) for w in words]
         seqs = [self._ids(j + right, with_start) for j in joined]
-        if sides == "left":
-            # only the candidate's own tokens count: the right side is not run at all (the
-            # same scores, since a token reads only those before it; a shorter batch)
-            seqs = [seq[:len(self._ids(j, with_start))] for seq, j in zip(seqs, joined)]
+        # sides="left": only the candidate's own tokens count, the right side is not run at all
+        # (the same scores, since a token reads only those before it; a shorter batch)
+        keep = 0 if sides == "left" else FILL_RIGHT_TOKENS
+        ends = [len(self._ids(j, with_start)) for j in joined]
+        cut = sides == "both" and any(len(seq) > end + keep for seq, end in zip(seqs, ends))
+        seqs = [seq[:end + keep] for seq, end in zip(seqs, ends)]
         n_left = len(left_ids)
         # the left context tokenises the same in every sentence (its last word ends before a
         # space); a tokeniser that merges across it would be scored whole instead
@@ -371,20 +406,20 @@ class GPTAdapter:
         if same_left:
             lp, _ = self._after_left(left_ids, [seq[n_left:] for seq in seqs])
         else:
-            full, _ = self._token_logprobs(seqs)
+            full = self._token_logprobs(seqs)
             lp = [full[k, n_left - 1: len(seq) - 1].tolist() for k, seq in enumerate(seqs)]
         scores = [float(sum(lp[k][:len(seq) - n_left])) for k, seq in enumerate(seqs)]
         share = torch.softmax(torch.tensor(scores, dtype=torch.float64), dim=0)
         best = torch.argsort(share, descending=True)[:top_k].tolist()
         if sides == "left":
             method = f"top {len(words)} words from the left context alone"
-        elif len(words) > n_left_pool:
+        else:
+            by = (f"the sentence up to {FILL_RIGHT_TOKENS} tokens after the blank" if cut
+                  else "the whole sentence")
             method = (f"top {n_left_pool} words from the left context and "
                       f"{len(words) - n_left_pool} more from a fill-in-the-blank prompt, "
-                      "re-ranked by the whole sentence")
-        else:
-            method = (f"top {len(words)} words from the left context, re-ranked by the whole "
-                      "sentence")
+                      f"re-ranked by {by}" if len(words) > n_left_pool else
+                      f"top {len(words)} words from the left context, re-ranked by {by}")
         return Prediction(self.model_id, "masked", text.text,
                           tuple(Candidate(words[k], float(share[k])) for k in best),
                           method=method, pool=len(words))

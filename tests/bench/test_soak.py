@@ -51,3 +51,29 @@ def test_rss_after_the_idle_time_is_compared_with_the_warm_level():
     assert s["rss_idle_mb"] == 1200.0 and abs(s["rss_idle_vs_warm"] - 0.2) < 1e-9
     assert s["rss_end_mb"] == 1000.0          # idle samples are not the run's last third
     assert "120 s idle" in soak.report(s) and "MISSES target" in soak.report(s)
+
+
+def test_with_a_pause_the_warm_level_is_the_pause_and_growth_the_rounds_after_it():
+    """Models load during the first round: growth counts only the rounds after the pause, and
+    the idle server is compared with the paused one (every model loaded, sessions open)."""
+    def rss_at(t):
+        if t < 200:
+            return 500.0 + 5 * t            # round one: models load
+        if t <= 260:
+            return 1800.0                   # the pause
+        if t <= 560:
+            return 2000.0 + (t - 260)       # the rounds after it: +1 MB/s
+        return 1850.0                       # idle, every session closed
+    rss = [(t, rss_at(t)) for t in range(0, 681, 5)]
+    stats = {"Alice": {"pages": 14, "rounds": 2, "exceptions": 0, "leaks": 0, "text_lost": 0,
+                       "timeouts": 0}}
+    run = {**_run(rss, stats), "seconds": 560.0, "idle": 120.0, "pause": (200.0, 260.0)}
+    s = soak.summarise(run, 1, 5, "")
+    assert s["rss_warm_mb"] == 1800.0
+    # first third of 260-560 s: 265-360 s, median 2052.5; last third 460-560 s, median 2250
+    assert s["rss_active_mb"] == 2052.5 and s["rss_end_mb"] == 2250.0
+    assert abs(s["rss_growth_after_warmup"] - 197.5 / 2052.5) < 1e-9
+    assert abs(s["rss_idle_vs_warm"] - 50 / 1800) < 1e-9
+    text = soak.report(s)
+    assert "--pause 60" in text and "paused, open and idle, until 260 s" in text
+    assert "+2.8%" in text and "+9.6%" in text

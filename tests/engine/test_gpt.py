@@ -292,11 +292,13 @@ def test_suffixes_scored_on_a_shared_left_cache_match_whole_sequences(causal_lm)
                 for end in (" rates.", " its rates today.", " a", " the river bank and the town.")]
     assert len({len(s) for s in suffixes}) > 2
     scores, after = adapter._after_left(left, suffixes, chunk=3)    # two chunks, padded
-    full, logp = adapter._token_logprobs([left + s for s in suffixes])
+    full = adapter._token_logprobs([left + s for s in suffixes])
     for k, s in enumerate(suffixes):
         want = full[k, len(left) - 1: len(left) + len(s) - 1]
         np.testing.assert_allclose(scores[k], want.numpy(), atol=1e-4)
-        assert after[k] == int(logp[k, len(left) + len(s) - 1].argmax())
+        with torch.inference_mode():
+            logits = adapter.model(input_ids=torch.tensor([left + s])).logits
+        assert after[k] == int(logits[0, -1].argmax())
 
 
 def test_gpt_left_only_fill_ignores_the_right_side(causal_lm):
@@ -510,3 +512,47 @@ def test_a_file_is_hashed_once_while_its_size_and_mtime_hold(fake_gguf, monkeypa
     fake_gguf.write_bytes(b"GGUF" + bytes(60) + b"\x02")
     os.utime(fake_gguf, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     assert fetch.content_digest(fake_gguf) != first
+
+
+def test_batches_bounded_in_bytes_score_as_one_batch(causal_lm, monkeypatch):
+    """A pass batches as many rows as BATCH_BYTES holds (logits and key/value cache per row):
+    one row at a time gives the same log-probabilities as all rows at once."""
+    from engine.families import gpt
+
+    adapter = Engine(device="cpu").adapter(causal_lm)
+    left = adapter._ids("The bank raised", False)
+    suffixes = [adapter._ids("The bank raised" + end, False)[len(left):]
+                for end in (" rates.", " its rates today.", " a", " the river bank.")]
+    whole = adapter._token_logprobs([left + s for s in suffixes])
+    scores, after = adapter._after_left(left, suffixes)
+    assert adapter._batch_rows(8, 8, 64) == 64          # a tiny model: every row at once
+    monkeypatch.setattr(gpt, "BATCH_BYTES", 1)
+    assert adapter._batch_rows(8, 8, 64) == 1
+    np.testing.assert_allclose(adapter._token_logprobs([left + s for s in suffixes]).numpy(),
+                               whole.numpy(), atol=1e-5)
+    one_scores, one_after = adapter._after_left(left, suffixes)
+    assert one_after == after
+    for a, b in zip(one_scores, scores):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_a_blank_is_re_ranked_by_at_most_fill_right_tokens_after_it(causal_lm, monkeypatch):
+    """A long right side is cut for re-ranking (each candidate runs its own pass over it) and
+    the method says so; what lies beyond the cut changes nothing (the candidates here come
+    from the left context alone: the fill-in-the-blank prompt reads the whole sentence)."""
+    from engine.families import gpt
+
+    engine = Engine(device="cpu")
+    engine.adapter(causal_lm).prompt_candidates = 0
+    a = "The bank raised [MASK] rates today. A dog."
+    b = "The bank raised [MASK] rates today. The sea."
+    full_a, full_b = engine.predict_masked(causal_lm, a), engine.predict_masked(causal_lm, b)
+    assert "re-ranked by the whole sentence" in full_a.method
+    assert full_a.candidates != full_b.candidates
+    monkeypatch.setattr(gpt, "FILL_RIGHT_TOKENS", 3)
+    engine = Engine(device="cpu")
+    engine.adapter(causal_lm).prompt_candidates = 0
+    cut_a, cut_b = engine.predict_masked(causal_lm, a), engine.predict_masked(causal_lm, b)
+    assert "up to 3 tokens after the blank" in cut_a.method
+    assert [c.token for c in cut_a.candidates] == [c.token for c in cut_b.candidates]
+    assert [c.prob for c in cut_a.candidates] == pytest.approx([c.prob for c in cut_b.candidates])
