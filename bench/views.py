@@ -169,7 +169,7 @@ TOPICS: tuple[Topic, ...] = (
           ("bad_input.json",), "python -m bench.bad_input"),
     Topic("soak", "Many users at once", "Several browser sessions use every page at the same "
           "time: errors seen, memory over time, and whether any session saw another's text.",
-          ("soak.json",), "python -m bench.soak --sessions 8 --minutes 5"),
+          ("soak.json",), "python -m bench.soak --sessions 4 --long 2 --minutes 5 --pause 60"),
     Topic("corpus", "Corpus mode", "Indexing all of Brown at every layer into a vector "
           "database and searching it: time, size, query speed and whether the approximate "
           "search finds what exact search finds (recall).", ("corpus.json",),
