@@ -41,11 +41,16 @@ run: install
 	@echo "ctxlens: open http://$(if $(filter 0.0.0.0 ::,$(HOST)),<this machine's address>,$(HOST)):$(PORT) in your browser (Ctrl+C stops the server)"
 	@$(VENV)/bin/streamlit run streamlit_app.py --server.address $(HOST) --server.port $(PORT) 2>&1 | grep -v -e "You can now view" -e "URL: " -e "^$$" || true
 
+# two workers (pytest-xdist): the browser tests on one, the rest beside them (tests/conftest.py
+# groups them); TEST_WORKERS=0 runs the suite in this process, one test at a time
+TEST_WORKERS ?= 2
+TEST_DIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(TEST_DIST)
 
 test-fast: install
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" $(TEST_DIST)
 
 # assets/screenshots/*.png, never by hand: the browser tests that take them, on the real app
 SCREENSHOT_TESTS := tests/e2e/test_tour.py::test_explorer_in_a_real_browser \

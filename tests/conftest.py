@@ -35,3 +35,18 @@ def model_dir(tmp_path, monkeypatch) -> Path:
     """A configured model directory (CTXLENS_MODEL_DIRS) for checkpoints built by a test."""
     monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(tmp_path))
     return tmp_path
+
+
+# `make test` runs the suite on two workers (pytest-xdist, --dist loadgroup). Each test file
+# stays on one worker, so a module's loaded models serve all of its tests; the browser tests
+# all go to one, where one `streamlit run` and one Chromium serve every page's tests (a server
+# per worker would load the bundled models twice on the 2 cores they share).
+BROWSER_FILES = ("tests/e2e/", "tests/test_serving.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        group = "browser" if path.startswith(BROWSER_FILES) else path
+        item.add_marker(pytest.mark.xdist_group(group))
