@@ -44,9 +44,9 @@ def model_dir(tmp_path, monkeypatch) -> Path:
 BROWSER_FILES = ("tests/e2e/", "tests/test_serving.py")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        group = "browser" if path.startswith(BROWSER_FILES) else path
-        item.add_marker(pytest.mark.xdist_group(group))
+def pytest_itemcollected(item):
+    # as each test is collected: xdist reads the groups in its own collection_modifyitems
+    path = item.nodeid.split("::")[0]
+    item.add_marker(pytest.mark.xdist_group(
+        "browser" if path.startswith(BROWSER_FILES)
+        else path.removeprefix("tests/").removesuffix(".py")))
