@@ -122,12 +122,14 @@ async def session(browser, url: str, k: int, deadline: float, log: list, stats: 
         await page.get_by_role("link", name=pages[0]).first.click()
         await _settle(page)
         await _type(page, mine, word)
-        while time.monotonic() < deadline or (warmed and not s["rounds"]):
+        if warmed:          # the first round runs to its end; warmed() sets the deadline
+            deadline = float("inf")
+        while time.monotonic() < deadline:
             if long and s["rounds"]:
                 mine = long_sentences(person, s["rounds"])
                 await _type(page, mine, word)
             for name in pages:
-                if time.monotonic() >= deadline and not (warmed and not s["rounds"]):
+                if time.monotonic() >= deadline:
                     break
                 try:
                     await page.get_by_role("link", name=name).first.click()
