@@ -274,13 +274,14 @@ class GPTAdapter:
         return out
 
     def _after_left(self, left_ids: list[int], suffixes: list[list[int]],
-                    chunk: int = 64) -> tuple[list[list[float]], list[int]]:
+                    chunk: int = 64, left_pass=None) -> tuple[list[list[float]], list[int]]:
         """For each suffix (token ids that follow left_ids): log P of each of its tokens given
         the left context and its own earlier tokens, and the likeliest token after it.
 
         The left context runs once and its key/value cache is shared by a batch of suffixes:
         candidates and the right side are a few tokens each, the left side may be long, so this
-        costs a fraction of scoring every whole sentence (same numbers to float rounding)."""
+        costs a fraction of scoring every whole sentence (same numbers to float rounding).
+        `left_pass`: the model's output (with its cache) for left_ids, when the caller has it."""
         import torch
 
         import copy
@@ -290,7 +291,7 @@ class GPTAdapter:
         longest = max(len(s) for s in suffixes)
         chunk = self._batch_rows(longest, len(left_ids) + longest, chunk)
         with torch.inference_mode():
-            out = self.model(input_ids=torch.tensor([left_ids], device=self.device), use_cache=True)
+            out = left_pass if left_pass is not None else self._left_pass(left_ids)
             first = out.logits[0, -1].float().log_softmax(-1)                  # (V,)
             for c in range(0, len(suffixes), chunk):
                 part = suffixes[c:c + chunk]
@@ -314,15 +315,24 @@ class GPTAdapter:
                     after.append(int(logits[k, len(s) - 1].argmax()))
         return scores, after
 
+    def _left_pass(self, left_ids: list[int]):
+        """The model's output for left_ids alone, with its key/value cache."""
+        import torch
+
+        with torch.inference_mode():
+            return self.model(input_ids=torch.tensor([left_ids], device=self.device),
+                              use_cache=True)
+
     def _candidate_words(self, left_ids: list[int], n: int) -> list[str]:
         """The n likeliest whole words after the left context: word-starting tokens from the
         next-token distribution, each extended greedily while the model's likeliest next token
         continues the same word (so "key" + "board" is one candidate, not two)."""
         import torch
 
-        with torch.inference_mode():
-            ids = torch.tensor([left_ids], device=self.device)
-            probs = self.model(input_ids=ids).logits[0, -1].float().softmax(-1)
+        # one pass over the left context serves the first guess and every extension step:
+        # a fill-in-the-blank prompt holds the whole sentence, hundreds of tokens
+        left_pass = self._left_pass(left_ids)
+        probs = left_pass.logits[0, -1].float().softmax(-1)
         order = torch.argsort(probs, descending=True)[: max(20 * n, 200)].tolist()
         pieces = hf.readable_tokens(self.tokenizer, order)
         words: list[list[int]] = []
@@ -336,7 +346,7 @@ class GPTAdapter:
             if len(words) == n:
                 break
         for _ in range(FILL_EXTEND_STEPS):
-            _, after = self._after_left(left_ids, words)
+            _, after = self._after_left(left_ids, words, left_pass=left_pass)
             grew = False
             for w, nxt in zip(words, after):
                 piece = hf.readable_tokens(self.tokenizer, [nxt])[0]
