@@ -77,3 +77,34 @@ def test_with_a_pause_the_warm_level_is_the_pause_and_growth_the_rounds_after_it
     text = soak.report(s)
     assert "--pause 60" in text and "paused, open and idle, until 260 s" in text
     assert "+2.8%" in text and "+9.6%" in text
+
+
+def test_the_soaked_server_bounds_its_result_cache_small_and_the_report_says_so(monkeypatch,
+                                                                              tmp_path):
+    """At the app's default bound (1024 MB) the soak's growth after the warm level was mostly
+    the result cache filling toward that bound; the server it starts holds a small one."""
+    import contextlib
+    import types
+
+    seen = {}
+
+    @contextlib.contextmanager
+    def server(output, env=None, **kw):
+        seen["env"] = env
+        yield "http://127.0.0.1:1", types.SimpleNamespace(pid=1)
+
+    async def drive(url, n, minutes, pid, **kw):
+        stats = {"Alice": {"pages": 7, "rounds": 1, "exceptions": 0, "leaks": 0,
+                           "text_lost": 0, "timeouts": 0}}
+        return _run([(float(t), 1000.0) for t in range(0, 301, 5)], stats)
+
+    monkeypatch.setattr(soak, "streamlit_server", server)
+    monkeypatch.setattr(soak, "drive", drive)
+    monkeypatch.setattr(soak.time, "sleep", lambda s: None)
+    assert soak.main(["--pause", "0", "--idle", "0", "--out", str(tmp_path)]) == 0
+    assert seen["env"]["CTXLENS_RESULT_CACHE_MB"] == str(soak.SOAK_RESULT_CACHE_MB) == "64"
+    text = (tmp_path / "soak.md").read_text()
+    assert "--result-cache-mb 64" in text and "bounded at 64 MB" in text
+    soak.main(["--pause", "0", "--idle", "0", "--result-cache-mb", "1024",
+               "--out", str(tmp_path)])
+    assert seen["env"]["CTXLENS_RESULT_CACHE_MB"] == "1024"
