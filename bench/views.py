@@ -684,6 +684,14 @@ def _soak(results: Path) -> View:
             ["memory, peak", Est(s["rss_peak_mb"], digits=0, unit=" MB")],
             ["memory growth after warm-up",
              Est(s["rss_growth_after_warmup"], digits=1, percent=True, signed=True)]]
+    if s.get("idle_s"):
+        rows += [[f"memory after {s['idle_s']:.0f} s idle, every session closed",
+                  Est(s["rss_idle_mb"], digits=0, unit=" MB")],
+                 ["memory idle vs once warm",
+                  Est(s["rss_idle_vs_warm"], digits=1, percent=True, signed=True)]]
+    if s.get("result_cache_mb"):
+        rows.append(["the server's result-cache bound", Est(s["result_cache_mb"], digits=0,
+                                                             unit=" MB")])
     series = s.get("rss_series") or []
     chart = Chart("Server memory over the soak", "resident memory (MB)", [Series(
         "server", "", [f"{t:.0f} s" for t, _ in series], [mb for _, mb in series],
