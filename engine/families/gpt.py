@@ -345,16 +345,20 @@ class GPTAdapter:
                 words.append([tid])
             if len(words) == n:
                 break
+        # a word that did not grow in one step would get the same next token in the next:
+        # only the words that grew run again
+        growing = words
         for _ in range(FILL_EXTEND_STEPS):
-            _, after = self._after_left(left_ids, words, left_pass=left_pass)
-            grew = False
-            for w, nxt in zip(words, after):
+            _, after = self._after_left(left_ids, growing, left_pass=left_pass)
+            grew = []
+            for w, nxt in zip(growing, after):
                 piece = hf.readable_tokens(self.tokenizer, [nxt])[0]
                 if not piece.startswith(" ") and _CONTINUES.fullmatch(piece):
                     w.append(nxt)
-                    grew = True
+                    grew.append(w)
             if not grew:
                 break
+            growing = grew
         return list(dict.fromkeys(self.tokenizer.decode(w).strip() for w in words))
 
     def _prompt_words(self, text: WordText, at_start: bool) -> list[str]:

@@ -574,3 +574,45 @@ def test_a_candidate_pool_runs_its_left_context_once(causal_lm, monkeypatch):
     monkeypatch.setattr(gpt, "FILL_EXTEND_STEPS", 2)
     assert adapter._candidate_words(left, 6) == words
     assert widths.count(len(left)) == 1 and len(widths) >= 2
+
+
+def test_only_words_that_grew_are_extended_again_with_the_same_words(causal_lm, monkeypatch):
+    """A word whose next token starts a new word would get the same token in every later
+    step: each step runs only the words the step before extended, and ends with the words that
+    extending every word every step gives (the prompt's 100 words over a 600-token sentence:
+    9.3 -> 6.2 s of SmolLM2 on 2 cores)."""
+    from engine.families import gpt
+    from engine.families import hf_common as hf
+
+    monkeypatch.setattr(gpt, "FILL_EXTEND_STEPS", 3)
+    adapter = Engine(device="cpu").adapter(causal_lm)
+    left = adapter._ids("The bank raised its rates and the river", True)
+    rows = []
+    real = adapter._after_left
+    monkeypatch.setattr(adapter, "_after_left", lambda lft, suffixes, **k:
+                        rows.append(len(suffixes)) or real(lft, suffixes, **k))
+    got = adapter._candidate_words(left, 12)
+    # the same pool extended the old way, every word at every step
+    with torch.inference_mode():
+        probs = adapter.model(input_ids=torch.tensor([left])).logits[0, -1].softmax(-1)
+    order = torch.argsort(probs, descending=True)[:200].tolist()
+    words, seen = [], set()
+    for tid, piece in zip(order, hf.readable_tokens(adapter.tokenizer, order)):
+        if piece.startswith(" ") and gpt._WORDLIKE.fullmatch(piece.strip()) \
+                and piece.strip() not in seen:
+            seen.add(piece.strip())
+            words.append([tid])
+        if len(words) == 12:
+            break
+    grew = []
+    for _ in range(3):
+        _, after = real(left, words)
+        grew.append(0)
+        for w, nxt in zip(words, after):
+            piece = hf.readable_tokens(adapter.tokenizer, [nxt])[0]
+            if not piece.startswith(" ") and gpt._CONTINUES.fullmatch(piece):
+                w.append(nxt)
+                grew[-1] += 1
+    assert got == list(dict.fromkeys(adapter.tokenizer.decode(w).strip() for w in words))
+    assert rows[0] == len(words)
+    assert rows[1:] == grew[:len(rows) - 1]
