@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.server import streamlit_server
+from engine.cache import RESULT_CACHE_MB
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -49,10 +50,9 @@ PAGES = ("Polysemy clusters", "Layers side by side", "Compare layers", "ELMo lay
          "Attention", "Predictions", "Benchmarks")
 PAGE_WAIT_MS = 240_000
 RSS_GROWTH_TARGET = 0.10
-# The result cache is bounded in bytes (engine/cache.py, 1024 MB by default) and fills toward
-# its bound over a run: at the default, what the soak measured after the warm level was
-# mostly that cache filling (one long sentence's attention maps alone are 370 MB), which the
-# bound already holds. With a small bound the growth left is what no bound holds.
+# the result cache fills toward its byte bound over a run (RESULT_CACHE_MB by default; one long
+# sentence's attention maps alone are 370 MB): with a small bound, the growth the soak measures
+# is what no bound holds
 SOAK_RESULT_CACHE_MB = 64
 
 
@@ -314,7 +314,7 @@ def report(s: dict) -> str:
     series = ", ".join(f"{t:.0f} s {m:.0f}" for t, m in s["rss_series"][::6])
     out = ["# Soak: concurrent browser sessions", "",
            f"`python -m bench.soak --sessions {s['sessions']} --long {s['long_sessions']} "
-           f"--minutes {s['minutes']:g} --result-cache-mb {s.get('result_cache_mb', 1024)} --pause {(s['pause'][1] - s['pause'][0]) if s.get('pause') else 0:.0f} --idle {s['idle_s']:g}"
+           f"--minutes {s['minutes']:g} --result-cache-mb {s.get('result_cache_mb', RESULT_CACHE_MB)} --pause {(s['pause'][1] - s['pause'][0]) if s.get('pause') else 0:.0f} --idle {s['idle_s']:g}"
            + (f" --pages {','.join(s['pages'])}" if s.get("pages", PAGES) != list(PAGES) else "")
            + "`: "
            f"{s['sessions']} headless Chromium sessions (separate browser contexts; the last "
@@ -327,8 +327,9 @@ def report(s: dict) -> str:
            + " in turn: "
            f"{s['pages_visited']} page visits, {s['rounds_min']}–{s['rounds_max']} full "
            "rounds per session. "
-           f"The server's result cache was bounded at {s.get('result_cache_mb', 1024)} MB "
-           "(CTXLENS_RESULT_CACHE_MB; the app's default is 1024 MB), so that the growth "
+           f"The server's result cache was bounded at {s.get('result_cache_mb', RESULT_CACHE_MB)} MB "
+           f"(CTXLENS_RESULT_CACHE_MB; the app's default is {RESULT_CACHE_MB} MB), so that "
+           "the growth "
            "measured is not that cache filling to its bound.", "",
            table(["measurement", "value", "target", "result"], rows), "",
            "Intervals: 95% Wilson over page visits (visits of one session are not independent, "
