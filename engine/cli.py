@@ -321,7 +321,7 @@ def _check_args(args) -> None:
 
 def cmd_models(args, engine_cls) -> int:
     """The registry, the model folders and the cached hub models, each with what it can do."""
-    from engine.registry import catalogue, what_it_can
+    from engine.registry import catalogue, model_dirs, what_it_can
 
     rows = [(e.id if len(e.id) <= 40 else "…" + e.id[-39:], e.family, where, what_it_can(e))
             for e, where in catalogue()]
@@ -331,6 +331,7 @@ def cmd_models(args, engine_cls) -> int:
         print(f"{mid:<{width}}{fam:<8}{where:<27}{can}")
     print("Any Hugging Face hub id (org/name) or a folder under CTXLENS_MODEL_DIRS works too; "
           "see README.md, 'Your own model'.")
+    print("Model directories: " + os.pathsep.join(str(d) for d in model_dirs()))
     return 0
 
 

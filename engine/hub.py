@@ -63,16 +63,33 @@ def offline() -> bool:
         os.environ.get("CTXLENS_OFFLINE") == "1"
 
 
+# a revision as the hub's cache names it: a commit hash (refs/main, the snapshots' folders)
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
 def cached_snapshot(repo_id: str) -> Path | None:
-    """The cached snapshot folder of a repo (its main revision) holding a config.json, or None."""
+    """The cached snapshot folder of a repo (its main revision) holding a config.json, or None.
+    refs/main and the snapshot's name must be a commit hash, and the snapshot a folder of the
+    repo's own: a ref holding '../../../outside' or a snapshot linked elsewhere would make a
+    folder outside the cache and the model directories load as a hub model."""
+    if not looks_like_repo_id(repo_id):
+        return None
     repo = cache_root() / ("models--" + repo_id.replace("/", "--"))
     try:
         commit = (repo / "refs" / "main").read_text().strip()
     except OSError:
-        snaps = sorted((repo / "snapshots").glob("*")) if (repo / "snapshots").is_dir() else []
-        commit = snaps[-1].name if snaps else ""
+        found = (repo / "snapshots").glob("*") if (repo / "snapshots").is_dir() else ()
+        snaps = sorted(p.name for p in found if _COMMIT.fullmatch(p.name))
+        commit = snaps[-1] if snaps else ""
+    if not _COMMIT.fullmatch(commit):
+        return None
     snap = repo / "snapshots" / commit
-    return snap if commit and _complete(snap) else None
+    try:
+        own = snap.is_dir() and not snap.is_symlink() and \
+            snap.resolve().parent == (repo / "snapshots").resolve()
+    except OSError:
+        return None
+    return snap if own and _complete(snap) else None
 
 
 def _complete(snap: Path) -> bool:

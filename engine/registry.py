@@ -170,18 +170,33 @@ def is_path(model_id: str) -> bool:
         return False
 
 
+def canonical_id(model_id: str, registry: dict[str, ModelEntry] | None = None) -> str:
+    """The one spelling of a model id that is shown and used: a folder's resolved path (no
+    `..`, no symlink, no `~`), anything else as given. The path must be usable: a typed id that
+    climbs back with `..` through folders that do not exist would otherwise resolve to a real
+    model while its text (a markdown link or image) is what the pages show."""
+    registry = load_registry() if registry is None else registry
+    if model_id in registry or not model_id.strip() or not is_path(model_id):
+        return model_id
+    return str(resolve_local_dir(model_id))
+
+
 def resolve(model_id: str, registry: dict[str, ModelEntry] | None = None) -> ModelEntry:
     """The entry of any model id: the registry's, else a folder's or a hub id's, whose family
-    its config.json decides (engine/checkpoint.py)."""
+    its config.json decides (engine/checkpoint.py). A folder's entry has its canonical path as
+    its id (canonical_id)."""
     from engine import hub
 
     registry = load_registry() if registry is None else registry
     if model_id in registry:
         return registry[model_id]
+    if not model_id.strip():
+        raise ModelUnavailable("no model id given: name a registry model, a folder under the "
+                               "model directories or a Hugging Face hub id (`ctxlens models`)")
     if is_path(model_id):
         path = resolve_local_dir(model_id)
         fam = family_of_dir(path)
-        return ModelEntry(id=model_id, family=fam, name=path.name, folder=str(path),
+        return ModelEntry(id=str(path), family=fam, name=path.name, folder=str(path),
                           fills_blank=family(fam).folder_probe().fills_blank_of_dir(path))
     if not hub.looks_like_repo_id(model_id):
         raise ModelUnavailable(f"unknown model {hub.shown(model_id)}: not in the registry, not "
@@ -199,23 +214,25 @@ def family(name: str):
 
 
 def resolve_local_dir(model_id: str) -> Path:
-    """A model id that is a path: allowed only under a configured model directory."""
+    """A model id that is a path: allowed only as a folder under a configured model directory,
+    reached as the kernel reads the typed path (each folder on the way must exist, so `..`
+    cannot climb back out of names that are not there). Every way of missing says the same
+    line, which names no directory of the server: a visitor's typed path learns nothing of what
+    exists on it (`ctxlens models` lists the model directories for the one who runs it)."""
     from engine.hub import shown
 
+    refused = ModelUnavailable(
+        f"{shown(model_id)} is not a model folder inside the configured model directories "
+        "(CTXLENS_MODEL_DIRS; `ctxlens models` lists them)")
     try:
-        p = Path(model_id).expanduser().resolve()
+        typed = os.path.expanduser(model_id)
+        p = Path(typed).resolve()
+        usable = os.path.isdir(typed) and p.is_dir()
     except (OSError, ValueError, RuntimeError):
-        raise ModelUnavailable(f"{shown(model_id)} is not a usable path") from None
-    if not p.exists():
-        raise ModelUnavailable(f"unknown model {shown(model_id)}: not in the registry and no "
-                               "such directory (see `ctxlens models`)")
-    if not p.is_dir():
-        raise ModelUnavailable(f"{model_id!r} is not a model directory")
+        raise refused from None
     allowed = model_dirs()
-    if not any(p == d or d in p.parents for d in allowed):
-        raise ModelUnavailable(
-            f"{p} is outside the configured model directories; add its parent to "
-            "CTXLENS_MODEL_DIRS (allowed: " + ", ".join(str(d) for d in allowed) + ")")
+    if not usable or not any(p == d or d in p.parents for d in allowed):
+        raise refused
     return p
 
 

@@ -115,7 +115,7 @@ def test_path_outside_model_dirs_is_refused(tmp_path):
     (tmp_path / "m" / "config.json").write_text("{}")
     proc = run_cli("attention", "--model", str(tmp_path / "m"), "--text", "hi",
                    "--output", str(tmp_path / "a.npz"), env={"CTXLENS_MODEL_DIRS": ""})
-    assert_one_line_error(proc, "outside the configured model directories")
+    assert_one_line_error(proc, "is not a model folder inside the configured model directories")
 
 
 @pytest.mark.slow

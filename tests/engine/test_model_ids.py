@@ -147,7 +147,8 @@ def test_a_model_too_big_for_the_free_memory_is_refused_before_it_loads(model_di
 @pytest.mark.parametrize("model_id, message", [
     ("not a model id!", "not a folder under the model directories and not a Hugging Face"),
     ("x" * 5000, "unknown model"),
-    ("/etc", "outside the configured model directories"),
+    ("/etc", "is not a model folder inside the configured model directories"),
+    ("", "no model id given"),
 ])
 def test_bad_model_ids_get_one_short_line(model_id, message, hub_cache, capsys):
     assert cli.main(["embed", "--model", model_id, "--input", __file__,
