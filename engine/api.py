@@ -201,13 +201,14 @@ class Engine:
                 print(f"ctxlens: {model_id} runs untraced: {why}", file=sys.stderr, flush=True)
         return graph
 
-    @staticmethod
-    def _files(entry: ModelEntry, progress: bool) -> Path:
+    def _files(self, entry: ModelEntry, progress: bool) -> Path:
         path = local_path(entry)
         if path is None and entry.hub:
             from engine import hub
 
-            return hub.snapshot(entry.hub, progress=progress)
+            # the download is checked against the memory the model takes as this engine loads it
+            return hub.snapshot(entry.hub, progress=progress, device=self.options.device,
+                                dtype=self.options.dtype)
         if path is None:
             from engine.fetch import fetch
 

@@ -19,7 +19,7 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from engine.errors import ModelUnavailable
-from engine.hub import reachable as _reachable
+from engine.hub import DISK_SPARE_BYTES, reachable as _reachable
 from engine.registry import ModelEntry, cache_dir
 
 HUB_HOST = "huggingface.co"
@@ -67,10 +67,13 @@ def _download(url: str, dest: Path, progress: bool) -> None:
 
     tmp = dest.with_suffix(dest.suffix + ".part")
     try:
-        with urllib.request.urlopen(url, timeout=30) as r, open(tmp, "wb") as out:
+        with urllib.request.urlopen(url, timeout=30) as r:
             total = int(r.headers.get("Content-Length") or 0)
-            with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name,
-                      disable=not progress) as bar:
+            # the headers come before the body: a file the disk cannot hold is refused before
+            # a byte of it is written
+            _check_disk(url, total, dest.parent)
+            with open(tmp, "wb") as out, tqdm(total=total, unit="B", unit_scale=True,
+                                               desc=dest.name, disable=not progress) as bar:
                 while chunk := r.read(1 << 20):
                     out.write(chunk)
                     bar.update(len(chunk))
@@ -78,6 +81,16 @@ def _download(url: str, dest: Path, progress: bool) -> None:
     except (urllib.error.URLError, OSError) as e:
         tmp.unlink(missing_ok=True)
         raise ModelUnavailable(f"downloading {url} failed: {e}") from e
+
+
+def _check_disk(url: str, size: int, folder: Path) -> None:
+    """One line when the disk cannot hold the file and the room a server keeps free beside it
+    (the hub's downloads keep the same); a server that says no size is not checked."""
+    free = shutil.disk_usage(folder).free
+    if size and size + DISK_SPARE_BYTES > free:
+        raise ModelUnavailable(f"downloading {url} needs {size:,} bytes and {folder} has "
+                               f"{free:,} bytes free; free space there, or point CTXLENS_CACHE "
+                               "at a disk with room")
 
 
 # -- GGUF: dequantise once, cache as safetensors ------------------------------------------

@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from engine.checkpoint import Kind, kind_of, read_config
+from engine import checkpoint
+from engine.checkpoint import DTYPE_BYTES, Kind, kind_of, read_config
 from engine.errors import ModelUnavailable
 
 HUB_HOST = "huggingface.co"
@@ -200,19 +202,40 @@ def _download_one(repo_id: str, filename: str) -> str:
 class DownloadPlan:
     repo_id: str
     files: tuple[tuple[str, int], ...]     # (name, bytes) of what would be fetched
+    parameters: int = 0                    # the model's parameter count; 0 where unknown
+    present: tuple[str, ...] = ()          # files already in the cache (reading the kind)
 
     @property
     def total_bytes(self) -> int:
         return sum(size for _, size in self.files)
 
-    def describe(self) -> str:
-        return (f"{self.repo_id}: {len(self.files)} files, {self.total_bytes / 2**20:,.1f} MB ("
+    @property
+    def fetch_bytes(self) -> int:
+        """What the download writes to the disk: the files not already cached."""
+        return sum(size for name, size in self.files if name not in self.present)
+
+    def memory_bytes(self, dtype: str) -> int:
+        """The weights' memory once loaded in `dtype` (what the load's guard compares)."""
+        return self.parameters * DTYPE_BYTES.get(dtype, 4)
+
+    def size(self) -> str:
+        return f"{len(self.files)} files, {self.total_bytes / 2**20:,.1f} MB"
+
+    def memory(self, dtype: str) -> str:
+        if not self.parameters:
+            return "memory unknown (the hub lists no weight sizes)"
+        return f"about {self.memory_bytes(dtype) / 2**30:,.1f} GB of memory in {dtype}"
+
+    def describe(self, dtype: str | None = None) -> str:
+        return (f"{self.repo_id}: {self.size()} ("
                 + ", ".join(f"{n} {s / 2**20:,.1f} MB" for n, s in self.files[:6])
-                + (", …" if len(self.files) > 6 else "") + ")")
+                + (", …" if len(self.files) > 6 else "") + ")"
+                + (f"; {self.memory(dtype)}" if dtype else ""))
 
 
 def plan(repo_id: str) -> DownloadPlan:
-    """The files a download of the repo fetches, with their sizes (asks the hub)."""
+    """The files a download of the repo fetches, with their sizes and the model's parameter
+    count (asks the hub for its listing; fetches no file)."""
     from fnmatch import fnmatch
 
     from huggingface_hub import HfApi
@@ -227,13 +250,80 @@ def plan(repo_id: str) -> DownloadPlan:
     if not any(n.endswith(".safetensors") for n, _ in files):
         raise ModelUnavailable(f"{shown(repo_id)} ships no safetensors weights (pickled .bin "
                                "only, which can run code when read); ctxlens loads safetensors")
-    return DownloadPlan(repo_id, files)
+    local = cached_snapshot(repo_id) or _config_only(repo_id)
+    present = tuple(n for n, _ in files if local is not None and (local / n).is_file())
+    return DownloadPlan(repo_id, files, _parameters(info, files, local), present)
+
+
+def _parameters(info, files: tuple[tuple[str, int], ...], local: Path | None) -> int:
+    """The hub's own count (it reads every safetensors header), else the weights' bytes over
+    the bytes per parameter of the dtype the config says they are stored in: float32 where it
+    says none, as transformers saves a config without one only for float32 weights."""
+    counted = getattr(getattr(info, "safetensors", None), "total", None)
+    if counted:
+        return int(counted)
+    stored = 4
+    try:
+        cfg = read_config(local) if local is not None else None
+    except ModelUnavailable:
+        cfg = None
+    if cfg:
+        stored = DTYPE_BYTES.get(str(cfg.get("torch_dtype") or cfg.get("dtype") or ""), 4)
+    return sum(size for n, size in files if n.endswith(".safetensors")) // stored
+
+
+# a download that fills the disk breaks whatever else writes there (the server's own caches,
+# its logs), so this much is left free
+DISK_SPARE_BYTES = 256 * 2**20
+
+
+def runs_in(device: str, dtype: str) -> tuple[str, str]:
+    """(dtype, device) a model loaded with these options runs in: the load's own rules."""
+    from engine.families.base import dtype_name, resolve_device
+
+    device = resolve_device(device)
+    return dtype_name(dtype, device), device
+
+
+def check(todo: DownloadPlan, dtype: str, device: str) -> None:
+    """Refuse, in one line with the numbers, a download whose model would not fit in the free
+    memory (the share a load may take, as the load's own guard) or whose files would not fit on
+    the disk holding the cache; run before the first byte, as the load's guard runs only on
+    files already fetched."""
+    need, free = todo.memory_bytes(dtype), checkpoint.free_memory_bytes(device)
+    if need > checkpoint.MEMORY_SHARE * free:
+        where = "GPU memory" if device == "cuda" else "memory"
+        options = ("--dtype bfloat16 (half the memory), or a smaller model"
+                   if device == "cuda" and dtype == "float32" else "a smaller model")
+        if device != "cuda":
+            options = "a machine with a GPU and --dtype bfloat16, or a smaller model"
+        raise ModelUnavailable(
+            f"{shown(todo.repo_id)} ({todo.size()}) has {todo.parameters / 1e9:.2f}B parameters: "
+            f"about {need / 2**30:.1f} GB in {dtype}, and {free / 2**30:.1f} GB of {where} is "
+            f"free; no weights were downloaded; use {options}")
+    target = _existing(cache_root())
+    room = shutil.disk_usage(target).free
+    if todo.fetch_bytes + DISK_SPARE_BYTES > room:
+        raise ModelUnavailable(
+            f"{shown(todo.repo_id)} is a {todo.fetch_bytes / 2**20:,.1f} MB download and {target} "
+            f"has {room / 2**20:,.1f} MB free; no weights were downloaded; free space there, or "
+            "point HF_HUB_CACHE at a disk with room")
+
+
+def _existing(path: Path) -> Path:
+    """The folder itself, else its nearest ancestor that exists (the cache may not yet)."""
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
 
 
 def snapshot(repo_id: str, progress: bool = True,
-             on_file: Callable[[str, int, int], None] | None = None) -> Path:
-    """A local folder of the repo's files: the cached snapshot, else a download (its plan
-    printed first with `progress`; `on_file(name, done, total)` after each file for a page)."""
+             on_file: Callable[[str, int, int], None] | None = None,
+             device: str = "cpu", dtype: str = "float32") -> Path:
+    """A local folder of the repo's files: the cached snapshot, else a download, checked
+    first (check) for a model loaded with `device` and `dtype` (its plan printed with
+    `progress`; `on_file(name, done, total)` after each file for a page)."""
     snap = cached_snapshot(repo_id)
     if snap is not None:
         return snap
@@ -242,8 +332,10 @@ def snapshot(repo_id: str, progress: bool = True,
     from huggingface_hub import hf_hub_download
 
     todo = plan(repo_id)
+    run_dtype, run_device = runs_in(device, dtype)
+    check(todo, run_dtype, run_device)
     if progress:
-        print(f"ctxlens: downloading {todo.describe()}", file=sys.stderr, flush=True)
+        print(f"ctxlens: downloading {todo.describe(run_dtype)}", file=sys.stderr, flush=True)
     done = 0
     for name, size in todo.files:
         try:
