@@ -180,7 +180,7 @@ def into_hub_cache(folder: Path, cache: Path, repo_id: str) -> Path:
     return snap
 
 
-# -- the architecture x view matrix (tests/engine/test_architectures.py checks each cell) -----
+# -- the architecture x view matrix (tests/engine/test_architectures.py observes each cell) ----
 # Where the neuron view says why it cannot decompose the scores (the message it must match)
 NEURON_VIEW_REFUSED = {"deberta-v2": "relative-position"}
 LABELS = {"bert": "BERT", "roberta": "RoBERTa", "xlm-roberta": "XLM-R", "distilbert": "DistilBERT",
@@ -192,23 +192,43 @@ TOKENIZER_LABELS = {"wordpiece": "WordPiece", "byte": "byte-level BPE (Ġ)",
                     "meta": "SentencePiece-style (▁)"}
 VIEWS = ("folder / hub id", "hidden states, `--layers`", "attention (tokens, words)",
          "neuron view", "masked fill, `--rescore`", "next word, logit lens")
+# set to write the rendered matrix into docs/models.md instead of comparing (python -m
+# tests.arch_zoo)
+WRITE_MATRIX_ENV = "CTXLENS_WRITE_ARCH_MATRIX"
+MATRIX_HEAD = "| architecture | checkpoint, tokenizer | "
 
 
-def matrix_rows() -> list[tuple[str, ...]]:
-    rows = []
-    for name, (cls, tok) in ARCHITECTURES.items():
-        encoder = name in ENCODERS
-        neuron = "— (relative positions: said why)" if name in NEURON_VIEW_REFUSED else "✓"
-        rows.append((LABELS[name], f"`{cls}`, {TOKENIZER_LABELS[tok]}", "✓", "✓", "✓", neuron,
-                     "✓" if encoder else "✓ (re-ranked)", "—" if encoder else "✓"))
-    return rows
+def matrix_rows(observed: dict[str, dict[str, str]]) -> list[tuple[str, ...]]:
+    """One row per architecture from what the tests observed: the model class and tokenizer
+    the engine loaded, and each view's cell."""
+    return [(LABELS[name], f"`{cells['checkpoint']}`, "
+                           f"{TOKENIZER_LABELS.get(cells['tokenizer'], cells['tokenizer'])}",
+             *(cells[view] for view in VIEWS))
+            for name, cells in ((n, observed[n]) for n in ARCHITECTURES)]
 
 
-def matrix_markdown() -> str:
-    head = ("| architecture | checkpoint, tokenizer | " + " | ".join(VIEWS) + " |\n"
-            + "|---" * (len(VIEWS) + 2) + "|\n")
-    return head + "".join("| " + " | ".join(r) + " |\n" for r in matrix_rows())
+def matrix_markdown(observed: dict[str, dict[str, str]]) -> str:
+    head = (MATRIX_HEAD + " | ".join(VIEWS) + " |\n" + "|---" * (len(VIEWS) + 2) + "|\n")
+    return head + "".join("| " + " | ".join(r) + " |\n" for r in matrix_rows(observed))
+
+
+def write_matrix(page: Path, observed: dict[str, dict[str, str]]) -> None:
+    """Replace the matrix in `page` (from its head row to the first line that is not a table
+    row) with the one rendered from `observed`."""
+    lines = page.read_text().splitlines(keepends=True)
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(MATRIX_HEAD))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")),
+               len(lines))
+    page.write_text("".join(lines[:start]) + matrix_markdown(observed) + "".join(lines[end:]))
 
 
 if __name__ == "__main__":
-    print(matrix_markdown(), end="")
+    # the matrix is what the tests saw: run them, and let the last one write the table
+    import os
+    import sys
+
+    import pytest
+
+    os.environ[WRITE_MATRIX_ENV] = "1"
+    sys.exit(pytest.main(["-q", "-p", "no:cacheprovider",
+                          str(Path(__file__).parent / "engine" / "test_architectures.py")]))
