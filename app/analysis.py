@@ -27,7 +27,7 @@ def viewed_maps(enc: Encoding, words: bool, hide: bool, layers: slice = slice(No
     maps = enc.attentions[layers]
     if words:
         labels, special = word_labels(enc.tokens, enc.words, enc.token_to_word)
-        maps = word_attention(maps, enc.token_to_word, len(enc.words))
+        maps = word_attention(maps, enc.token_to_word, len(enc.words), tokens=enc.tokens)
     if hide:
         maps = keep_tokens(maps, ~special)
     return maps, [t for t, s in zip(labels, special) if not (s and hide)]

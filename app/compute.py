@@ -296,7 +296,7 @@ def attention_row(model_id: str, sentence: str, position: int, layer: int):
     if enc.attentions is None or not 1 <= layer <= enc.attentions.shape[0]:
         return None
     rows, special = att_analysis.word_row(enc.attentions[layer - 1], enc.token_to_word,
-                                          position, len(enc.words))
+                                          position, len(enc.words), tokens=enc.tokens)
     return rows, special, enc.words
 
 

@@ -487,7 +487,7 @@ def _word_maps(enc) -> dict[str, np.ndarray]:
 
     labels, special = word_labels(enc.tokens, enc.words, enc.token_to_word)
     return {"word_attentions": word_attention(enc.attentions, enc.token_to_word,
-                                              len(enc.words)),
+                                              len(enc.words), tokens=enc.tokens),
             "word_labels": np.array(labels), "word_special": special}
 
 

@@ -6,6 +6,7 @@ engine.result.Encoding.attentions.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -99,14 +100,59 @@ def rollout(att: np.ndarray, residual: bool = True) -> np.ndarray:
     return out.astype(np.float32)
 
 
+# How a space piece reads once decoded: spaces or a line break; "▁" or "Ġ" where a tokenizer's
+# raw pieces are passed; U+FFFD for a byte piece of a wide space (U+3000, U+2003, U+00A0), which
+# a byte-level tokenizer splits into pieces that each decode to nothing readable.
+_SPACE_TEXT = str.maketrans({"\u2581": " ", "\u0120": " ", "\ufffd": " "})
+
+
+def entry_words(tokens: Sequence[str], token_to_word: np.ndarray) -> np.ndarray:
+    """token_to_word as the word views group tokens: each space piece joins the word after it
+    (the last word when none follows); the special tokens stay -1.
+
+    The alignment (engine.text.align_offsets) gives a word only the tokens that spell it, so a
+    tokenizer's lone space piece ("Ġ" before a piece its merges do not join it to, "▁" before
+    "1990", the first of two spaces, a line break) is -1 there, like [CLS]. That is what a
+    word's vector wants (Encoding.word_vectors pools the pieces that spell the word: a
+    left-to-right model's "▁" before "1990" has read none of it), but in the word views such a
+    token would be an unlabelled entry that is no word. Here it is a piece of the word it
+    precedes, as a subword piece is: attention to it adds to the word's column, its row to the
+    word's mean row.
+
+    A space piece is a -1 token between two words' tokens (a text's own special tokens stand
+    at its ends; one typed inside it spans several words and is refused when it is
+    tokenised), or one whose text reads as spaces only (the ends: leading and trailing spaces).
+    """
+    t2w = np.asarray(token_to_word)
+    if len(tokens) != len(t2w):
+        raise ValueError("tokens: one per entry of token_to_word")
+    out = t2w.copy()
+    spelled = np.nonzero(t2w >= 0)[0]
+    loose = np.nonzero(t2w < 0)[0]
+    if len(spelled) == 0 or len(loose) == 0:
+        return out
+    inside = (loose > spelled[0]) & (loose < spelled[-1])
+    blank = np.array([bool(tokens[t]) and not tokens[t].translate(_SPACE_TEXT).strip()
+                      for t in loose], bool)
+    pieces = loose[inside | blank]
+    # the first token after each piece that spells a word, or the last one of the text
+    after = np.minimum(np.searchsorted(spelled, pieces), len(spelled) - 1)
+    out[pieces] = t2w[spelled[after]]
+    return out
+
+
 def word_row(att: np.ndarray, token_to_word: np.ndarray, word: int,
-             n_words: int) -> tuple[np.ndarray, np.ndarray]:
+             n_words: int, tokens: Sequence[str] | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
     """Where one word looks, word by word: att [heads, T, T] of one layer -> ([heads, n_words]
     attention from the word to each word, [heads] attention to special tokens). A word split
     into several tokens asks with the mean of its tokens' rows; the columns of a word's tokens
-    add up (each row sums to 1 over words + specials)."""
+    add up (each row sums to 1 over words + specials). With the `tokens`, a space piece is a
+    piece of the word after it (entry_words), not a special token."""
     if att.ndim != 3 or att.shape[1] != att.shape[2]:
         raise ValueError("att: must be [heads, tokens, tokens]")
+    if tokens is not None:
+        token_to_word = entry_words(tokens, token_to_word)
     rows = np.nonzero(token_to_word == word)[0]
     if rows.size == 0:
         raise ValueError(f"word {word} has no tokens")
@@ -121,7 +167,8 @@ def word_row(att: np.ndarray, token_to_word: np.ndarray, word: int,
 
 def word_entries(token_to_word: np.ndarray) -> np.ndarray:
     """[T] -> [T]: the entry of each token in the word view. The entries are the words and,
-    each on its own, the special tokens ([CLS], [SEP], BOS), in reading order."""
+    each on its own, every -1 token (the special tokens [CLS], [SEP], BOS once entry_words has
+    given each space piece its word), in reading order."""
     t2w = np.asarray(token_to_word)
     # a special token gets an id no word has (-1 - its position), so it stays an entry alone
     group = np.where(t2w >= 0, t2w, -1 - np.arange(len(t2w)))
@@ -134,7 +181,9 @@ def word_entries(token_to_word: np.ndarray) -> np.ndarray:
 def word_labels(tokens: tuple[str, ...], words: tuple[str, ...],
                 token_to_word: np.ndarray) -> tuple[list[str], np.ndarray]:
     """The word view's entry labels (a word, or a special token as written) and a [E] mask of
-    the special tokens, in the order of word_entries."""
+    the special tokens, in the order of word_entries; a space piece is part of the word after
+    it (entry_words), so every entry is a word or a special token."""
+    token_to_word = entry_words(tokens, token_to_word)
     entry = word_entries(token_to_word)
     labels = [""] * (int(entry.max()) + 1 if len(entry) else 0)
     special = np.zeros(len(labels), bool)
@@ -144,7 +193,8 @@ def word_labels(tokens: tuple[str, ...], words: tuple[str, ...],
     return labels, special
 
 
-def word_attention(att: np.ndarray, token_to_word: np.ndarray, n_words: int) -> np.ndarray:
+def word_attention(att: np.ndarray, token_to_word: np.ndarray, n_words: int,
+                   tokens: Sequence[str] | None = None) -> np.ndarray:
     """Token maps [layers, heads, T, T] -> word maps [layers, heads, E, E].
 
     Clark et al. 2019 ("What does BERT look at?", the word-level maps of their syntax
@@ -153,9 +203,13 @@ def word_attention(att: np.ndarray, token_to_word: np.ndarray, n_words: int) -> 
     does too). Special tokens are not merged: each stays an entry of its own (word_entries),
     so a row still sums to 1 and [CLS] and [SEP], which heads treat very differently, stay
     apart. A causal map stays causal: no piece of a word sees a later word.
+
+    `tokens` (the labels word_labels is given) tell a space piece from a special token: it is
+    a piece of the word after it (entry_words), so the entries are the E of word_labels.
+    Without them every token that spells no word is an entry of its own.
     """
     _check(att)
-    t2w = np.asarray(token_to_word)
+    t2w = np.asarray(token_to_word if tokens is None else entry_words(tokens, token_to_word))
     if t2w.shape != (att.shape[-1],):
         raise ValueError("token_to_word: one entry per token of the maps")
     if set(t2w[t2w >= 0].tolist()) != set(range(n_words)):

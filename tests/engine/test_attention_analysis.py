@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from engine.analysis.attention import (average_heads, head_stats, keep_tokens,
+from engine.analysis.attention import (average_heads, entry_words, head_stats, keep_tokens,
                                        previous_token_score, rollout, sink_mask, word_attention,
                                        word_entries, word_labels)
 
@@ -124,3 +124,36 @@ def test_word_maps_refuse_an_alignment_that_does_not_fit():
         word_attention(_random_maps(), np.array([-1, 0, 1, -1]), 2)
     with pytest.raises(ValueError, match="each of the 3 words"):
         word_attention(_random_maps(), T2W, 3)
+
+
+# <s> "▁" 1990 "▁" was <unk> ok "Ġ" "\ufffd" </s>: a space piece after BOS, one before a word,
+# one the vocabulary spells <unk> (a line break) and, at the end, trailing spaces
+SPACED = ("<s>", " ", "1990", " ", "was", "<unk>", "ok", "\u0120", "\ufffd", "</s>")
+SPACED_T2W = np.array([-1, -1, 0, -1, 1, -1, 2, -1, -1, -1])
+
+
+def test_a_space_piece_joins_the_word_after_it_and_special_tokens_stay_apart():
+    assert entry_words(SPACED, SPACED_T2W).tolist() == [-1, 0, 0, 1, 1, 2, 2, 2, 2, -1]
+    labels, special = word_labels(SPACED, ("1990", "was", "ok"), SPACED_T2W)
+    assert labels == ["<s>", "1990", "was", "ok", "</s>"]
+    assert special.tolist() == [True, False, False, False, True]
+    # the same rule in the maps: five entries, rows still distributions
+    words = word_attention(_random_maps(t=10), SPACED_T2W, 3, tokens=SPACED)
+    assert words.shape == (3, 2, 5, 5)
+    assert np.allclose(words.sum(-1), 1.0, atol=1e-6)
+    # without the tokens, a token that spells no word is an entry of its own, as before
+    assert word_attention(_random_maps(t=10), SPACED_T2W, 3).shape[-1] == 10
+    # nothing to join: the alignment as it was
+    assert entry_words(TOKENS, T2W).tolist() == T2W.tolist()
+    with pytest.raises(ValueError, match="tokens"):
+        entry_words(TOKENS[:-1], T2W)
+
+
+def test_a_space_piece_adds_to_its_words_keys_and_queries_by_hand():
+    # BOS "Ġ" 25 (word 0 is the space piece and "25"): the piece's column adds to the word's,
+    # its row is averaged with the word's
+    a = np.array([[1.0, 0.0, 0.0],
+                  [0.5, 0.5, 0.0],
+                  [0.2, 0.3, 0.5]], np.float32)[None, None]
+    words = word_attention(a, np.array([-1, -1, 0]), 1, tokens=("<s>", " ", "25"))
+    assert np.allclose(words[0, 0], [[1.0, 0.0], [0.35, 0.65]], atol=1e-6)
