@@ -129,6 +129,8 @@ def model_note(model_id: str) -> str:
 def model_problem(model_id: str, family: str) -> str | None:
     """Why a typed or linked model id cannot be shown in `family`'s box (None: it can), in
     one line: unknown, refused, another family's, or not downloaded yet."""
+    if not downloads_allowed() and _resolving_fetches(model_id):
+        return NOT_ON_THIS_SERVER
     try:
         entry = get_engine().resolved(model_id)
     except EngineError as err:
@@ -138,30 +140,85 @@ def model_problem(model_id: str, family: str) -> str | None:
         return (f"this is {FAMILIES[entry.family].a_label} model ({what}); pick it in the "
                 f"{FAMILIES[entry.family].label} model box")
     if availability(entry) == "needs network":
-        return "this model needs a download from huggingface.co before it can be shown"
+        if not downloads_allowed():
+            return NOT_ON_THIS_SERVER
+        refused = _checked_download(model_id)[2]
+        return refused or "this model needs a download from huggingface.co before it can be shown"
     return None
 
 
-def download_plan(model_id: str) -> str | None:
-    """What a download of a hub model fetches ("3 files, 498.5 MB"), or None offline."""
+def _resolving_fetches(model_id: str) -> bool:
+    """Whether resolving the id would ask the hub: a hub id whose config is not cached here
+    (engine.hub.kind fetches it into the cache to read what the model is)."""
+    from engine import hub
+    from engine.registry import is_path
+
+    return (model_id not in get_engine().registry and not is_path(model_id)
+            and hub.looks_like_repo_id(model_id) and not hub.config_cached(model_id))
+
+
+@st.cache_data(ttl=30, show_spinner=False)
+def _listing(repo_id: str, endpoint: str, hub_cache: str):
+    """The hub's listing of a download (engine.hub.DownloadPlan), or the line saying why there
+    is none (offline, no such repo). Every rerun of a page showing the model box asks, and an
+    unreachable hub takes seconds to say so; the hub and the cache are part of the key."""
     from engine import hub
 
     try:
-        plan = hub.plan(get_engine().resolved(model_id).hub or model_id)
-    except EngineError:
+        return hub.plan(repo_id)
+    except EngineError as err:
+        return str(err)
+
+
+def _checked_download(model_id: str):
+    """(the download's plan, or None where the hub cannot list it; the dtype its model runs
+    in here; the one line refusing it, or None), checked for the memory the model takes as
+    this server's engine loads it."""
+    from engine import hub
+
+    options = get_engine().options
+    try:
+        repo = get_engine().resolved(model_id).hub or model_id
+        dtype, device = hub.runs_in(options.device, options.dtype)
+    except EngineError:         # offline and not cached: model_problem says so
+        return None, "", None
+    todo = _listing(repo, hub.endpoint(), str(hub.cache_root()))
+    if isinstance(todo, str):
+        return None, dtype, None
+    try:
+        hub.check(todo, dtype, device, advice="a smaller model")
+    except EngineError as err:
+        return todo, dtype, str(err)
+    return todo, dtype, None
+
+
+def download_plan(model_id: str) -> str | None:
+    """What a download of a hub model fetches and the memory its model takes ("3 files,
+    498.5 MB; about 0.4 GB of memory in float32"), or None: offline, refused, or a read-only
+    server."""
+    if not downloads_allowed():
         return None
-    return f"{len(plan.files)} files, {plan.total_bytes / 2**20:,.1f} MB"
+    todo, dtype, refused = _checked_download(model_id)
+    if todo is None or refused:
+        return None
+    return f"{todo.size()}; {todo.memory(dtype)}"
 
 
 def download(model_id: str, bar) -> None:
-    """Fetch a hub model into the local cache, file by file on the page's progress bar."""
+    """Fetch a hub model into the local cache, file by file on the page's progress bar,
+    checked first as the command line's downloads are (engine.hub.snapshot)."""
     from engine import hub
+
+    if not downloads_allowed():
+        raise EngineError(NOT_ON_THIS_SERVER)
 
     def step(name: str, done: int, total: int) -> None:
         bar.progress(min(1.0, done / max(total, 1)), text=f"{name}: {done / 2**20:,.1f} of "
                                                           f"{total / 2**20:,.1f} MB")
 
-    hub.snapshot(get_engine().resolved(model_id).hub or model_id, progress=False, on_file=step)
+    options = get_engine().options
+    hub.snapshot(get_engine().resolved(model_id).hub or model_id, progress=False, on_file=step,
+                 device=options.device, dtype=options.dtype)
     _catalogue.clear()
 
 
@@ -548,6 +605,18 @@ def index_changes_allowed() -> bool:
 
 READ_ONLY_NOTE = ("This server builds and deletes no corpus indexes from the browser "
                   f"({READ_ONLY_ENV} is set): build them with 'make index' on the server.")
+
+
+NOT_ON_THIS_SERVER = ("this model is not available on this server: it is not in the server's "
+                      "Hugging Face cache, and the server downloads nothing named in the "
+                      f"browser ({READ_ONLY_ENV} is set)")
+
+
+def downloads_allowed() -> bool:
+    """False on a shared server (CTXLENS_READ_ONLY=1): any visitor could otherwise make the
+    server fetch whatever repo they type onto its disk (its config, to read what it is, and its
+    weights on Download)."""
+    return index_changes_allowed()
 
 
 def _refuse_index_changes() -> None:

@@ -116,6 +116,11 @@ def _config_only(repo_id: str) -> Path | None:
     return found[-1].parent if found else None
 
 
+def config_cached(repo_id: str) -> bool:
+    """Whether the repo's config is in the local cache, so that kind() asks the hub nothing."""
+    return cached_snapshot(repo_id) is not None or _config_only(repo_id) is not None
+
+
 def cached_repos() -> list[str]:
     """Repo ids of the models in the local Hugging Face cache."""
     root = cache_root()
@@ -224,7 +229,9 @@ class DownloadPlan:
     def memory(self, dtype: str) -> str:
         if not self.parameters:
             return "memory unknown (the hub lists no weight sizes)"
-        return f"about {self.memory_bytes(dtype) / 2**30:,.1f} GB of memory in {dtype}"
+        need = self.memory_bytes(dtype)
+        amount = f"{need / 2**30:,.1f} GB" if need >= 2**30 else f"{need / 2**20:,.0f} MB"
+        return f"about {amount} of memory in {dtype}"
 
     def describe(self, dtype: str | None = None) -> str:
         return (f"{self.repo_id}: {self.size()} ("
@@ -285,18 +292,22 @@ def runs_in(device: str, dtype: str) -> tuple[str, str]:
     return dtype_name(dtype, device), device
 
 
-def check(todo: DownloadPlan, dtype: str, device: str) -> None:
+def check(todo: DownloadPlan, dtype: str, device: str, advice: str = "") -> None:
     """Refuse, in one line with the numbers, a download whose model would not fit in the free
     memory (the share a load may take, as the load's own guard) or whose files would not fit on
     the disk holding the cache; run before the first byte, as the load's guard runs only on
-    files already fetched."""
+    files already fetched. `advice` replaces the command-line options a refusal suggests."""
     need, free = todo.memory_bytes(dtype), checkpoint.free_memory_bytes(device)
     if need > checkpoint.MEMORY_SHARE * free:
         where = "GPU memory" if device == "cuda" else "memory"
-        options = ("--dtype bfloat16 (half the memory), or a smaller model"
-                   if device == "cuda" and dtype == "float32" else "a smaller model")
-        if device != "cuda":
+        if advice:
+            options = advice
+        elif device != "cuda":
             options = "a machine with a GPU and --dtype bfloat16, or a smaller model"
+        elif dtype == "float32":
+            options = "--dtype bfloat16 (half the memory), or a smaller model"
+        else:
+            options = "a smaller model"
         raise ModelUnavailable(
             f"{shown(todo.repo_id)} ({todo.size()}) has {todo.parameters / 1e9:.2f}B parameters: "
             f"about {need / 2**30:.1f} GB in {dtype}, and {free / 2**30:.1f} GB of {where} is "
