@@ -8,6 +8,7 @@ from pathlib import Path
 import streamlit as st
 
 from app import compute, ui
+from app.safe import safe_md
 
 # the folder of an index just built: the page opens it next run (set before its selectbox)
 JUST_BUILT = "_corpus_just_built"
@@ -56,10 +57,10 @@ def build_form(model: str) -> None:
     folder = compute.brown_index_path(model, layers, n)
     state = compute.brown_index_state(folder)
     if state == "complete":
-        st.caption(f"Already built: {folder.name}, in the Index list above.")
+        st.caption(f"Already built: {safe_md(folder.name)}, in the Index list above.")
         return
     size = compute.brown_index_bytes(len(layers), shape.dim)
-    st.caption(f"{len(layers)} of {n} layers ({shape.dim} dimensions each) into {folder}: "
+    st.caption(f"{len(layers)} of {n} layers ({shape.dim} dimensions each) into {safe_md(folder)}: "
                f"about {size / 2**30:.1f} GiB on disk. The time depends on the model; the "
                "bar shows the time left once the first sentences are in. Leaving the page "
                "or changing a setting stops the build; building again continues it."
@@ -75,7 +76,7 @@ def build_form(model: str) -> None:
                                         key="corpus_delete_partial"):
         delete_index(str(folder))
     if st.button(f"{verb} the Brown index for {model}", key="corpus_build"):
-        bar = st.progress(0.0, text=f"Embedding Brown with {model} …")
+        bar = st.progress(0.0, text=f"Embedding Brown with {safe_md(model)} …")
         compute.build_brown_index(model, layers, folder, ui.build_progress(
             bar, f"Embedding Brown with {model}"))
         bar.progress(1.0, text="Done")

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import threading
 import warnings
@@ -115,6 +116,12 @@ def arrays_npz(arrays: dict[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
+def file_stem(name: str) -> str:
+    """A download's file name from a figure's name: a model folder's path or a typed word keeps
+    its letters (of any script) and digits; every other run of characters is one '-'."""
+    return re.sub(r"[^\w.]+", "-", name, flags=re.UNICODE).strip("-.")[:120] or "figure"
+
+
 def figure_downloads(fig: go.Figure, name: str, table: pd.DataFrame | None = None,
                      settings: dict | None = None,
                      arrays: dict[str, np.ndarray] | None = None) -> None:
@@ -122,23 +129,28 @@ def figure_downloads(fig: go.Figure, name: str, table: pd.DataFrame | None = Non
     NPZ of `arrays` (the figure's numbers, for a figure no table holds)."""
     import streamlit as st
 
-    with st.expander(f"Export {name}"):
+    from app.safe import safe_md
+
+    # a name may hold a model's path or a typed word: the label shows it as text, the files
+    # are named without its slashes
+    stem = file_stem(name)
+    with st.expander(f"Export {safe_md(name)}"):
         cols = st.columns(6 if arrays is None else 7)
         for col, fmt in zip(cols, IMAGE_FORMATS):
             col.download_button(fmt.upper(), lambda f=fmt: figure_image(fig, f),
-                                file_name=f"{name}.{fmt}", mime=IMAGE_FORMATS[fmt],
+                                file_name=f"{stem}.{fmt}", mime=IMAGE_FORMATS[fmt],
                                 key=f"dl-{name}-{fmt}", on_click="ignore")
-        cols[3].download_button("HTML", lambda: figure_html(fig), file_name=f"{name}.html",
+        cols[3].download_button("HTML", lambda: figure_html(fig), file_name=f"{stem}.html",
                                 mime="text/html", key=f"dl-{name}-html", on_click="ignore")
         if table is not None:
-            cols[4].download_button("CSV", table_csv(table), file_name=f"{name}.csv",
+            cols[4].download_button("CSV", table_csv(table), file_name=f"{stem}.csv",
                                     mime="text/csv", key=f"dl-{name}-csv", on_click="ignore")
         if settings is not None:
-            cols[5].download_button("JSON", manifest_json(settings), file_name=f"{name}.json",
+            cols[5].download_button("JSON", manifest_json(settings), file_name=f"{stem}.json",
                                     mime="application/json", key=f"dl-{name}-json",
                                     on_click="ignore")
         if arrays is not None:
-            cols[6].download_button("NPZ", lambda: arrays_npz(arrays), file_name=f"{name}.npz",
+            cols[6].download_button("NPZ", lambda: arrays_npz(arrays), file_name=f"{stem}.npz",
                                     mime="application/octet-stream", key=f"dl-{name}-arrays",
                                     on_click="ignore")
 

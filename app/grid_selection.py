@@ -66,7 +66,7 @@ def side_panel(inputs, opts: dict, labels: list[str]) -> None:
         return
     n_layers = len(occ.layer_names)
     layer = min(max(int(st.session_state.get(SEL_LAYER, n_layers - 1)), 0), n_layers - 1)
-    st.caption(f"{len(index)} selected in {model_id}, read at {occ.layer_names[layer]}.")
+    st.caption(f"{len(index)} selected in {safe_md(model_id)}, read at {occ.layer_names[layer]}.")
     if st.button("Clear selection", key="grid_clear"):
         set_selection([], layer, model_id)
         st.rerun()

@@ -270,6 +270,9 @@ def model_box(sb, family: str) -> str | None:
     asked = st.session_state.get(key)
     if asked is None:
         asked = st.session_state[key] = here[0] if here else NONE
+    if asked not in here and asked != NONE:
+        # a folder is named by its resolved path from here on: what the pages show and use
+        asked = st.session_state[key] = compute.canonical_model(asked)
     options = [*here, *([asked] if asked not in here and asked != NONE else []), NONE]
     sb.selectbox(f"{label} model", options, key=key, accept_new_options=True,
                  help="A model here, or type a Hugging Face hub id (org/name) or a folder under "

@@ -115,7 +115,7 @@ def prepared(model_id: str, inputs: state.Inputs) -> bool:
         compute.prepare([model_id], inputs.sentences)
         return True
     except Exception as exc:  # noqa: BLE001 - one model failing must not hide the others
-        st.error(f"{model_id}: {one_line(exc)}")
+        st.error(f"{safe_md(model_id)}: {one_line(exc)}")
         return False
 
 
@@ -266,11 +266,11 @@ def build_progress(bar, label: str, clock=time.perf_counter):
             bar.progress(1.0, text=f"All {total:,} sentences embedded; building the search "
                                    "indexes (a few minutes) …")
             return
-        text = f"{label}: {done:,} of {total:,} sentences"
+        line = f"{safe_md(label)}: {done:,} of {total:,} sentences"
         if done > done0 and now > t0:
             rate = (done - done0) / (now - t0)
-            text += f", {rate:,.0f} a second, about {duration((total - done) / rate)} left"
-        bar.progress(done / total, text=text)
+            line += f", {rate:,.0f} a second, about {duration((total - done) / rate)} left"
+        bar.progress(done / total, text=line)
     return update
 
 

@@ -7,6 +7,7 @@ import streamlit as st
 from app import compute, export, figures, neuron_view, state, ui
 from app import analysis as att
 from app import selection as sel
+from app.safe import safe_md
 
 
 def view_options(enc) -> tuple[int, int | None, bool]:
@@ -156,7 +157,7 @@ def show(fig, name, table, settings) -> None:
 def layer_contributions(inputs, family_name: str, model_id: str, sentence: str) -> None:
     """For a model without attention maps (ELMo's biLSTM has none): each layer's share of each
     word's vector norm, i.e. of its uniform mix."""
-    st.info(f"{model_id} ({state.family_name(family_name)}) has no attention maps. Shown "
+    st.info(f"{safe_md(model_id)} ({state.family_name(family_name)}) has no attention maps. Shown "
             "instead: how much each layer contributes to each word's uniform mix (share of the "
             "vector norms).")
     enc = compute.encodings(model_id, (sentence,))[0]
@@ -182,10 +183,10 @@ def render(inputs: state.Inputs) -> None:
         key = state.url_key("att_model", str, choices=with_att)
         if st.session_state.get(key) not in with_att:
             st.session_state[key] = with_att[0]
-        model_id = st.radio("Model", with_att, horizontal=True, key=key)
+        model_id = st.radio("Model", with_att, horizontal=True, key=key, format_func=safe_md)
         enc = compute.encodings(model_id, (sentence,), attentions=True)[0]
         if enc.attentions is None:
-            st.warning(f"{model_id} returned no attention maps for this sentence.")
+            st.warning(f"{safe_md(model_id)} returned no attention maps for this sentence.")
         else:
             attention_views(inputs, enc)
     for f, m in models:

@@ -175,7 +175,7 @@ def render(inputs: state.Inputs) -> None:
     missing = compute.target_missing(inputs.sentences, inputs.target)
     if not ui.missing_target_note(inputs.target, missing, inputs.sentences):
         return
-    names = [f"{state.family_name(f)}: {m}" for f, m in models]
+    names = [f"{state.family_name(f)}: {safe_md(m)}" for f, m in models]
     best = opening_view(inputs, models, labels)
     tabs = st.tabs(names, default=names[[m for _, m in models].index(best[0])] if best else None)
     shown = []

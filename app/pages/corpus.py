@@ -8,6 +8,7 @@ from app import compute, state, ui
 from app import selection as sel
 from app.corpus_builds import JUST_BUILT, build_offer, delete_offer
 from app.corpus_maps import GRID_POINTS, MAX_POINTS, grid_map, word_map
+from app.safe import safe_md
 from app.text import MAX_CHARS
 
 METHODS = {"PCA": "pca", "UMAP": "umap"}
@@ -68,7 +69,7 @@ def search_box(folder, manifest, layer) -> None:
     st.subheader("Search the corpus for contexts like this one")
     st.caption("A sentence of your own (or the point clicked on Polysemy clusters or selected on "
                "Layers side by side) and the word to look up; its vector at this layer is "
-               f"compared with every occurrence in the index ({manifest.model}, cosine).")
+               f"compared with every occurrence in the index ({safe_md(manifest.model)}, cosine).")
     c1, c2 = st.columns([4, 1])
     text = state.url_text_input(c1, "Sentence", QUERY_TEXT, MAX_CHARS)
     word = state.url_text_input(c2, "Word", QUERY_WORD, WORD_CHARS)

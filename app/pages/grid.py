@@ -115,7 +115,7 @@ def model_grid(inputs, p: dict, opts: dict, labels: list[str]) -> None:
                                layers=layers, dims=opts["dims"], isolate=opts["isolate"],
                                selection=[list(o) for o in selection()], seed=0)
     export.figure_downloads(fig, f"grid-{model_id}", pd.DataFrame(rows), settings)
-    with st.expander(f"Play through {model_id}'s layers"):
+    with st.expander(f"Play through {safe_md(model_id)}'s layers"):
         if opts["dims"] == 3:
             st.caption("The animation is 2-D: switch 3D off to play it.")
         else:

@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from app import compute, export, figures, state, ui
+from app.safe import safe_md
 from app.text import JOINER_RE, MASK, joined_forms, split_words, word_key
 
 
@@ -98,7 +99,7 @@ def masked_lm(sidebar_bert: str | None, label: str) -> str | None:
     if st.session_state[key] not in fillers:
         st.session_state[key] = fillers[0]
     if sidebar_bert and not compute.can(sidebar_bert, "masked_lm"):
-        st.caption(f"{sidebar_bert} (the sidebar's {label}) has no masked-LM head, so a model "
+        st.caption(f"{safe_md(sidebar_bert)} (the sidebar's {label}) has no masked-LM head, so a model "
                    "with one fills the blank here.")
     return st.selectbox("Masked LM", fillers, key=key)
 
@@ -114,7 +115,7 @@ def model_column(inputs, family_name: str, model_id: str | None, masked: str, pr
     if fam.can("masked_lm"):
         model_id = masked_lm(model_id, fam.label)
         if model_id is not None:
-            st.markdown(f"**{fam.label} · {model_id}** — fills the blank")
+            st.markdown(f"**{fam.label} · {safe_md(model_id)}** — fills the blank")
             rescore = st.toggle(
                 "Re-rank by sentence", key=state.url_key("pred_rescore", kind=bool,
                                                          default=False),
@@ -131,11 +132,11 @@ def model_column(inputs, family_name: str, model_id: str | None, masked: str, pr
         return
     can = {c for c in PREDICTS if compute.can(model_id, c)}   # this checkpoint, not its family
     if not can:
-        st.info(f"{model_id} ships no LM softmax or head to predict words with; its layers are "
+        st.info(f"{safe_md(model_id)} ships no LM softmax or head to predict words with; its layers are "
                 "on the other pages.")
         return
     two_lms = {"next_word", "previous_word"} <= can
-    st.markdown(f"**{fam.label} · {model_id}** — "
+    st.markdown(f"**{fam.label} · {safe_md(model_id)}** — "
                 + ("forward and backward LMs" if two_lms else "reads left to right"))
     if "fill_blank" in can:
         prediction("masked", model_id, masked,
@@ -151,7 +152,7 @@ def model_column(inputs, family_name: str, model_id: str | None, masked: str, pr
 
 
 def logit_lens(inputs, model_id: str, prefix: str) -> None:
-    st.subheader(f"Logit lens · {model_id}")
+    st.subheader(f"Logit lens · {safe_md(model_id)}")
     st.caption("nostalgebraist 2020: the final norm and output head applied to every layer; "
                "each cell is that layer's best next token after the word in the column.")
     if not prefix:

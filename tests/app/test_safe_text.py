@@ -83,14 +83,18 @@ def test_no_figure_builder_lets_a_tag_through(label):
 # -- every message that quotes user text passes it through safe_md --------------------------
 
 MESSAGES = {"error", "warning", "info", "caption", "markdown", "write", "success", "toast",
-            "title", "header", "subheader"}
-# names that hold what a user typed or linked (sentences, target, labels, words, a box's text)
+            "title", "header", "subheader", "expander", "tabs", "spinner", "status"}
+LABELLED = {"progress", "update"}
+# names that hold what a user typed or linked (sentences, target, labels, words, a box's text,
+# a model id: a hub id or a folder's path, typed or in a link)
 USER_TEXT = {"target", "word", "words", "labels", "sentence", "sentences", "text", "find",
-             "asked", "spec", "single", "query"}
+             "asked", "spec", "single", "query", "model_id", "model", "models", "chosen",
+             "sidebar_bert", "model_a", "model_b", "m"}
 # markdown of the project's own, not the user's: the benchmark report (results/*.md)
 OWN_MARKDOWN = {("app/pages/benchmarks.py", "text")}
 # calls whose result is safe whatever they are given: the two escapes, and numbers
-SAFE_CALLS = {"safe_md", "one_line", "len", "sum", "int", "float", "round", "fmt"}
+# (model_note: the registry's own line about a model, looked up by its id, not the id)
+SAFE_CALLS = {"safe_md", "one_line", "len", "sum", "int", "float", "round", "fmt", "model_note"}
 
 
 def _user_text_in(node: ast.AST) -> list[str]:
@@ -118,9 +122,12 @@ def _unsafe_messages(path: Path) -> list[str]:
     out = []
     for node in ast.walk(ast.parse(path.read_text())):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in MESSAGES):
+                and node.func.attr in MESSAGES | LABELLED):
             continue
-        for arg in node.args[:1]:
+        shown = node.args[:1] if node.func.attr in MESSAGES else []
+        # a progress bar's text and a status box's label are markdown too
+        shown += [kw.value for kw in node.keywords if kw.arg in ("text", "label")]
+        for arg in shown:
             if isinstance(arg, ast.Constant):
                 continue
             where = str(path.relative_to(ROOT))

@@ -1,0 +1,114 @@
+"""Model ids that are markdown (issue 52, item 1), in a real browser: every page, given model
+folders whose paths read as a markdown image and a markdown link, shows them as text (no
+<img>, no <a> to the outside host, no request to it); the issue's own link, a path that climbs
+back to a bundled model through names that are not there, is refused as text; the toolbar
+offers visitors no "Deploy"."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from engine.registry import ASSETS
+from tests.e2e.helpers import BROWSER_MARKS, MODEL_WAIT_MS, _goto, _settle, app_server
+
+pytestmark = BROWSER_MARKS
+
+# an address no page may ask for: a closed port on this machine (a request is recorded, and
+# refused at once, whatever the network)
+OUTSIDE = "127.0.0.1:9"
+# folder paths that read as markdown; a path cannot hold '//', and a browser takes 'http:/h/p'
+# for 'http://h/p'
+IMAGE_DIR = f"![x](http:/{OUTSIDE}/p.png)"
+LINK_DIR = f"[click here](http:/{OUTSIDE}/phish)"
+PAGES = ["", "grid", "layers", "attention", "predictions"]
+SHOWS_A_PATH = """([a, b]) => {
+    const t = document.querySelector('[data-testid="stMain"]').innerText.replaceAll('\\u2060', '');
+    return t.includes(a) || t.includes(b); }"""
+ASKED_AS_PAGE = ("img", "a", "iframe", "video", "audio", "source", "link")
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    """A model directory holding the bundled GPT and BERT under markdown-shaped paths."""
+    root = tmp_path_factory.mktemp("hostile-models")
+    gpt = root / "g" / IMAGE_DIR
+    bert = root / "b" / LINK_DIR
+    shutil.copytree(ASSETS / "models" / "gpt-brown", gpt)
+    shutil.copytree(ASSETS / "models" / "bert-brown-mlm", bert)
+    return root, str(gpt), str(bert)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, hostile):
+    log = Path(tempfile.gettempdir()) / f"ctxlens-e2e-hostile-{os.getpid()}.log"
+    with open(log, "w") as out, app_server(tmp_path_factory, out,
+                                           env={"CTXLENS_MODEL_DIRS": str(hostile[0])}) as url:
+        yield url
+
+
+def _outside(page, server: str) -> list[str]:
+    asked: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith(server) else asked.append(r.url))
+    return asked
+
+
+def _pointing_out(page) -> list[str]:
+    """Every element of the document that fetches or links to the outside host."""
+    found = []
+    for tag in ASKED_AS_PAGE:
+        for attr in ("src", "href"):
+            sel = f'{tag}[{attr}*="{OUTSIDE}"]'
+            found += [f"{tag} {attr}"] * page.locator(sel).count()
+    return found
+
+
+def test_model_paths_that_read_as_markdown_show_as_text_on_every_page(server, browser,
+                                                                      hostile):
+    """The image fetched itself on Predictions, Attention and Polysemy, and the link was live
+    in the Attention page's Model radio; here both models load and every page names them."""
+    _, gpt, bert = hostile
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    asked = _outside(page, server)
+    for path in PAGES:
+        _goto(page, server, path, preset="mouse", model_elmo="(none)", model_gpt=gpt,
+              model_bert=bert)
+        page.wait_for_selector('[data-testid="stMain"] h1', timeout=MODEL_WAIT_MS)
+        if path in ("attention", "predictions"):
+            # the models ran: a path is on the page as typed (the escapes are not shown)
+            page.wait_for_function(SHOWS_A_PATH, arg=[IMAGE_DIR, LINK_DIR],
+                                   timeout=MODEL_WAIT_MS)
+        _settle(page, 2000)
+        assert _pointing_out(page) == [], path
+        assert asked == [], (path, asked)
+    page.close()
+
+
+def test_a_path_climbing_back_through_names_not_there_is_refused_as_text(server, browser):
+    """The issue's link: the bundled BERT reached through a markdown link and three '..'."""
+    climbing = f"{ASSETS}/models/bert-brown-mlm/[click here](http:/{OUTSIDE}/phish)/../../.."
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    asked = _outside(page, server)
+    _goto(page, server, "attention", preset="mouse", model_elmo="(none)", model_gpt="(none)",
+          model_bert=climbing)
+    error = page.locator('[data-testid="stAlertContainer"]').filter(
+        has_text="is not a model folder inside the configured model directories").first
+    error.wait_for(timeout=MODEL_WAIT_MS)
+    _settle(page)
+    assert "[click here](http:" in error.inner_text().replace("\u2060", "")
+    assert _pointing_out(page) == [] and asked == []
+    page.close()
+
+
+def test_the_toolbar_offers_visitors_no_deploy_button(server, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    _goto(page, server, "layers", preset="mouse", model_elmo="(none)", model_gpt="(none)",
+          model_bert="(none)")
+    page.wait_for_selector('[data-testid="stToolbar"]', timeout=MODEL_WAIT_MS)
+    _settle(page)
+    assert page.get_by_role("button", name="Deploy").count() == 0
+    assert page.locator('[data-testid="stAppDeployButton"]').count() == 0
+    page.close()
