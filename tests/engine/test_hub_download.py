@@ -5,7 +5,10 @@ one line. The real hub speaks the same few endpoints (model info, HEAD and GET o
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import re
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,6 +27,7 @@ class FakeHub(BaseHTTPRequestHandler):
     repos: dict[str, Path] = {}
     gated: set[str] = set()
     fetched: list[str] = []
+    requests: list[tuple[str, str]] = []     # every request: (method, path), in order
 
     def log_message(self, *args):        # quiet test output
         pass
@@ -55,9 +59,11 @@ class FakeHub(BaseHTTPRequestHandler):
                                "ETag": '"' + hashlib.sha256(data).hexdigest() + '"'})
 
     def do_HEAD(self):
+        self.requests.append(("HEAD", self.path))
         self._file()
 
     def do_GET(self):
+        self.requests.append(("GET", self.path))
         if self.path.startswith("/api/models/"):
             repo = "/".join(self.path.split("?")[0].split("/")[3:5])
             folder = self.repos.get(repo)
@@ -80,8 +86,10 @@ def hub(tmp_path, monkeypatch):
     FakeHub.repos = {"org/tiny-neox": folder, "org/gated": folder}
     FakeHub.gated = {"org/gated"}
     FakeHub.fetched = []
+    FakeHub.requests = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    FakeHub.server = server
     monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
@@ -90,22 +98,57 @@ def hub(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXLENS_REGISTRY", str(tmp_path / "none.toml"))
     yield folder
     server.shutdown()
+    server.server_close()
 
 
-def test_a_hub_id_is_listed_then_downloaded_then_loads(hub, tmp_path, capsys):
+class Terminal(io.StringIO):
+    """stderr as a user's terminal: the hub's download bars draw only on a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_hub_id_is_listed_then_downloaded_then_loads(hub, tmp_path, monkeypatch):
+    import huggingface_hub.constants as constants
+    import numpy as np
+
     src = tmp_path / "in.txt"
     src.write_text("The bank raised its rates .\n")
-    assert cli.main(["embed", "--model", "org/tiny-neox", "--input", str(src),
-                     "--output", str(tmp_path / "v.npz")]) == 0
-    err = capsys.readouterr().err
+    with monkeypatch.context() as mp:
+        mp.setattr(sys, "stderr", Terminal())
+        assert cli.main(["embed", "--model", "org/tiny-neox", "--input", str(src),
+                         "--output", str(tmp_path / "v.npz")]) == 0
+        err = sys.stderr.getvalue()
     listed = next(line for line in err.splitlines() if "downloading org/tiny-neox" in line)
     size = (hub / "model.safetensors").stat().st_size / 2**20
     assert f"model.safetensors {size:,.1f} MB" in listed and "files" in listed
     assert "pytorch_model.bin" not in FakeHub.fetched and "model.safetensors" in FakeHub.fetched
-    # once cached, offline is enough
-    FakeHub.fetched = []
+    # listed before any file but the config is fetched (the config says which family's box the
+    # model goes in): the model info comes before every other file's GET
+    gets = [path for m, path in FakeHub.requests if m == "GET"]
+    info = next(i for i, path in enumerate(gets) if path.startswith("/api/models/org/tiny-neox"))
+    assert all(path.endswith("/config.json") for path in gets[:info])
+    # progress is shown: the weights' download draws a bar on the terminal, after the listing,
+    # that reaches its end
+    assert re.search(r"model\.safetensors: *100%", err[err.index(listed):]), err
+    # once cached, the hub is never asked again: online, not a request of any kind (a HEAD
+    # for a newer revision or a model-info call would be one) ...
+    FakeHub.requests = []
     enc = Engine(device="cpu").encode("org/tiny-neox", ["The bank raised its rates ."])[0]
-    assert enc.hidden_states.shape[0] == 3 and FakeHub.fetched == []
+    assert FakeHub.requests == []
+    # ... and offline with the hub gone, the model loads as well
+    FakeHub.server.shutdown()
+    FakeHub.server.server_close()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    offline = Engine(device="cpu").encode("org/tiny-neox", ["The bank raised its rates ."])[0]
+    np.testing.assert_array_equal(offline.hidden_states, enc.hidden_states)
+    # the vectors written are the model's: each word's vector is the mean of its tokens' states
+    written = np.load(tmp_path / "v.npz")
+    assert list(written["words"]) == list(enc.words)
+    for w in range(len(enc.words)):
+        mine = enc.hidden_states[:, enc.token_to_word == w].mean(axis=1)
+        np.testing.assert_allclose(written["vectors"][w], mine, atol=1e-4)
 
 
 @pytest.mark.parametrize("repo, message", [("org/no-such-model", "no model 'org/no-such-model'"),
