@@ -495,6 +495,9 @@ def neuron_view(tokens: Sequence[str], query: np.ndarray, keys: np.ndarray,
     for col in (1, 2, 3, 4):
         fig.update_yaxes(autorange="reversed", row=2, col=col, showticklabels=col == 1)
     fig.update_yaxes(showticklabels=False, row=1, col=1)
+    # the query's dimension numbers would sit under its strip, where the titles of the keys and
+    # their products stand: the query reads on hover, and the rows below number the same dims
+    fig.update_xaxes(showticklabels=False, row=1, col=1)
     fig.update_layout(title=safe_label(title), height=max(320, 24 * len(tokens) + 160),
                       showlegend=False,
                       margin=dict(l=10, r=10, t=70, b=10))

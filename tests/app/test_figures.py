@@ -89,3 +89,24 @@ def test_model_cka_heatmap_writes_each_interval_in_its_cell_while_the_cells_are_
     deep = model_cka_heatmap(np.zeros((3, n)), np.zeros((3, n)), np.zeros((3, n)),
                              ["a0", "a1", "a2"], [f"b{i}" for i in range(n)], "A", "B")
     assert deep.data[0].text is None and "95% CI" in deep.data[0].hovertemplate
+
+
+def test_the_neuron_views_titles_have_no_axis_numbers_under_them():
+    """"keys k" and "q ⊙ k" stood where the query strip's dimension numbers are drawn: every
+    subplot title of the lower row sits in the gap under the query strip, so that strip's
+    x axis draws no numbers there."""
+    import numpy as np
+
+    from app import figures
+
+    n, dims = 4, 8
+    fig = figures.neuron_view(["a", "b", "c", "d"], np.ones(dims), np.ones((n, dims)),
+                              np.ones((n, dims)), np.ones(n), np.ones(n) / n, 0, "t")
+    layout = fig.layout
+    strip = fig.get_subplot(1, 1)
+    low, _ = strip.yaxis.domain
+    lower_titles = [a for a in layout.annotations if a.text in ("keys k", "q ⊙ k")]
+    assert len(lower_titles) == 2
+    for title in lower_titles:
+        assert title.y <= low + 1e-9            # under the strip, above the lower row
+    assert strip.xaxis.showticklabels is False
