@@ -30,8 +30,8 @@ def view_options(enc) -> tuple[int, int | None, bool]:
 UNITS = ("Tokens", "Words")
 WORDS_HELP = ("Words: the words the rest of the app uses. Attention to a word is the sum over "
               "its pieces, from a word the mean over its pieces (Clark et al. 2019, \"What does "
-              "BERT look at?\"); [CLS], [SEP] and BOS stay entries of their own, so every row "
-              "still sums to 1.")
+              "BERT look at?\"); a lone space piece counts with the word after it; [CLS], [SEP] "
+              "and BOS stay entries of their own, so every row still sums to 1.")
 
 
 def by_words() -> bool:
