@@ -60,6 +60,10 @@ def _cpu_only(device: str) -> bool:
     return device == "auto" and not Path("/proc/driver/nvidia").exists()
 
 
+# where a model of registry.catalogue can be used without a download
+USABLE = ("bundled", "installed", "folder", "in the Hugging Face cache")
+
+
 class Engine:
     def __init__(self, device: str = "auto", dtype: str = "float32", cache_size: int = 512,
                  traced: bool = False, store: EncodingStore | None = None,
@@ -121,9 +125,11 @@ class Engine:
             if base is None or base.family != entry.family:
                 raise ModelUnavailable(f"{model_id} overlays {entry.base!r}, which is not a "
                                        f"{entry.family} model in the registry")
+            base_dir, overlay = self._files(base, progress), self._files(entry, progress)
+            self._check_loadable(model_id, base_dir, "base")
+            self._check_loadable(model_id, overlay, "overlay")
             return _family_module(entry.family).load(
-                model_id, self._files(base, progress), self.options, progress=progress,
-                overlay=self._files(entry, progress))
+                model_id, base_dir, self.options, progress=progress, overlay=overlay)
         return self._load_dir(model_id, entry.family, self._files(entry, progress),
                               entry.gguf_file, progress)
 
@@ -144,19 +150,27 @@ class Engine:
         path, hit = fetch.ensure_converted(model_id, source, convert, progress)
         return module.load(model_id, path, self.options, progress=progress, gguf_cache_hit=hit)
 
-    def _check_loadable(self, model_id: str, path: Path) -> None:
+    def _check_loadable(self, model_id: str, path: Path, part: str = "model") -> None:
         """Refuse, in one line and before transformers reads anything (or a cache hashes the
         files: reading a model too big for memory to hash it takes minutes), what would run
-        the checkpoint's own code (pickles) or not fit in the free memory."""
+        the checkpoint's own code (pickles), weights files that are no valid safetensors, a
+        folder without a tokenizer, or weights that would not fit in the free memory. `part`:
+        "model" (a folder loaded alone), "base" (an overlay's base: its weights and tokenizer)
+        or "overlay" (tensors that complete a base, checked for safety and validity only).
+        Header-only, so no torch import: the encoding store calls it before any model loads."""
         if (model_id, str(path)) in self._checked or not (path / "config.json").is_file():
             return
         from engine import checkpoint
         from engine.families.base import dtype_name, resolve_device
 
         checkpoint.check_safe(path)
-        device = resolve_device(self.options.device)
-        dtype = dtype_name(self.options.dtype, device)
-        checkpoint.check_memory(path, dtype, device, model_id)
+        if part == "overlay":
+            checkpoint.parameter_bytes(path)       # every header checked
+        else:
+            checkpoint.check_tokenizer(path)
+            device = resolve_device(self.options.device)
+            dtype = dtype_name(self.options.dtype, device)
+            checkpoint.check_memory(path, dtype, device, model_id)
         self._checked.add((model_id, str(path)))
 
     def _sources(self, model_id: str, progress: bool) -> list[Path]:
@@ -164,8 +178,8 @@ class Engine:
         entry = self.resolved(model_id)
         base = [self._files(self.entry(entry.base), progress)] if entry.base else []
         folders = base + [self._files(entry, progress)]
-        for folder in folders:
-            self._check_loadable(model_id, folder)
+        for folder, part in zip(folders, ["base", "overlay"] if base else ["model"]):
+            self._check_loadable(model_id, folder, part)
         return folders
 
     def hidden_state_encoder(self, model_id: str, progress: bool = True,
@@ -303,8 +317,8 @@ class Engine:
             sources = [local_path(e) if e is not None else None for e in entries]
             if any(p is None or not p.exists() for p in sources):
                 return None
-            for folder in sources:
-                self._check_loadable(model_id, folder)
+            for folder, part in zip(sources, ["base", "overlay"] if entry.base else ["model"]):
+                self._check_loadable(model_id, folder, part)
             code = [ENGINE_ROOT / n for n in ("api.py", "result.py", "text.py", "traced.py")]
             code += sorted((ENGINE_ROOT / "families").rglob("*.py"))
             versions = []
@@ -379,9 +393,13 @@ class Engine:
         return model_can(self.resolved(model_id), capability)
 
     def models_that(self, capability: str) -> list[str]:
-        """Registry models that can do `capability`, in the registry's order (none loads)."""
-        return [m for m, e in self.registry.items()
-                if e.family in FAMILIES and model_can(e, capability)]
+        """Models that can do `capability` (none loads): the registry's in its order, then the
+        user's own folders and cached hub models here (registry.catalogue)."""
+        from engine.registry import catalogue
+
+        return [e.id for e, where in catalogue(self.registry)
+                if (e.id in self.registry or where in USABLE) and e.family in FAMILIES
+                and model_can(e, capability)]
 
     def blank_fillers(self) -> list[str]:
         """Registry models that fill a blank, the masked LMs first."""

@@ -238,10 +238,30 @@ def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,
         raise ModelUnavailable(f"{overlay or path} holds no readable config.json: {err}") from err
     has_mlm = _has_mlm_head(config)
     model = hf.load_hf_model(AutoModelForMaskedLM if has_mlm else AutoModel, path, options,
-                             progress, config=config if overlay else None)
+                             progress, config=config if overlay else None,
+                             supplied=overlay_tensors(overlay) if overlay else None,
+                             name=model_id)
     if overlay is not None:
         apply_overlay(model, sorted(Path(overlay).glob(OVERLAY_GLOB)))
     return BertAdapter(model_id, model, hf.load_tokenizer(path), has_mlm)
+
+
+def overlay_tensors(overlay: Path) -> dict[str, int]:
+    """The whole tensors an overlay folder puts into its base (name -> element count), read
+    from the headers: row slices count towards their tensor, a patched row replaces no tensor."""
+    from engine.checkpoint import read_header
+
+    out: dict[str, int] = {}
+    for f in sorted(Path(overlay).glob(OVERLAY_GLOB)):
+        for k, t in read_header(f).items():
+            if ROW_PATCH_MARK in k:
+                continue
+            name = k.partition(ROW_MARK)[0]
+            count = 1
+            for d in t["shape"]:
+                count *= d
+            out[name] = out.get(name, 0) + count
+    return out
 
 
 def apply_overlay(model, files: list[Path], complete: bool = True) -> None:

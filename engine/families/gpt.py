@@ -486,7 +486,7 @@ def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,
     """A causal LM from a transformers folder (a GGUF file arrives here already converted)."""
     from transformers import AutoModelForCausalLM
 
-    model = hf.load_hf_model(AutoModelForCausalLM, path, options, progress)
+    model = hf.load_hf_model(AutoModelForCausalLM, path, options, progress, name=model_id)
     if model.get_output_embeddings() is None:
         raise EngineError(f"{path} is not a causal LM with an output head")
     return GPTAdapter(model_id, model, hf.load_tokenizer(path), gguf_cache_hit)

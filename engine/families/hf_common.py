@@ -68,6 +68,9 @@ def layer_names(n_layers: int) -> tuple[str, ...]:
 def load_tokenizer(path: Path):
     from transformers import AutoTokenizer
 
+    from engine.checkpoint import check_tokenizer
+
+    check_tokenizer(path)       # else transformers builds an empty one from the config alone
     try:
         tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True,
                                             trust_remote_code=False)
@@ -117,23 +120,57 @@ def _quiet(on: bool):
 
 
 def load_hf_model(auto_cls, path: Path, options: LoadOptions, progress: bool = True,
-                  config=None):
+                  config=None, supplied: dict[str, int] | None = None, name: str = ""):
     """A model in eval mode on the requested device and dtype, with transformers' default
     attention (SDPA where the architecture has it, else eager). SDPA never materialises the
     attention weights, so a call that asks for attention maps switches the model to eager for
     that call (run_layers). Safetensors only: a pickle is never read (engine/checkpoint.py
-    refuses a folder without safetensors before this)."""
+    refuses a folder without safetensors before this).
+
+    Before the model is built, the parameters its config describes are counted on the meta
+    device (nothing allocated) and checked against the weights present and the free memory;
+    after, every tensor the model needs must have come from the weights: transformers fills a
+    missing or mis-shaped one with random numbers, which would be shown as the model's.
+    `supplied`: tensors (name -> element count) that another file puts in right after this
+    load (an overlay's head), so the weights here may lack them. `name`: the model's id, for
+    messages (else the folder)."""
+    import engine.checkpoint as checkpoint
+    from engine.families.base import dtype_name
+
     device = resolve_device(options.device)
     dtype = resolve_dtype(options.dtype, device)
-    extra = {"config": config} if config is not None else {}
+    where = name or str(path)
+    supplied = supplied or {}
     try:
-        with progress_bars(progress), _quiet(config is not None):
-            model = auto_cls.from_pretrained(str(path), dtype=dtype, local_files_only=True,
-                                             trust_remote_code=False, use_safetensors=True,
-                                             **extra)
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
-        raise ModelUnavailable(f"cannot load the model in {path}: {first}") from err
+        if config is None:
+            from transformers import AutoConfig
+
+            config = AutoConfig.from_pretrained(str(path), local_files_only=True,
+                                                trust_remote_code=False)
+        expected = described_parameters(auto_cls, config)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ModelUnavailable(f"cannot read the model's config in {path}: "
+                               f"{_first_line(err)}") from err
+    stored = checkpoint.tensor_counts(checkpoint.weight_files(path))
+    present = sum(stored.values()) + sum(supplied.values())
+    checkpoint.check_present(where, sum(expected.values()), present,
+                             _absent(expected, set(stored) | set(supplied),
+                                     getattr(config, "model_type", "")))
+    checkpoint.check_memory(path, dtype_name(options.dtype, device), device, where,
+                            n_params=max(sum(expected.values()), present))
+    try:
+        with progress_bars(progress), _quiet(bool(supplied)):
+            # mis-shaped tensors come back in the loading info (refused below, named) instead
+            # of transformers' RuntimeError pointing at a report the CLI does not show
+            model, info = auto_cls.from_pretrained(
+                str(path), dtype=dtype, local_files_only=True, trust_remote_code=False,
+                use_safetensors=True, output_loading_info=True, ignore_mismatched_sizes=True,
+                config=config)
+    except Exception as err:  # noqa: BLE001 - a library's failure on these files is one line
+        if not _load_failure(err):
+            raise
+        raise ModelUnavailable(f"cannot load the model in {path}: {_first_line(err)}") from err
+    check_loaded(model, info, where, set(supplied))
     model = model.to(device).eval()
     if options.compile:
         import torch
@@ -145,6 +182,85 @@ def load_hf_model(auto_cls, path: Path, options: LoadOptions, progress: bool = T
         model.base_model._ctxlens_compiled = torch.compile(model.base_model.forward,
                                                            dynamic=True)
     return model
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0][:300] if text else type(err).__name__
+
+
+def _load_failure(err: BaseException) -> bool:
+    """Whether a from_pretrained failure is the files' (missing, unreadable, not matching the
+    config, or the safetensors library refusing a file), not a bug of ours."""
+    if isinstance(err, (OSError, ValueError, KeyError, TypeError, RuntimeError)):
+        return True
+    return type(err).__name__ == "SafetensorError"
+
+
+def described_parameters(auto_cls, config) -> dict[str, int]:
+    """Each parameter of the model `config` describes (name -> element count; a tied one once),
+    counted on the meta device: the modules are built without allocating a byte, so a 70B
+    config is counted in seconds on a laptop."""
+    import torch
+
+    with torch.device("meta"):
+        # an Auto* class builds from a config; a model class is its own constructor
+        build = getattr(auto_cls, "from_config", None)
+        model = build(config, trust_remote_code=False) if build else auto_cls(config)
+    return {n: p.numel() for n, p in model.named_parameters()}
+
+
+def _absent(expected: dict[str, int], stored: set[str], model_type: str) -> list[str]:
+    """The described parameters no stored tensor names, the largest first (for a message: a
+    checkpoint may name a parameter with or without the base model's prefix)."""
+    def there(n: str) -> bool:
+        return (n in stored or n.partition(".")[2] in stored
+                or any(f"{p}.{n}" in stored for p in prefixes))
+
+    prefixes = {n.partition(".")[0] for n in stored} | {model_type}
+    return sorted((n for n in expected if not there(n)), key=lambda n: -expected[n])
+
+
+# parameters a checkpoint may lack because ctxlens never reads them: a BERT-like encoder's
+# pooler (only a classifier reads its output; ctxlens reads hidden states and the LM heads)
+UNREAD = ("pooler",)
+
+
+def check_loaded(model, info: dict, where: str, supplied: set[str] = frozenset()) -> None:
+    """Refuse a model that transformers completed with made-up tensors: one whose weights had
+    another shape than the config makes (the config is another model's), or that the weights
+    lack. A missing tensor is fine only where it is no weight of its own: a parameter tied to
+    one that was loaded (an LM head tied to the input embeddings), a buffer the model computes
+    when built (position ids, rotary frequencies), one ctxlens never reads (UNREAD), or one in
+    `supplied` (an overlay puts it in right after)."""
+    mismatched = sorted(info.get("mismatched_keys") or (), key=lambda m: m[0])
+    if mismatched:
+        key, got, want = mismatched[0]
+        more = f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
+        raise ModelUnavailable(
+            f"{where}: tensor {key!r} is {list(got)} in the weights but {list(want)} in the "
+            f"model its config.json describes{more}; the config is not these weights' own: "
+            "use the config.json saved with them")
+    missing = set(info.get("missing_keys") or ())
+    if not missing:
+        return
+    buffers = {n for n, _ in model.named_buffers()}
+    params = dict(model.named_parameters(remove_duplicate=False))
+    # a parameter shared under several names is there when any of its names was loaded or
+    # is supplied (BERT's decoder bias is its head's bias under a second name)
+    filled = {id(p) for n, p in params.items() if n not in missing or n in supplied}
+    unexplained = sorted(
+        k for k in missing
+        if k not in supplied and k not in buffers
+        and not (k in params and id(params[k]) in filled)
+        and not any(part in UNREAD for part in k.split(".")))
+    if unexplained:
+        named = ", ".join(repr(k) for k in unexplained[:3])
+        more = f" and {len(unexplained) - 3} more" if len(unexplained) > 3 else ""
+        raise ModelUnavailable(
+            f"{where}: its weights lack {named}{more}, which transformers would fill with "
+            "random numbers; download or save the model again (or use the checkpoint with "
+            "that head)")
 
 
 # Forwards that need attention maps switch a shared model to eager attention and back; they
