@@ -140,11 +140,31 @@ def model_problem(model_id: str, family: str) -> str | None:
         return (f"this is {FAMILIES[entry.family].a_label} model ({what}); pick it in the "
                 f"{FAMILIES[entry.family].label} model box")
     if availability(entry) == "needs network":
+        pickled = _pickled_only(entry)
+        if pickled:
+            return pickled
         if not downloads_allowed():
             return NOT_ON_THIS_SERVER
         refused = _checked_download(model_id)[2]
         return refused or "this model needs a download from huggingface.co before it can be shown"
-    return None
+    from engine.checkpoint import problems
+    from engine.registry import local_path
+
+    # a folder typed or linked that the lists mark broken: said before a load is tried
+    folder = local_path(entry)
+    return problems(folder) if folder is not None and not entry.base else None
+
+
+def _pickled_only(entry) -> str | None:
+    """Why a hub model whose cached files hold pickled weights only (no safetensors: the cache
+    does not count it as downloaded) cannot be shown, else None."""
+    from engine import hub
+    from engine.checkpoint import pickled_only
+
+    snap = hub._config_only(entry.hub) if entry.hub else None   # the cached snapshot, if any
+    name = pickled_only(snap) if snap is not None else None
+    return (f"its files hold pickled weights only ({name}), which can run code when read; "
+            "ctxlens loads safetensors only") if name else None
 
 
 def _resolving_fetches(model_id: str) -> bool:

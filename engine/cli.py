@@ -323,8 +323,13 @@ def cmd_models(args, engine_cls) -> int:
     """The registry, the model folders and the cached hub models, each with what it can do."""
     from engine.registry import catalogue, model_dirs, what_it_can
 
-    rows = [(e.id if len(e.id) <= 40 else "…" + e.id[-39:], e.family, where, what_it_can(e))
-            for e, where in catalogue()]
+    rows = []
+    for e, where in catalogue():
+        shown = e.id if len(e.id) <= 40 else "…" + e.id[-39:]
+        # a broken folder says why where the others say what they can do
+        broken = where.startswith("broken: ")
+        rows.append((shown, e.family, "broken" if broken else where,
+                     where.removeprefix("broken: ") if broken else what_it_can(e)))
     width = max(len(r[0]) for r in rows) + 2
     print(f"{'id':<{width}}{'family':<8}{'here':<27}can")
     for mid, fam, where, can in rows:

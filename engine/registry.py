@@ -297,8 +297,10 @@ def what_it_can(entry: ModelEntry) -> str:
 def catalogue(registry: dict[str, ModelEntry] | None = None) -> list[tuple[ModelEntry, str]]:
     """Every model a user can name here, with where it is: the registry's entries, the model
     folders directly under the model directories, and the hub models in the local Hugging Face
-    cache. A folder or cached repo that no family can show is left out."""
+    cache. A folder or cached repo that no family can show is left out; one whose files cannot
+    load (engine.checkpoint.problems, read from headers alone) is "broken: <why>"."""
     from engine import hub
+    from engine.checkpoint import problems
 
     registry = load_registry() if registry is None else registry
     out = [(e, availability(e)) for e in registry.values()]
@@ -318,4 +320,11 @@ def catalogue(registry: dict[str, ModelEntry] | None = None) -> list[tuple[Model
             out.append((resolve(repo, registry), "in the Hugging Face cache"))
         except EngineError:
             continue
-    return out
+
+    def marked(entry: ModelEntry, where: str) -> str:
+        if where not in ("folder", "in the Hugging Face cache"):
+            return where
+        folder = Path(entry.folder) if entry.folder else hub.cached_snapshot(entry.hub)
+        why = problems(folder) if folder is not None else None
+        return f"broken: {why}" if why else where
+    return [(e, marked(e, where)) for e, where in out]
