@@ -580,39 +580,53 @@ def test_only_words_that_grew_are_extended_again_with_the_same_words(causal_lm, 
     """A word whose next token starts a new word would get the same token in every later
     step: each step runs only the words the step before extended, and ends with the words that
     extending every word every step gives (the prompt's 100 words over a 600-token sentence:
-    9.3 -> 6.2 s of SmolLM2 on 2 cores)."""
+    9.3 -> 6.2 s of SmolLM2 on 2 cores). The reference reads the model and its tokenizer
+    directly, one plain forward pass per word and step."""
+    import re
+
     from engine.families import gpt
-    from engine.families import hf_common as hf
 
     monkeypatch.setattr(gpt, "FILL_EXTEND_STEPS", 3)
     adapter = Engine(device="cpu").adapter(causal_lm)
+    tok, model = adapter.tokenizer, adapter.model
     left = adapter._ids("The bank raised its rates and the river", True)
     rows = []
     real = adapter._after_left
     monkeypatch.setattr(adapter, "_after_left", lambda lft, suffixes, **k:
                         rows.append(len(suffixes)) or real(lft, suffixes, **k))
     got = adapter._candidate_words(left, 12)
-    # the same pool extended the old way, every word at every step
+
+    def next_token(ids: list[int]) -> int:
+        with torch.inference_mode():
+            return int(model(input_ids=torch.tensor([ids])).logits[0, -1].argmax())
+
+    def starts_word(tid: int) -> bool:       # byte-level 'Ġ' or SentencePiece '▁'
+        return tok.convert_ids_to_tokens(tid)[:1] in ("\u0120", "\u2581")
+
+    # the pool: the 12 likeliest distinct whole words that start after the left context
     with torch.inference_mode():
-        probs = adapter.model(input_ids=torch.tensor([left])).logits[0, -1].softmax(-1)
-    order = torch.argsort(probs, descending=True)[:200].tolist()
+        probs = model(input_ids=torch.tensor([left])).logits[0, -1].softmax(-1)
     words, seen = [], set()
-    for tid, piece in zip(order, hf.readable_tokens(adapter.tokenizer, order)):
-        if piece.startswith(" ") and gpt._WORDLIKE.fullmatch(piece.strip()) \
-                and piece.strip() not in seen:
-            seen.add(piece.strip())
+    for tid in torch.argsort(probs, descending=True)[:200].tolist():
+        word = tok.convert_tokens_to_string([tok.convert_ids_to_tokens(tid)]).strip()
+        if starts_word(tid) and re.fullmatch(r"[^\W_]+(?:['’-][^\W_]+)*", word) \
+                and word not in seen:
+            seen.add(word)
             words.append([tid])
         if len(words) == 12:
             break
+    # every word extended at every step while its likeliest next token continues it
     grew = []
     for _ in range(3):
-        _, after = real(left, words)
         grew.append(0)
-        for w, nxt in zip(words, after):
-            piece = hf.readable_tokens(adapter.tokenizer, [nxt])[0]
-            if not piece.startswith(" ") and gpt._CONTINUES.fullmatch(piece):
+        for w in words:
+            nxt = next_token(left + w)
+            piece = tok.convert_tokens_to_string([tok.convert_ids_to_tokens(nxt)])
+            if not starts_word(nxt) and re.fullmatch(r"[^\W_]+", piece):
                 w.append(nxt)
                 grew[-1] += 1
-    assert got == list(dict.fromkeys(adapter.tokenizer.decode(w).strip() for w in words))
+    # some words grow and some do not, so which ones run again is tested
+    assert 0 < grew[0] < len(words), grew
+    assert got == list(dict.fromkeys(tok.decode(w).strip() for w in words))
     assert rows[0] == len(words)
     assert rows[1:] == grew[:len(rows) - 1]
