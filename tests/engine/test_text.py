@@ -30,11 +30,21 @@ def test_pretokenized_mode_takes_whitespace_tokens_as_given():
     assert from_words(["a", "b"]).spans == ((0, 1), (2, 3))
 
 
-@pytest.mark.parametrize("text", ["", "   ", "x" * (MAX_CHARS + 1), "w " * (MAX_WORDS + 1)])
-def test_empty_and_overlong_texts_are_refused_with_the_cap(text):
+@pytest.mark.parametrize("text, message", [
+    ("", "the text is empty"),
+    ("   ", "the text is empty"),
+    ("x" * (MAX_CHARS + 1), f"the text has {MAX_CHARS + 1} characters; the cap is {MAX_CHARS}"),
+    ("w " * (MAX_WORDS + 1), f"the text has {MAX_WORDS + 1} words; the cap is {MAX_WORDS}"),
+])
+def test_empty_and_overlong_texts_are_refused_with_the_cap(text, message):
     with pytest.raises(TextError) as err:
         split_words(text)
-    assert "empty" in str(err.value) or "cap" in str(err.value)
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize("text", ["x" * MAX_CHARS, "w " * (MAX_WORDS - 1) + "w"])
+def test_a_text_at_the_caps_is_taken(text):
+    assert len(split_words(text).words) in (1, MAX_WORDS)
 
 
 def test_alignment_ignores_leading_spaces_and_marks_special_tokens():
