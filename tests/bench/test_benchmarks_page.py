@@ -25,20 +25,54 @@ def at():
     return page
 
 
+def published_tables() -> dict[str, dict[str, int]]:
+    """Topic title -> table title -> rows, as the committed docs/reproductions.md and
+    performance.md list them (tests/bench/test_docs.py keeps them equal to results/*.json):
+    what the page must show, read without bench/views.py, which the page draws through."""
+    out: dict[str, dict[str, int]] = {}
+    topic = table = None
+    for name in ("reproductions.md", "performance.md"):
+        for line in (ROOT / "docs" / name).read_text().splitlines():
+            if line.startswith("## "):
+                topic, table = line[3:], None
+                out[topic] = {}
+            elif line.startswith("### "):
+                table = line[4:]
+                out[topic][table] = -2                  # the header row and the |---| line
+            elif line.startswith("|") and table is not None:
+                out[topic][table] += 1
+    return out
+
+
 def test_page_shows_a_tab_per_topic_with_an_explanation_tables_and_charts(at):
-    topics = views.available()
-    assert [t.label for t in at.tabs] == [t.title for t in topics]
+    published = published_tables()
+    assert sorted(t.label for t in at.tabs) == sorted(published)
     # every tab opens with what it measures, for a reader rather than the developer
     assert all(tab.info and len(tab.info[0].value) > 60 for tab in at.tabs)
-    # the findings table once above the tabs, then every table of every topic
-    expected = 1 + sum(len(views.view(t.key).tables) for t in topics) - 1
-    assert len(at.dataframe) == expected
-    # charts drawn from the JSON, not the PNGs of the reports
-    assert not at.get("image")
-    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    assert len(charts) == sum(len(views.view(t.key).charts) for t in topics) > 0
+    # the findings table once above the tabs ...
     first = at.dataframe[0].value
     assert "reproduced?" in first.columns and "**" not in "".join(first["reproduced?"])
+    assert len(first) == published["Summary"].pop("Published findings: reproduced?")
+    # ... then, in each topic's tab, every table the docs publish, under its title, with its
+    # rows (a tab may show more: the findings again, each model's per-layer table)
+    for tab in at.tabs:
+        titles = [m.value.strip("*") for m in tab.markdown if m.value.startswith("**")]
+        shown = {title: len(df.value) for title, df in zip(titles, tab.dataframe)}
+        assert len(titles) == len(tab.dataframe), tab.label
+        for title, rows in published[tab.label].items():
+            assert shown.get(title) == rows, (tab.label, title, shown)
+    # charts drawn from the JSON, not the PNGs of the reports: each per-layer topic draws its
+    # layers with a line per model measured
+    assert not at.get("image")
+    models = {r["model"] for r in json.loads((ROOT / "results" / "layers.json").read_text())}
+    for tab in at.tabs:
+        if tab.label not in ("Word senses", "How contextual is each layer?", "Part of speech"):
+            continue
+        charts = [json.loads(c.proto.spec) for c in tab.get("plotly_chart")]
+        assert charts, tab.label
+        for c in charts:
+            lines = {t["name"] for t in c["data"] if t.get("mode") == "lines+markers"}
+            assert lines == models, (tab.label, c["layout"]["title"]["text"])
 
 
 def test_per_layer_charts_are_the_json_values_with_intervals_and_published_points(at):
