@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 import streamlit as st
 
+from app.safe import safe_md
 from engine.analysis import attention as att_analysis
 from engine.analysis import geometry, occurrences as occ_analysis, projection, senses
 from engine.analysis.model_cka import ModelCKA, compare_models
@@ -26,7 +27,7 @@ from engine.analysis.vectors import identical_groups, unit_rows
 from engine.api import Engine, encoding_store
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.families import FAMILIES, Family
-from engine.registry import availability, catalogue
+from engine.registry import availability, canonical_id, catalogue
 from engine.registry import default_model as registry_default
 from engine.result import Encoding
 from engine.text import occurrences_of, split_words
@@ -56,7 +57,9 @@ def engine_cached(spinner: str | Callable[..., str] | None = None):
             key = ("app", fn.__name__, *args, *sorted(kwargs.items()))
             if spinner is None or key in eng.results:
                 return eng.cached(key, lambda: fn(*args, **kwargs))
-            with st.spinner(spinner(*args, **kwargs) if callable(spinner) else spinner):
+            # a spinner is markdown, and its text may name a model's path or a typed word
+            text = spinner(*args, **kwargs) if callable(spinner) else spinner
+            with st.spinner(safe_md(text)):
                 return eng.cached(key, lambda: fn(*args, **kwargs))
         return cached
     return wrap
@@ -124,6 +127,15 @@ def model_note(model_id: str) -> str:
     here say how little they read), else nothing."""
     entry = get_engine().entry(model_id)
     return entry.note if entry is not None else ""
+
+
+def canonical_model(model_id: str) -> str:
+    """The one spelling of a typed or linked model id (a folder's resolved path), or the id as
+    given when it names no usable folder (model_problem then says why)."""
+    try:
+        return canonical_id(model_id, get_engine().registry)
+    except EngineError:
+        return model_id
 
 
 def model_problem(model_id: str, family: str) -> str | None:
@@ -203,8 +215,8 @@ def _checked_download(model_id: str):
     except EngineError:         # offline and not cached: model_problem says so
         return None, "", None
     todo = _listing(repo, hub.endpoint(), str(hub.cache_root()))
-    if isinstance(todo, str):
-        return None, dtype, None
+    if isinstance(todo, str):     # why the hub lists nothing to fetch (pickled weights only, ...)
+        return None, dtype, todo
     try:
         hub.check(todo, dtype, device, advice="a smaller model")
     except EngineError as err:
@@ -233,8 +245,8 @@ def download(model_id: str, bar) -> None:
         raise EngineError(NOT_ON_THIS_SERVER)
 
     def step(name: str, done: int, total: int) -> None:
-        bar.progress(min(1.0, done / max(total, 1)), text=f"{name}: {done / 2**20:,.1f} of "
-                                                          f"{total / 2**20:,.1f} MB")
+        bar.progress(min(1.0, done / max(total, 1)),
+                     text=f"{safe_md(name)}: {done / 2**20:,.1f} of {total / 2**20:,.1f} MB")
 
     options = get_engine().options
     hub.snapshot(get_engine().resolved(model_id).hub or model_id, progress=False, on_file=step,
@@ -272,11 +284,14 @@ def prepare(model_ids: list[str], sentences: tuple[str, ...]) -> None:
             eng.encode(m, list(sentences))
         return
     box = st.empty()
-    with box.status(f"Loading {', '.join(todo)} …", expanded=False) as status:
-        for m in model_ids:
-            status.update(label=f"Loading and running {m} (first use takes a while) …")
-            eng.encode(m, list(sentences))
-    box.empty()
+    try:
+        with box.status(f"Loading {safe_md(', '.join(todo))} …", expanded=False) as status:
+            for m in model_ids:
+                status.update(label=f"Loading and running {safe_md(m)} (first use takes a "
+                                    "while) …")
+                eng.encode(m, list(sentences))
+    finally:
+        box.empty()        # a model refused: its refusal is shown, not "Loading ..." above it
 
 
 @dataclass(frozen=True, eq=False)

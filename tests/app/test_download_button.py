@@ -69,3 +69,23 @@ def test_a_read_only_server_downloads_nothing_even_when_asked(sized_hub, monkeyp
     with pytest.raises(EngineError, match="not available on this server"):
         compute.download("org/tiny", bar=None)
     assert sized_hub.requests == []
+
+
+def test_a_repo_with_pickled_weights_only_says_so_online(sized_hub, monkeypatch, tmp_path):
+    """The hub lists no safetensors for it: the box said "needs a download" with no reason
+    and no button; the listing's own line is what it says now."""
+    import shutil
+
+    from tests.engine.test_download_checks import SizedHub
+
+    pickled = tmp_path / "pickled"
+    shutil.copytree(SizedHub.repos["org/tiny"], pickled)
+    (pickled / "model.safetensors").unlink()
+    (pickled / "pytorch_model.bin").write_bytes(b"never unpickled")
+    SizedHub.repos["org/pickled"] = pickled
+    room(monkeypatch)
+    at = opened_with("org/pickled")
+    said = errors(at, "pickled")
+    assert len(said) == 1 and "safetensors" in said[0], messages(at)["error"]
+    assert download_buttons(at) == []
+    assert weights_fetched(sized_hub) == []

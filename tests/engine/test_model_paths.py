@@ -109,3 +109,18 @@ def test_a_snapshot_linked_out_of_the_cache_is_not_followed(tmp_path, hub_cache)
     shutil.rmtree(good)
     good.symlink_to(outside, target_is_directory=True)
     assert hub.cached_snapshot("org/tiny") is None
+
+
+def test_the_models_that_can_hint_names_the_users_own_folders(model_dir):
+    """"models that can: ..." listed registry models only: a user with a masked LM of their own
+    in a model directory was never pointed at it."""
+    from engine.errors import UnsupportedPrediction
+
+    mine = save_arch("roberta", model_dir / "my-roberta")       # a *ForMaskedLM of the user's
+    gpt = save_arch("gpt2", model_dir / "my-gpt2")
+    engine = Engine(device="cpu")
+    with pytest.raises(UnsupportedPrediction, match="models that have one: ") as err:
+        engine.predict_masked(str(gpt), "The [MASK] raised rates.", rescore=True)
+    named = str(err.value).split("models that have one: ")[1].split(", ")
+    assert str(mine) in named and str(gpt) not in named
+    assert "bert-brown-mlm" in named                      # the registry's are still there
