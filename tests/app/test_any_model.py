@@ -95,7 +95,7 @@ def test_a_hub_model_not_yet_here_shows_its_size_and_downloads_on_a_click(hub):
     """Online (a local stand-in for the hub): the box says the model needs a download, the
     button names its files and size before anything is fetched, a click fetches it with a
     progress bar, and the model is shown."""
-    from tests.engine.test_hub_download import FakeHub
+    from tests.fake_hub import FakeHub
 
     at = app()
     at.query_params["model_gpt"] = "org/tiny-neox"

@@ -76,13 +76,11 @@ def test_a_repo_with_pickled_weights_only_says_so_online(sized_hub, monkeypatch,
     and no button; the listing's own line is what it says now."""
     import shutil
 
-    from tests.engine.test_download_checks import SizedHub
-
     pickled = tmp_path / "pickled"
-    shutil.copytree(SizedHub.repos["org/tiny"], pickled)
+    shutil.copytree(sized_hub.repos["org/tiny"], pickled)
     (pickled / "model.safetensors").unlink()
     (pickled / "pytorch_model.bin").write_bytes(b"never unpickled")
-    SizedHub.repos["org/pickled"] = pickled
+    sized_hub.repos["org/pickled"] = pickled
     room(monkeypatch)
     at = opened_with("org/pickled")
     said = errors(at, "pickled")

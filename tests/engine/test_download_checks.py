@@ -9,7 +9,6 @@ against the disk from its Content-Length before a byte is written.
 The local stand-in for the hub records every request, so each test asserts what was fetched."""
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import threading
@@ -22,67 +21,10 @@ import pytest
 from engine import checkpoint, cli, hub
 from engine.errors import ModelUnavailable
 from tests.arch_zoo import save_arch
+from tests.fake_hub import serving
 
-COMMIT = "1" * 40
 MB, GB = 2**20, 2**30
 Usage = namedtuple("Usage", "total used free")
-
-
-class SizedHub(BaseHTTPRequestHandler):
-    """The hub's model-info, HEAD and GET of a file; a repo's listing may claim other sizes
-    (`sizes`) and carry the hub's safetensors metadata (`metadata`) without the bytes behind
-    them, so a 50 GB model is refused without anyone holding 50 GB."""
-    repos: dict[str, Path] = {}
-    sizes: dict[str, dict[str, int]] = {}
-    metadata: dict[str, dict] = {}
-    requests: list[str] = []        # "METHOD path" of every request
-    fetched: list[str] = []         # file names whose bytes were sent
-
-    def log_message(self, *args):
-        pass
-
-    def _send(self, code: int, body: bytes = b"", headers: dict | None = None):
-        self.send_response(code)
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _file(self):
-        parts = self.path.split("?")[0].strip("/").split("/")
-        repo, name = "/".join(parts[:2]), parts[-1]
-        folder = self.repos.get(repo)
-        if folder is None or not (folder / name).is_file():
-            return self._send(404, b"not found", {"X-Error-Code": "RepoNotFound",
-                                                  "X-Error-Message": "Repository not found"})
-        data = (folder / name).read_bytes()
-        if self.command == "GET":
-            self.fetched.append(name)
-        self._send(200, data, {"X-Repo-Commit": COMMIT,
-                               "ETag": '"' + hashlib.sha256(data).hexdigest() + '"'})
-
-    def do_HEAD(self):
-        self.requests.append(f"HEAD {self.path}")
-        self._file()
-
-    def do_GET(self):
-        self.requests.append(f"GET {self.path}")
-        if self.path.startswith("/api/models/"):
-            repo = "/".join(self.path.split("?")[0].split("/")[3:5])
-            folder = self.repos.get(repo)
-            if folder is None:
-                return self._send(404, b"{}", {"X-Error-Code": "RepoNotFound",
-                                               "X-Error-Message": "Repository not found"})
-            claimed = self.sizes.get(repo, {})
-            files = [{"rfilename": f.name, "size": claimed.get(f.name, f.stat().st_size)}
-                     for f in sorted(folder.iterdir())]
-            info = {"id": repo, "sha": COMMIT, "siblings": files}
-            if repo in self.metadata:
-                info["safetensors"] = self.metadata[repo]
-            return self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"})
-        self._file()
 
 
 @pytest.fixture(scope="module")
@@ -105,26 +47,13 @@ def sized_hub(tiny_repo, tmp_path, monkeypatch):
     """A local hub serving org/tiny (the real tiny files) and org/huge (the same files, listed
     as 51,200 MB of float32 weights: 12.8B parameters by the hub's metadata); the model
     directories, registry and caches are the test's own."""
-    import huggingface_hub.constants as constants
-
-    SizedHub.repos = {"org/tiny": tiny_repo, "org/huge": tiny_repo,
-                      "org/huge-bf16": bf16_copy(tiny_repo, tmp_path / "bf16")}
-    SizedHub.sizes = {"org/huge": {"model.safetensors": 51_200 * MB},
-                      "org/huge-bf16": {"model.safetensors": 20 * GB}}
-    SizedHub.metadata = {"org/huge": {"parameters": {"F32": 12_800_000_000},
-                                      "total": 12_800_000_000}}
-    SizedHub.requests, SizedHub.fetched = [], []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), SizedHub)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("CTXLENS_OFFLINE", raising=False)
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-hub"))
-    monkeypatch.setenv("CTXLENS_CACHE", str(tmp_path / "ctxlens"))
-    monkeypatch.setenv("CTXLENS_REGISTRY", str(tmp_path / "none.toml"))
-    yield SizedHub
-    server.shutdown()
+    repos = {"org/tiny": tiny_repo, "org/huge": tiny_repo,
+             "org/huge-bf16": bf16_copy(tiny_repo, tmp_path / "bf16")}
+    sizes = {"org/huge": {"model.safetensors": 51_200 * MB},
+             "org/huge-bf16": {"model.safetensors": 20 * GB}}
+    metadata = {"org/huge": {"parameters": {"F32": 12_800_000_000}, "total": 12_800_000_000}}
+    with serving(repos, tmp_path, monkeypatch, sizes=sizes, metadata=metadata) as served:
+        yield served
 
 
 def room(monkeypatch, disk: int = 10**15, memory: int = 10**15) -> None:
