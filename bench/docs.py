@@ -1,5 +1,7 @@
 """docs/reproductions.md and docs/performance.md, written from results/*.json (bench/views.py):
 the measured numbers of the docs live only in these two files, and only as the JSON has them.
+Beside them, results/benchmarks.json: the same views as data for the app's Benchmarks page
+(app/benchmark_results.py), which ships without bench/.
 
     python -m bench.docs            (write them)
     python -m bench.docs --check    (exit 1 when a committed file differs from what it writes)
@@ -39,6 +41,7 @@ SKIP_TABLES = {"senses": lambda t: t.title.startswith("Published findings"),
                "pos": lambda t: t.title.startswith("Published findings"),
                "geometry": lambda t: t.title.startswith("Published findings")
                or t.title.endswith("per layer")}
+PAGE_DATA = "benchmarks.json"      # app/benchmark_results.py DATA: the Benchmarks page reads it
 
 
 def page(name: str, results: Path = views.RESULTS) -> str:
@@ -65,19 +68,25 @@ def page(name: str, results: Path = views.RESULTS) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def outputs() -> dict[Path, str]:
+    """Each file this writes and its text."""
+    out = {DOCS / name: page(name) for name in PAGES}
+    out[views.RESULTS / PAGE_DATA] = views.page_json()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.docs", description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 if a committed file differs")
     args = ap.parse_args(argv)
     stale = []
-    for name in PAGES:
-        path, text = DOCS / name, page(name)
+    for path, text in outputs().items():
         if args.check:
             if not path.exists() or path.read_text() != text:
-                stale.append(name)
+                stale.append(str(path.relative_to(ROOT)))
         else:
-            DOCS.mkdir(exist_ok=True)
+            path.parent.mkdir(exist_ok=True)
             path.write_text(text)
             print(f"wrote {path.relative_to(ROOT)}")
     if stale:

@@ -50,6 +50,8 @@ def readme(results: Path = RESULTS) -> str:
             "## Other files", "",
             "- `geometry.png`, `senses.png`, `pos.png`: the per-layer plots of those reports "
             "(the Benchmarks page draws its own charts from `layers.json`).",
+            "- `benchmarks.json`: the Benchmarks page's tables and charts, written with the "
+            "docs pages by `python -m bench.docs` (the app ships without bench/).",
             "- `gpu_probes.json`: raw timings of the GPU probes in `lab/gpu_probes/`, quoted in "
             "gpu.md's notes.",
             "- `tmp/`: per-model caches of `make bench` (not in git); `--fresh` ignores them.",

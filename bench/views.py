@@ -1,10 +1,10 @@
 """What results/*.json hold, for readers: one topic per report, each as tables of typed cells
 (a measurement keeps its 95% interval beside it) and per-layer series for charts.
 
-The Benchmarks page draws these (app/pages/benchmarks.py), `python -m bench.docs` writes
-docs/reproductions.md and docs/performance.md from them, and `python -m bench.summary` lists
-the topics in results/README.md: every number a reader sees comes from the JSON, through here.
-Light on purpose (json and numpy; no torch, no plotting library), since the app imports it.
+`python -m bench.docs` writes docs/reproductions.md and docs/performance.md from them, and
+results/benchmarks.json, which the app's Benchmarks page draws (page_data, at the end); `python
+-m bench.summary` lists the topics in results/README.md: every number a reader sees comes from
+the JSON, through here. Light (json and numpy; no torch, no plotting library).
 """
 from __future__ import annotations
 
@@ -765,3 +765,49 @@ def markdown(table: Table, level: str = "###") -> str:
     out += ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
     out += ["| " + " | ".join(cell_text(v) for v in row) + " |" for row in table.rows]
     return "\n".join(out)
+
+
+# -- the Benchmarks page's data ----------------------------------------------------------------
+# The app ships without bench/, so the page reads these views as data: results/benchmarks.json,
+# written by `python -m bench.docs` beside the docs pages and read by app/benchmark_results.py.
+# Cells go with their text already formatted, so the app repeats no formatting rule.
+
+def _cell(v):
+    if isinstance(v, Est):
+        return {"shown": None if v.value is None else v.shown(v.value), "interval": v.interval(),
+                "text": v.text(), "digits": v.digits, "percent": v.percent,
+                "signed": v.signed, "unit": v.unit}
+    return v
+
+
+def _table_data(t: Table) -> dict:
+    return {"title": t.title, "columns": t.columns, "note": t.note,
+            "rows": [[_cell(v) for v in row] for row in t.rows],
+            "texts": [[cell_text(v) for v in row] for row in t.rows]}
+
+
+def _chart_data(c: Chart) -> dict:
+    return {"title": c.title, "y_title": c.y_title, "x_title": c.x_title,
+            "series": [{"model": s.model, "names": s.names, "x": s.x, "y": s.y,
+                        "lo": s.lo, "hi": s.hi} for s in c.series],
+            "references": [vars(r) for r in c.references], "lines": c.lines}
+
+
+def page_data(results: Path = RESULTS) -> dict:
+    """The findings table and each available topic with its view, as plain JSON."""
+    layers = load("layers.json", results)
+    topics = []
+    for t in available(results):
+        v = view(t.key, results)
+        topics.append({"key": t.key, "title": t.title, "what": t.what, "data": list(t.data),
+                       "command": t.command, "note": v.note, "measured": v.measured,
+                       "tables": [_table_data(x) for x in v.tables],
+                       "charts": [_chart_data(c) for c in v.charts]})
+    return {"findings": _table_data(findings_table(layers)) if layers else None,
+            "topics": topics}
+
+
+def page_json(results: Path = RESULTS) -> str:
+    """numpy scalars as Python numbers; NaN kept (Python's json reads it back)."""
+    return json.dumps(page_data(results), indent=1, ensure_ascii=False,
+                      default=lambda o: o.item() if isinstance(o, np.generic) else o) + "\n"

@@ -1,6 +1,6 @@
 """The import graph: engine/ never reaches the app, the benchmarks or streamlit, the product
-(engine/ and app/) never imports the lab, app/ never loads torch, model families never import
-what sits above them, and no package has an import cycle."""
+(engine/ and app/) never imports the lab or the benchmarks, app/ never loads torch, model
+families never import what sits above them, and no package has an import cycle."""
 from __future__ import annotations
 
 import ast
@@ -60,6 +60,28 @@ def test_the_product_never_imports_the_lab():
            for name, p in product.items()}
     assert {k: v for k, v in bad.items() if v} == {}
     assert any(name.startswith("lab.training") for name in modules())    # the lab is scanned
+
+
+def test_the_app_never_imports_the_benchmarks():
+    """The installed package leaves bench/ out too: the Benchmarks page reads what the bench
+    writes (results/benchmarks.json, through app/benchmark_results.py), never bench/ itself.
+    Lazy imports inside functions count."""
+    bad = {name: sorted(i for i in imports(p, False) if i.split(".")[0] == "bench")
+           for name, p in modules().items() if name.split(".")[0] == "app"}
+    assert {k: v for k, v in bad.items() if v} == {}
+
+
+def test_the_benchmarks_load_the_app_only_to_time_it():
+    """bench/ measures the product, the app's figures among it (the speed bench times the
+    grid the Layers page draws, with the page's own choice of layers), so it may import app/
+    inside the function that times it; at the top of a module it never does, so no bench
+    report, the docs or results/benchmarks.json depend on the app."""
+    bad = {name: sorted(i for i in imports(p, True) if i.split(".")[0] == "app")
+           for name, p in modules().items() if name.split(".")[0] == "bench"}
+    assert {k: v for k, v in bad.items() if v} == {}
+    lazy = {name for name, p in modules().items() if name.split(".")[0] == "bench"
+            and any(i.split(".")[0] == "app" for i in imports(p, False))}
+    assert lazy <= {"bench.speed"}
 
 
 def test_pages_import_nothing_from_the_engine():

@@ -1,8 +1,9 @@
 """Benchmarks, for users: what each measurement means, our numbers with their 95% intervals as
 sortable tables, per-layer charts beside the published values, and the published number each
-finding echoes. Everything is drawn from results/*.json through bench/views.py (the tables
-docs/reproductions.md and docs/performance.md print); each topic's method is in its report,
-results/<topic>.md, which the tab names."""
+finding echoes. Everything is drawn from results/benchmarks.json (app/benchmark_results.py),
+which `python -m bench.docs` writes from results/*.json with the tables docs/reproductions.md
+and docs/performance.md print; each topic's method is in its report, results/<topic>.md,
+which the tab names."""
 from __future__ import annotations
 
 import re
@@ -14,8 +15,8 @@ import streamlit as st
 from plotly.colors import qualitative
 
 from app import ui
+from app.benchmark_results import Chart, Est, Table, Topic, load
 from app.safe import safe_label
-from bench import views
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
@@ -26,24 +27,23 @@ COLOURS = qualitative.D3
 PUBLISHED_COLOURS = {"ELMo": "#2ca02c", "BERT-base": "#1f77b4", "GPT-2": "#d62728"}
 
 
-def frame(table: views.Table) -> tuple[pd.DataFrame, dict]:
+def frame(table: Table) -> tuple[pd.DataFrame, dict]:
     """A table as a dataframe that sorts: a column of measurements in one unit is a number
     column shown in that unit, its interval in a text column beside it ("top-5: 95% CI")."""
     out, config = {}, {}
     for j, name in enumerate(table.columns):
         cells = [row[j] for row in table.rows]
-        ests = [c for c in cells if isinstance(c, views.Est)]
+        ests = [c for c in cells if isinstance(c, Est)]
         kinds = {(e.digits, e.percent, e.signed, e.unit) for e in ests}
-        if ests and len(kinds) == 1 and all(isinstance(c, views.Est) or c in _MISSING
-                                            for c in cells):
+        if ests and len(kinds) == 1 and all(isinstance(c, Est) or c in _MISSING for c in cells):
             e0 = ests[0]
-            out[name] = pd.Series([c.shown(c.value) if isinstance(c, views.Est) else None
-                                   for c in cells], dtype="float64")
+            out[name] = pd.Series([c.shown if isinstance(c, Est) else None for c in cells],
+                                  dtype="float64")
             config[name] = st.column_config.NumberColumn(
                 name, format=("%+" if e0.signed else "%") + f".{e0.digits}f"
                 + ("%%" if e0.percent else e0.unit.replace("%", "%%")))
-            if any(e.interval() for e in ests):
-                out[f"{name}: 95% CI"] = [c.interval() if isinstance(c, views.Est) else ""
+            if any(e.interval for e in ests):
+                out[f"{name}: 95% CI"] = [c.interval if isinstance(c, Est) else ""
                                           for c in cells]
         elif cells and all(isinstance(c, (int, float)) and not isinstance(c, bool)
                            for c in cells):
@@ -51,11 +51,11 @@ def frame(table: views.Table) -> tuple[pd.DataFrame, dict]:
             if all(isinstance(c, int) for c in cells) and max(map(abs, cells)) >= 10_000:
                 config[name] = st.column_config.NumberColumn(name, format="localized")
         else:
-            out[name] = [clone_paths(views.cell_text(c)) for c in cells]
+            out[name] = [clone_paths(row[j]) for row in table.texts]
     return pd.DataFrame(out), config
 
 
-def show_table(table: views.Table, title: bool = True) -> None:
+def show_table(table: Table, title: bool = True) -> None:
     if title:
         st.markdown(f"**{table.title}**")
     if table.note:
@@ -64,7 +64,7 @@ def show_table(table: views.Table, title: bool = True) -> None:
     st.dataframe(data, hide_index=True, width="stretch", column_config=config)
 
 
-def chart(c: views.Chart) -> go.Figure:
+def chart(c: Chart) -> go.Figure:
     """Each model's values per layer with its 95% interval as a band; published values as
     stars (one layer) or shaded spans (a range of layers); baselines as dashed lines."""
     fig = go.Figure()
@@ -119,12 +119,11 @@ def clone_paths(text: str) -> str:
     return _PATH.sub(mark, text)
 
 
-def show(topic: views.Topic) -> None:
+def show(topic: Topic) -> None:
     st.info(topic.what)
-    v = views.view(topic.key, RESULTS)
-    for c in v.charts:
+    for c in topic.charts:
         ui.plotly_chart(chart(c), key=f"bench-{topic.key}-{c.title}")
-    for table in v.tables:
+    for table in topic.tables:
         if topic.key == "summary" and table.title == FINDINGS:
             continue            # shown above the tabs
         show_table(table)
@@ -134,15 +133,16 @@ def show(topic: views.Topic) -> None:
             st.markdown(f"The method and every table: `results/{topic.key}.md`. Measured "
                         f"again by `{topic.command}`; the data: "
                         + ", ".join(f"`results/{d}`" for d in topic.data) + ".")
-        for line in v.measured:
+        for line in topic.measured:
             st.caption(clone_paths(f"Measured {line}"))
-        if v.note:
-            for para in v.note.splitlines():
+        if topic.note:
+            for para in topic.note.splitlines():
                 st.markdown(clone_paths(para))
 
 
 st.title("Benchmarks")
-topics = views.available(RESULTS)
+benchmarks = load(RESULTS)
+topics = benchmarks.topics
 if not topics:
     st.info("No results yet: run `make bench` (it writes results/).")
 else:
@@ -150,10 +150,9 @@ else:
                "similarity with its 95% confidence interval, beside the published finding it "
                "echoes (the published values are in bench/published.py). Tables sort when you "
                "click a column.")
-    layers = views.load("layers.json", RESULTS)
-    if layers:
+    if benchmarks.findings:
         st.subheader(FINDINGS)
-        show_table(views.findings_table(layers), title=False)
+        show_table(benchmarks.findings, title=False)
     tabs = st.tabs([t.title for t in topics])
     for tab, topic in zip(tabs, topics):
         with tab:

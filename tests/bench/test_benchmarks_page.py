@@ -1,5 +1,5 @@
-"""The Benchmarks page draws results/*.json for users (through bench/views.py, never by parsing
-the Markdown reports): a tab per topic whose JSON is there, each opening with what it measures,
+"""The Benchmarks page draws results/*.json for users (as results/benchmarks.json, which
+bench/views.py writes from them; never by parsing the Markdown reports): a tab per topic whose JSON is there, each opening with what it measures,
 its tables as sortable data with intervals beside the numbers, per-layer charts with the
 published values, and the method folded away, naming no file a clone lacks."""
 from __future__ import annotations
@@ -28,7 +28,7 @@ def at():
 def published_tables() -> dict[str, dict[str, int]]:
     """Topic title -> table title -> rows, as the committed docs/reproductions.md and
     performance.md list them (tests/bench/test_docs.py keeps them equal to results/*.json):
-    what the page must show, read without bench/views.py, which the page draws through."""
+    what the page must show, read without bench/views.py, which writes what the page draws."""
     out: dict[str, dict[str, int]] = {}
     topic = table = None
     for name in ("reproductions.md", "performance.md"):

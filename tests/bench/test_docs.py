@@ -7,7 +7,7 @@ import ast
 import re
 from pathlib import Path
 
-from bench import docs, summary
+from bench import docs, summary, views
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -22,6 +22,13 @@ def test_the_generated_docs_are_what_the_json_gives():
     for name in GENERATED:
         assert (docs.DOCS / name).read_text() == docs.page(name), \
             f"docs/{name} is stale: run python -m bench.docs"
+
+
+def test_the_benchmarks_page_data_is_what_the_json_gives():
+    """The app's Benchmarks page reads results/benchmarks.json (it ships without bench/): the
+    same views the docs print, written by the same command."""
+    path = ROOT / "results" / docs.PAGE_DATA
+    assert path.read_text() == views.page_json(), f"{path.name} is stale: run python -m bench.docs"
 
 
 def test_hand_written_pages_quote_no_measurement():
