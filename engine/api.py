@@ -21,7 +21,7 @@ import numpy as np
 from engine.cache import EncodingStore, ResultCache
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families import FAMILIES, family
-from engine.families.base import Adapter, LoadOptions
+from engine.families.base import Adapter, LoadOptions, cpu_only
 from engine.registry import ModelEntry, load_registry, local_path, model_can, resolve
 from engine.result import Encoding, LogitLens, Prediction
 from engine.text import MASK, TextError, WordText, to_word_text
@@ -50,14 +50,6 @@ def encoding_store() -> EncodingStore | None:
     except ValueError:
         raise EngineError(f"CTXLENS_ENCODING_CACHE_MB={raw!r} is not a number of megabytes")
     return EncodingStore(cache_dir() / "encodings", int(mb * 2**20)) if mb > 0 else None
-
-
-def _cpu_only(device: str) -> bool:
-    """Whether a model will run on the CPU, known without importing torch: asked for, or
-    "auto" on a machine with no NVIDIA driver loaded."""
-    if device == "cpu":
-        return True
-    return device == "auto" and not Path("/proc/driver/nvidia").exists()
 
 
 # where a model of registry.catalogue can be used without a download
@@ -309,7 +301,7 @@ class Engine:
 
         from engine.fetch import tree_digest
 
-        if self.options.dtype != "float32" or not _cpu_only(self.options.device):
+        if self.options.dtype != "float32" or not cpu_only(self.options.device):
             return None
         try:
             entry = self.resolved(model_id)

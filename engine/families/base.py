@@ -63,17 +63,23 @@ class LoadOptions:
 GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
 
 
-def _gpu_driver_present() -> bool:
-    """Whether a GPU driver shows a device node (NVIDIA, ROCm, WSL). Without one
-    torch.cuda.is_available() is False, so "auto" means the CPU without importing torch: a
-    process that only reads stored encodings never needs it."""
+def gpu_driver_present() -> bool:
+    """Whether a GPU driver shows a device node (NVIDIA, ROCm, WSL) this process may use (an
+    empty CUDA_VISIBLE_DEVICES hides them all). Without one torch.cuda.is_available() is
+    False, so "auto" means the CPU without importing torch: a process that only reads stored
+    encodings never needs it. The one answer to "is there a GPU" before torch is loaded."""
     if os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1"):
         return False
     return any(os.path.exists(node) for node in GPU_DEVICE_NODES)
 
 
+def cpu_only(device: str) -> bool:
+    """Whether a model asked to run on `device` runs on the CPU, known without torch."""
+    return device == "cpu" or (device == "auto" and not gpu_driver_present())
+
+
 def resolve_device(device: str) -> str:
-    if device == "cpu" or (device == "auto" and not _gpu_driver_present()):
+    if cpu_only(device):
         return "cpu"
     import torch
 

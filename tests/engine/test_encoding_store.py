@@ -117,6 +117,30 @@ def test_no_store_for_half_precision_or_without_one(bert, tmp_path):
     assert Engine(device="cpu", store=_store(tmp_path))._store_identity(bert) is not None
 
 
+def test_a_gpu_host_with_its_gpus_hidden_runs_on_the_cpu_and_keeps_the_store(bert, tmp_path,
+                                                                             monkeypatch):
+    """CUDA_VISIBLE_DEVICES="" on a GPU host: the run is on the CPU, so its encodings are
+    stored (the device and the store ask engine.families.base.gpu_driver_present alone)."""
+    from engine.families import base
+
+    node = tmp_path / "nvidiactl"
+    node.touch()
+    monkeypatch.setattr(base, "GPU_DEVICE_NODES", (str(node),))    # a driver is loaded
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert not base.gpu_driver_present() and base.resolve_device("auto") == "cpu"
+    assert Engine(store=_store(tmp_path))._store_identity(bert) is not None
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert base.gpu_driver_present()
+    assert Engine(store=_store(tmp_path))._store_identity(bert) is None    # maybe a GPU run
+
+
+def test_only_the_family_base_asks_whether_there_is_a_gpu():
+    owners = {p.relative_to(ROOT).as_posix() for p in (ROOT / "engine").rglob("*.py")
+              if any(k in p.read_text() for k in ("CUDA_VISIBLE_DEVICES", "/proc/driver",
+                                                   "/dev/nvidia"))}
+    assert owners == {"engine/families/base.py"}
+
+
 def test_the_apps_store_follows_its_setting(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXLENS_CACHE", str(tmp_path))
     monkeypatch.setenv("CTXLENS_ENCODING_CACHE_MB", "0")
