@@ -57,7 +57,7 @@ def _embed_args(sub) -> None:
     e.add_argument("--pretokenized", action="store_true",
                    help="take whitespace-separated tokens as the words")
     e.add_argument("--batch-size", type=int, default=32)
-    e.add_argument("--layers", type=parse_layers, default=None, metavar="0,3,6",
+    e.add_argument("--layers", type=layers_arg, default=None, metavar="0,3,6",
                    help="keep only these layers (0 = the embeddings; default: every layer); a "
                         "transformer then stops after the highest one asked for")
     e.add_argument("--compile", action="store_true",
@@ -119,7 +119,8 @@ def _index_args(sub) -> None:
     ix.add_argument("--output", help="index folder; for --corpus brown it may be left out: "
                     "the folder the app's Corpus page reads (CTXLENS_CACHE/indexes/"
                     "brown-MODEL[-L0-5-10])")
-    ix.add_argument("--layers", default="all", help="all, or layer numbers like 0,3,6")
+    ix.add_argument("--layers", type=layers_arg, default=None, metavar="all|0,3,6",
+                    help="all (the default), or layer numbers like 0,3,6")
     ix.add_argument("--pool", default="mean", choices=POOLINGS,
                     help="how a word's sub-word tokens become one vector (default mean)")
     ix.add_argument("--engine", default="local", choices=["local", "ray"])
@@ -374,17 +375,14 @@ def _progress(total: int, unit: str, desc: str, done_verb: str):
     yield step
 
 
-def parse_layers(value: str) -> tuple[int, ...]:
-    """'0,3,6' -> (0, 3, 6): layer numbers, each once, in the order given."""
+def layers_arg(value: str) -> tuple[int, ...] | None:
+    """--layers for argparse: engine.families.base.parse_layers, its refusal a usage error."""
+    from engine.families.base import parse_layers
+
     try:
-        layers = tuple(int(x) for x in value.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--layers takes comma-separated layer numbers such "
-                                         f"as 0,3,6, not {value!r}") from None
-    if not layers or len(set(layers)) != len(layers) or min(layers) < 0:
-        raise argparse.ArgumentTypeError(f"--layers takes distinct layer numbers from 0 up, "
-                                         f"not {value!r}")
-    return layers
+        return parse_layers(value)
+    except EngineError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def embed_pooled(engine, model: str, texts, batch_size: int, pool: str,
@@ -616,12 +614,12 @@ def cmd_index(args, engine_cls) -> int:
 def brown_output(engine, args) -> str:
     """The app's own folder for Brown at these layers (the Corpus page lists it)."""
     from engine.corpus.catalog import brown_index_path
-    from engine.corpus.embed import parse_layers
+    from engine.corpus.embed import chosen_layers
 
     if args.corpus != "brown":
         raise EngineError("--output is needed (only --corpus brown has a folder of its own)")
     n_states = engine.adapter(args.model, progress=True).info.n_layers + 1
-    return str(brown_index_path(args.model, parse_layers(args.layers, n_states), n_states))
+    return str(brown_index_path(args.model, chosen_layers(args.layers, n_states), n_states))
 
 
 def cmd_neighbours(args, engine_cls) -> int:

@@ -9,27 +9,22 @@ from typing import Sequence
 import numpy as np
 
 from engine.errors import EngineError
+from engine.families.base import check_layers, parse_layers
 from engine.text import split_words
 
 COLUMNS = ("sentence_id", "position", "layer", "word", "key", "vector")
 
 
-def parse_layers(spec: str | Sequence[int] | None, n_layers: int) -> list[int]:
-    """"all" (or None) -> every layer 0..n_layers-1 (0 = the embedding layer); "0,3,6" -> those."""
-    if spec is None or spec == "all":
+def chosen_layers(spec: str | Sequence[int] | None, n_layers: int) -> list[int]:
+    """The layers an index stores, ascending: "all" (or None) -> every layer 0..n_layers-1
+    (0 = the embedding layer); "0,3,6" or a sequence -> those, checked against the model."""
+    layers = parse_layers(spec) if isinstance(spec, str) else spec
+    if layers is None:
         return list(range(n_layers))
-    if isinstance(spec, str):
-        try:
-            layers = [int(x) for x in spec.split(",") if x.strip()]
-        except ValueError:
-            raise EngineError(f"--layers takes 'all' or numbers like 0,3,6 (got {spec!r})"
-                              ) from None
-    else:
-        layers = [int(x) for x in spec]
-    bad = [x for x in layers if not 0 <= x < n_layers]
-    if not layers or bad:
-        raise EngineError(f"layers must be between 0 and {n_layers - 1} for this model "
-                          f"(got {spec})")
+    layers = [int(x) for x in layers]
+    if not layers:
+        raise EngineError("--layers names no layer")
+    check_layers(layers, n_layers - 1)
     return sorted(set(layers))
 
 

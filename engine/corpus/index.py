@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.corpus import sources
-from engine.corpus.embed import embed_rows, parse_layers
+from engine.corpus.embed import chosen_layers, embed_rows
 from engine.corpus.tables import add_rows, connect_db, layer_table, schema
 from engine.errors import EngineError
 
@@ -357,7 +357,7 @@ def _planned_manifest(eng, model_id: str, corpus, layers: str, pool: str,
     """What the index will hold: the model's chosen layers, named as the engine names them
     (from one sentence through the model), and the corpus they are read from."""
     info = eng.adapter(model_id, progress=progress).info
-    chosen = parse_layers(layers, info.n_layers + 1)
+    chosen = chosen_layers(layers, info.n_layers + 1)
     probe = eng.encode(model_id, [corpus.sentences[0]])[0]
     names = list(probe.layer_names or [f"layer {i}" for i in range(probe.n_layers)])
     return Manifest(MANIFEST_SCHEMA, model_id, info.family, pool, corpus.name,

@@ -92,6 +92,22 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def parse_layers(spec: str) -> tuple[int, ...] | None:
+    """--layers as people write it: 'all' -> None (every layer); '0,3,6' -> (0, 3, 6), distinct
+    numbers from 0 up in the order given. Whether the model has them is check_layers'."""
+    if spec.strip() == "all":
+        return None
+    try:
+        layers = tuple(int(x) for x in spec.split(",") if x.strip())
+    except ValueError:
+        raise EngineError(f"--layers takes 'all' or comma-separated layer numbers such as "
+                          f"0,3,6, not {spec!r}") from None
+    if not layers or len(set(layers)) != len(layers) or min(layers) < 0:
+        raise EngineError(f"--layers takes 'all' or distinct layer numbers from 0 up, "
+                          f"not {spec!r}")
+    return layers
+
+
 def check_layers(layers: Sequence[int] | None, top: int) -> None:
     """A request for hidden-state layers 0..top (0 = the embeddings), said in one line."""
     if layers is not None and any(not 0 <= i <= top for i in layers):

@@ -761,3 +761,26 @@ def test_json_output_escapes_line_and_paragraph_separators(model_dir, tmp_path):
     assert "\\u2028" in raw and "\\u2029" in raw and "é" in raw      # the rest stays readable
     rows = [json.loads(x) for x in raw.splitlines()]
     assert [r["text"] for r in rows] == ["the bank\u2028of the [MASK] .", "the\u2029[MASK] é ."]
+
+
+def test_embed_and_index_read_layers_the_same_way(capsys):
+    """One reading of --layers (engine.families.base.parse_layers) for `embed` and `index`:
+    'all' or distinct numbers from 0 up, in the order given; the index then stores them
+    ascending, checked against the model."""
+    from engine.cli import _parser
+    from engine.corpus.embed import chosen_layers
+    from engine.errors import EngineError
+    from engine.families.base import parse_layers
+
+    assert parse_layers("all") is None and parse_layers("3,0") == (3, 0)
+    for command in (["embed", "--input", "I", "--output", "O"], ["index", "--corpus", "C"]):
+        args = _parser().parse_args([*command, "--model", "m", "--layers", "3,0"])
+        assert args.layers == (3, 0)
+        assert _parser().parse_args([*command, "--model", "m", "--layers", "all"]).layers is None
+        for bad in ("1,x", "2,2", "-1"):
+            with pytest.raises(SystemExit):
+                _parser().parse_args([*command, "--model", "m", "--layers", bad])
+            assert "--layers takes 'all' or" in capsys.readouterr().err
+    assert chosen_layers((3, 0), 7) == [0, 3] and chosen_layers("all", 3) == [0, 1, 2]
+    with pytest.raises(EngineError, match="between 0 and 6"):
+        chosen_layers("0,9", 7)
