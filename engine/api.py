@@ -28,7 +28,6 @@ from engine.text import MASK, TextError, WordText, to_word_text
 
 __all__ = ["Engine", "EngineError", "ModelUnavailable", "UnsupportedPrediction", "TextError"]
 
-MAX_SENTENCES = 64
 # bump when what an Encoding holds, or how it is computed, changes in a way the engine's own
 # source digest would not show (it covers engine/families, api, result, text and traced)
 ENCODING_FORMAT = "enc-1"
