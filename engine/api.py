@@ -24,7 +24,7 @@ from engine.families import FAMILIES, family
 from engine.families.base import Adapter, LoadOptions, cpu_only
 from engine.registry import ModelEntry, load_registry, local_path, model_can, resolve
 from engine.result import Encoding, LogitLens, Prediction
-from engine.text import MASK, TextError, WordText, to_word_text
+from engine.text import TextError, WordText, to_word_text
 
 __all__ = ["Engine", "EngineError", "ModelUnavailable", "UnsupportedPrediction", "TextError"]
 
@@ -359,8 +359,7 @@ class Engine:
         rescore (masked LMs): the head's likeliest words re-ranked by the pseudo-log-likelihood
         of the sentence each makes."""
         wt = to_word_text(text)
-        if len(wt.mask_indices) != 1:
-            raise TextError(f"put exactly one {MASK} in the text (found {len(wt.mask_indices)})")
+        wt.one_mask()
         if rescore and not self.can(model_id, "masked_lm"):
             raise UnsupportedPrediction(
                 f"{model_id}: re-scoring by pseudo-log-likelihood needs a masked LM; models "

@@ -79,6 +79,13 @@ class WordText:
     def mask_indices(self) -> list[int]:
         return [i for i, w in enumerate(self.words) if w == MASK]
 
+    def one_mask(self) -> int:
+        """The word index of the blank to fill: every fill-in-the-blank reads exactly one."""
+        found = self.mask_indices
+        if len(found) != 1:
+            raise TextError(f"put exactly one {MASK} in the text (found {len(found)})")
+        return found[0]
+
 
 def word_key(word: str) -> str:
     """How a typed word is compared with a sentence's words: case ignored, invisible characters

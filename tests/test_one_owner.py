@@ -25,3 +25,33 @@ def _where_assigned(name: str) -> set[str]:
 
 def test_the_sentence_cap_is_the_apps_alone():
     assert _where_assigned("MAX_SENTENCES") == {"app/state.py"}
+
+
+def _counts_masks(node: ast.AST) -> bool:
+    """`len(x.mask_indices) != 1` or the like: a check of how many blanks a text has."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "len" and len(node.args) == 1
+            and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "mask_indices")
+
+
+# bert.py and gpt.py move into engine/families/hf/ (issue 53, item 4); they take
+# WordText.one_mask there and leave this list
+NOT_YET = {"engine/families/bert.py", "engine/families/gpt.py"}
+
+
+def test_only_wordtext_counts_the_blanks():
+    """One [MASK] per fill-in-the-blank: WordText.one_mask (engine/text.py) says so for the
+    Engine and every family."""
+    from engine.text import TextError, to_word_text
+
+    assert to_word_text("the [MASK] sat").one_mask() == 1
+    for text, found in (("the cat sat", 0), ("[MASK] [MASK] sat", 2)):
+        try:
+            to_word_text(text).one_mask()
+        except TextError as err:
+            assert str(err) == f"put exactly one [MASK] in the text (found {found})"
+        else:
+            raise AssertionError(text)
+    owners = {p.relative_to(ROOT).as_posix() for p in SOURCES
+              if any(_counts_masks(n) for n in ast.walk(ast.parse(p.read_text())))}
+    assert owners <= NOT_YET

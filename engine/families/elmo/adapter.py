@@ -22,7 +22,7 @@ from engine.families.elmo.modules import ElmoBiLm, ElmoOptions
 from engine.families.elmo.weights import (Softmax, load_allennlp, load_softmax, save_allennlp,
                                           save_softmax)
 from engine.result import Candidate, Encoding, LogitLens, Prediction
-from engine.text import MASK, WordText
+from engine.text import WordText
 
 __all__ = ["load", "ElmoAdapter", "ElmoBiLm", "ElmoOptions", "ScalarMix", "scalar_mix",
            "mix_weights", "save_allennlp", "save_softmax", "load_allennlp", "Softmax"]
@@ -136,10 +136,7 @@ class ElmoAdapter:
         if self.softmax is None:
             raise UnsupportedPrediction("this ELMo checkpoint has no LM softmax, so it cannot "
                                         "fill a blank")
-        if len(text.mask_indices) != 1:
-            raise EngineError(f"put exactly one {MASK} in the text "
-                              f"(found {len(text.mask_indices)})")
-        i = text.mask_indices[0]
+        i = text.one_mask()
         ids = batch_char_ids([text.words], self.bilm.options.max_chars)   # <S> w_0 .. </S>
         top = self.bilm(torch.from_numpy(ids).to(self.device)).layers[-1][0].float().cpu()
         P = self.bilm.options.proj_dim
