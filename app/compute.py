@@ -14,7 +14,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 import streamlit as st
@@ -25,7 +25,7 @@ from engine.analysis import geometry, occurrences as occ_analysis, projection, s
 from engine.analysis.model_cka import ModelCKA, compare_models
 from engine.analysis.vectors import identical_groups, unit_rows
 from engine.api import Engine, encoding_store
-from engine.errors import EngineError, UnsupportedPrediction
+from engine.errors import EngineError, NeedsDownload, UnsupportedPrediction
 from engine.families import FAMILIES, Family
 from engine.registry import availability, canonical_id, catalogue
 from engine.registry import default_model as registry_default
@@ -138,33 +138,45 @@ def canonical_model(model_id: str) -> str:
         return model_id
 
 
-def model_problem(model_id: str, family: str) -> str | None:
-    """Why a typed or linked model id cannot be shown in `family`'s box (None: it can), in
-    one line: unknown, refused, another family's, or not downloaded yet."""
+@dataclass(frozen=True)
+class ModelProblem:
+    """Why a model id cannot be shown, in one line, and whether a download would fix it (the
+    box then offers one): known from the error's type or the model's availability, never from
+    the message's words."""
+
+    why: str
+    download: bool = False
+
+
+def model_problem(model_id: str, family: str) -> ModelProblem | None:
+    """Why a typed or linked model id cannot be shown in `family`'s box (None: it can): unknown,
+    refused, another family's, or not downloaded yet."""
     if not downloads_allowed() and _resolving_fetches(model_id):
-        return NOT_ON_THIS_SERVER
+        return ModelProblem(NOT_ON_THIS_SERVER)
     try:
         entry = get_engine().resolved(model_id)
     except EngineError as err:
-        return str(err).strip().splitlines()[0]
+        return ModelProblem(str(err).strip().splitlines()[0], isinstance(err, NeedsDownload))
     if entry.family != family:
         what = entry.description or entry.family
-        return (f"this is {FAMILIES[entry.family].a_label} model ({what}); pick it in the "
-                f"{FAMILIES[entry.family].label} model box")
+        return ModelProblem(f"this is {FAMILIES[entry.family].a_label} model ({what}); pick it "
+                            f"in the {FAMILIES[entry.family].label} model box")
     if availability(entry) == "needs network":
         pickled = _pickled_only(entry)
         if pickled:
-            return pickled
+            return ModelProblem(pickled)
         if not downloads_allowed():
-            return NOT_ON_THIS_SERVER
+            return ModelProblem(NOT_ON_THIS_SERVER)
         refused = _checked_download(model_id)[2]
-        return refused or "this model needs a download from huggingface.co before it can be shown"
+        return ModelProblem(refused) if refused else ModelProblem(
+            "this model needs a download from huggingface.co before it can be shown", True)
     from engine.checkpoint import problems
     from engine.registry import local_path
 
     # a folder typed or linked that the lists mark broken: said before a load is tried
     folder = local_path(entry)
-    return problems(folder) if folder is not None and not entry.base else None
+    why = problems(folder) if folder is not None and not entry.base else None
+    return ModelProblem(why) if why else None
 
 
 def _pickled_only(entry) -> str | None:
@@ -516,14 +528,9 @@ def logit_lens(model_id: str, text: str):
     return get_engine().logit_lens(model_id, text)
 
 
-def families_that(capability: str) -> tuple[str, ...]:
-    """The families (engine/families/__init__.py) whose models can do `capability`."""
-    return tuple(name for name, f in FAMILIES.items() if f.can(capability))
-
-
 def family_rows() -> dict[str, Family]:
-    """The engine's family table, in its order: what each family's models can do, and how
-    pages name it (read at each call: a family may register late)."""
+    """The engine's family table, in its order: what each family's models can do at most, and
+    how pages name it (read at each call: a family may register late)."""
     return dict(FAMILIES)
 
 
@@ -531,25 +538,31 @@ def family_row(name: str) -> Family:
     return FAMILIES[name]
 
 
-def masked_lms(current: str | None = None) -> list[str]:
-    """Installed models with a masked-LM head: `current` first when it has one, then in the
-    registry's fill_order (assets/models.toml: the best first), then the rest (local model
-    folders included), by id."""
+def capabilities(model_id: str) -> frozenset[str]:
+    """What this model can do (engine.families.CAPABILITIES), as its entry says: its
+    checkpoint's own set within its family's row, known before it loads."""
+    return get_engine().resolved(model_id).capabilities
+
+
+def cannot(model_id: str) -> Mapping[str, str]:
+    """What this model's architecture rules out though its family can (capability -> why),
+    said where the view would be."""
+    return get_engine().resolved(model_id).cannot
+
+
+def models_that(capability: str, current: str | None = None) -> list[str]:
+    """Installed models that can do `capability` (local model folders and cached hub models
+    included): `current` first when it can, then in the registry's fill_order
+    (assets/models.toml: the best first), then the rest, by id."""
     eng = get_engine()
-    fillers = [m for fam in families_that("masked_lm") for m in available_models(fam)
-               if eng.can(m, "masked_lm")]
+    able = [m for name, row in FAMILIES.items() if capability in row.capabilities
+            for m in available_models(name) if capability in capabilities(m)]
 
     def rank(m: str) -> tuple:
         entry = eng.entry(m)
         order = entry.fill_order if entry is not None and entry.fill_order > 0 else 10 ** 6
         return (m != current, order, m)
-    return sorted(fillers, key=rank)
-
-
-def can(model_id: str, capability: str) -> bool:
-    """Whether this model can do `capability`: its family's row, less the predictions its
-    checkpoint has no head or LM for (engine.registry.model_can; nothing loads)."""
-    return get_engine().can(model_id, capability)
+    return sorted(able, key=rank)
 
 
 # -- corpus mode (engine/corpus): indexes under the configured folders only ------------------

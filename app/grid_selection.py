@@ -101,12 +101,12 @@ def side_panel(inputs, opts: dict, labels: list[str]) -> None:
 def predictions(model_id: str, sentence: str, position: int, word: str) -> None:
     """What the model predicts at this position, as it honestly can: a masked LM fills the
     word's place from both sides, a left-to-right model says what it expected next."""
-    family = compute.family_row(compute.family(model_id))
+    can = compute.capabilities(model_id)
     with ui.guarded(note="No predictions"):     # the panel's other parts still show
-        if compute.can(model_id, "masked_lm"):
+        if "masked_lm" in can:
             pred = compute.predict("masked", model_id, mask_word(sentence, position), top_k=5)
             what = f"masked-word guesses for '{safe_md(word)}'"
-        elif family.can("next_word") and position > 0:
+        elif "next_word" in can and position > 0:
             pred = compute.predict("next", model_id, left_of_word(sentence, position), top_k=5)
             what = f"next-word guesses before '{safe_md(word)}' (left context only)"
         else:
@@ -118,7 +118,7 @@ def predictions(model_id: str, sentence: str, position: int, word: str) -> None:
 
 
 def attention(model_id: str, sentence: str, position: int, layer: int, word: str) -> None:
-    if not compute.family_row(compute.family(model_id)).can("attention") or layer == 0:
+    if "attention" not in compute.capabilities(model_id) or layer == 0:
         return
     got = compute.attention_row(model_id, sentence, position, layer)
     if got is None:

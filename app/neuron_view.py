@@ -16,6 +16,10 @@ def show(enc: Encoding, layer: int, head: int | None, settings: dict) -> None:
     st.caption("A score is the dot product of the query token's vector with each key vector, "
                "times 1/√d; its softmax over the keys is the attention row. Red and blue: "
                "positive and negative components.")
+    ruled_out = compute.cannot(enc.model_id).get("query_key")
+    if ruled_out:            # known from the architecture, before any model runs
+        st.info(f"No neuron view for this model: {ruled_out}")
+        return
     if head is None:
         st.info("Pick one head (switch off 'Average over heads'): each head has its own "
                 "queries and keys.")
@@ -28,7 +32,7 @@ def show(enc: Encoding, layer: int, head: int | None, settings: dict) -> None:
     token = options.index(pick)
     try:
         qk = compute.query_key(enc.model_id, enc.text, layer)
-    except compute.UnsupportedPrediction as err:   # the architecture's scores are not a plain q·k
+    except compute.UnsupportedPrediction as err:   # seen only when run (attention sinks, ...)
         st.info(f"No neuron view for this model: {ui.one_line(err)}")
         return
     if qk.softcap:

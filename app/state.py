@@ -283,8 +283,8 @@ def model_box(sb, family: str) -> str | None:
     problem = compute.model_problem(chosen, family)
     if problem is None:
         return chosen
-    sb.error(f"{label} model '{safe_md(chosen[:80])}': {safe_md(problem)}")
-    plan = compute.download_plan(chosen) if "needs a download" in problem else None
+    sb.error(f"{label} model '{safe_md(chosen[:80])}': {safe_md(problem.why)}")
+    plan = compute.download_plan(chosen) if problem.download else None
     if plan is not None and sb.button(f"Download {plan}", key=f"download_{family}"):
         compute.download(chosen, sb.progress(0.0, text="downloading ..."))
         st.rerun()

@@ -102,14 +102,14 @@ def run(models: list[str] | None = None, log=print, path: Path = ITEMS) -> list[
     engine = Engine(cache_size=0)
     items = load_items(path)
     ids = [m for m, e in engine.registry.items()
-           if e.fills_blank and availability(e) in ("bundled", "installed")
+           if "fill_blank" in e.capabilities and availability(e) in ("bundled", "installed")
            and (not models or m in models)]
     results = []
     for mid in ids:
-        fills = engine.registry[mid].fills_blank
+        masked_lm = "masked_lm" in engine.registry[mid].capabilities
         # a left-to-right LM's fill can also draw its candidates from the left alone, without
         # the fill-in-the-blank prompt (LEFT_POOL)
-        sides = (("both", RESCORED) if fills == "masked-lm" else
+        sides = (("both", RESCORED) if masked_lm else
                  ("both", LEFT_POOL, "left") if FAMILIES[engine.family(mid)].left_to_right
                  else ("both", "left"))
         for side in sides:

@@ -361,18 +361,17 @@ def _side_panel(engine, model_id: str, sentences, target, point: int) -> None:
     guesses at that position and the word's attention row (maps for that one sentence)."""
     from engine.analysis import occurrences
     from engine.analysis.attention import word_row
-    from engine.families import FAMILIES
     from engine.text import left_of_word, mask_word
 
     occ = occurrences.collect(engine.encode(model_id, sentences), "mean", target)
     occurrences.nearest(occ.vectors[-1], point, 5)
     s, w = occ.sentence[point], occ.position[point]
-    fam = FAMILIES[engine.family(model_id)]
-    if engine.fills_blank(model_id) == "masked-lm":
+    can = engine.resolved(model_id).capabilities
+    if "masked_lm" in can:
         engine.predict_masked(model_id, mask_word(sentences[s], w), top_k=5)
-    elif fam.can("next_word") and w > 0:
+    elif "next_word" in can and w > 0:
         engine.predict_next(model_id, left_of_word(sentences[s], w), top_k=5)
-    if fam.can("attention"):
+    if "attention" in can:
         enc = engine.encode(model_id, [sentences[s]], attentions=True)[0]
         word_row(enc.attentions[-1], enc.token_to_word, w, len(enc.words))
 

@@ -20,9 +20,9 @@ import numpy as np
 
 from engine.cache import EncodingStore, ResultCache
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
-from engine.families import FAMILIES, family
+from engine.families import family
 from engine.families.base import Adapter, LoadOptions, cpu_only
-from engine.registry import ModelEntry, load_registry, local_path, model_can, resolve
+from engine.registry import ModelEntry, load_registry, local_path, resolve
 from engine.result import Encoding, LogitLens, Prediction
 from engine.text import TextError, WordText, to_word_text
 
@@ -243,7 +243,7 @@ class Engine:
         keys = [self._encoding_key(model_id, t, layers) for t in texts]
         out = [self.results.get(k) for k in keys]
         # an encoding made without maps serves a request for them only if the model has none
-        want_maps = attentions and family(self.family(model_id)).can("attention")
+        want_maps = attentions and "attention" in self.resolved(model_id).capabilities
 
         def serves(enc) -> bool:
             return enc is not None and not (want_maps and enc.attentions is None)
@@ -360,7 +360,7 @@ class Engine:
         of the sentence each makes."""
         wt = to_word_text(text)
         wt.one_mask()
-        if rescore and not self.can(model_id, "masked_lm"):
+        if rescore and "masked_lm" not in self.resolved(model_id).capabilities:
             raise UnsupportedPrediction(
                 f"{model_id}: re-scoring by pseudo-log-likelihood needs a masked LM; models "
                 "that have one: " + ", ".join(self.models_that("masked_lm")))
@@ -369,43 +369,25 @@ class Engine:
             return self.adapter(model_id).predict_masked(wt, top_k=top_k, sides=sides, **extra)
         except UnsupportedPrediction as exc:
             # the adapter knows why (no MLM head, no LM softmax); the engine knows who can
+            # (the masked LMs first)
+            masked = self.models_that("masked_lm")
+            fillers = masked + [m for m in self.models_that("fill_blank") if m not in masked]
             raise UnsupportedPrediction(f"{model_id}: {exc}; models that can: "
-                                        + ", ".join(self.blank_fillers())) from exc
-
-    def fills_blank(self, model_id: str) -> str:
-        """How a model fills a [MASK] without loading it: "masked-lm", "both-sides" or "".
-        Registry models say so in assets/models.toml; a local folder is read from its files."""
-        return self.resolved(model_id).fills_blank
-
-    def can(self, model_id: str, capability: str) -> bool:
-        """Whether a model can do `capability`, known without loading it (registry.model_can:
-        its family's row and its checkpoint's head)."""
-        return model_can(self.resolved(model_id), capability)
+                                        + ", ".join(fillers)) from exc
 
     def models_that(self, capability: str) -> list[str]:
-        """Models that can do `capability` (none loads): the registry's in its order, then the
-        user's own folders and cached hub models here (registry.catalogue)."""
+        """Models whose entries list `capability` (none loads): the registry's in its order,
+        then the user's own folders and cached hub models here (registry.catalogue)."""
         from engine.registry import catalogue
 
         return [e.id for e, where in catalogue(self.registry)
-                if (e.id in self.registry or where in USABLE) and e.family in FAMILIES
-                and model_can(e, capability)]
-
-    def blank_fillers(self) -> list[str]:
-        """Registry models that fill a blank, the masked LMs first."""
-        masked = self.models_that("masked_lm")
-        return masked + [m for m in self.models_that("fill_blank") if m not in masked]
+                if (e.id in self.registry or where in USABLE) and capability in e.capabilities]
 
     def predict_next(self, model_id: str, text: str, top_k: int = 10) -> Prediction:
         return self._lm_prediction("next_word", model_id, text, top_k)
 
     def predict_previous(self, model_id: str, text: str, top_k: int = 10) -> Prediction:
         return self._lm_prediction("previous_word", model_id, text, top_k)
-
-    def lm_predictors(self, capability: str) -> list[str]:
-        """Registry models that predict the next ("next_word") or previous ("previous_word")
-        word: their family can, and the checkpoint ships its LM."""
-        return self.models_that(capability)
 
     def _lm_prediction(self, capability: str, model_id: str, text: str,
                        top_k: int) -> Prediction:
@@ -420,13 +402,17 @@ class Engine:
         except UnsupportedPrediction as exc:
             # the adapter knows why; the engine knows who can
             raise UnsupportedPrediction(f"{model_id}: {exc}; models that can: "
-                                        + ", ".join(self.lm_predictors(capability))) from exc
+                                        + ", ".join(self.models_that(capability))) from exc
 
     def logit_lens(self, model_id: str, text: str) -> LogitLens:
         return self.adapter(model_id).logit_lens(to_word_text(text))
 
     def query_key(self, model_id: str, text: str, layer: int):
-        """Query and key vectors of one attention layer (engine.result.QueryKey), cached."""
+        """Query and key vectors of one attention layer (engine.result.QueryKey), cached; an
+        architecture whose scores are more than query·key is refused before it loads."""
+        why = self.resolved(model_id).cannot.get("query_key")
+        if why:
+            raise UnsupportedPrediction(f"{model_id}: {why}")
         adapter = self.adapter(model_id)
         if not hasattr(adapter, "query_key"):
             raise UnsupportedPrediction(f"{model_id} has no attention, so no query and key "

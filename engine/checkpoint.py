@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import ModelUnavailable
+from engine.families import ENCODER, WITH_LM, WITH_MLM_HEAD, Gives
 
 PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
 # bytes per parameter of each safetensors dtype, and of the dtypes a load may ask for
@@ -41,11 +42,27 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "*.model", "*.ti
 
 @dataclass(frozen=True)
 class Kind:
-    """What a checkpoint is: the family whose views show it and how it fills a blank."""
+    """What a checkpoint is: the family whose views show it and what it gives."""
 
     family: str          # "bert" (an encoder) or "gpt" (a left-to-right LM)
-    fills_blank: str     # "masked-lm", "both-sides" or ""
+    gives: Gives         # its head's capabilities, and what its architecture rules out
     architecture: str    # the config's first architecture, or its model_type
+
+
+# Architectures whose attention scores are more than a scaled query·key, by model_type: the
+# neuron view would show numbers the model never used (He et al. 2021, DeBERTa section 3.1:
+# content-to-position and position-to-content terms are added to each score).
+NOT_QUERY_KEY = {
+    "deberta": "DeBERTa adds relative-position terms to query·key, so its attention scores "
+               "cannot be split into query and key vectors",
+    "deberta-v2": "DeBERTa adds relative-position terms to query·key, so its attention scores "
+                  "cannot be split into query and key vectors",
+}
+
+
+def _gives(capabilities: frozenset[str], mtype: str) -> Gives:
+    why = NOT_QUERY_KEY.get(mtype)
+    return Gives(capabilities, {"query_key": why} if why else {})
 
 
 def read_config(folder: Path) -> dict | None:
@@ -126,9 +143,9 @@ def kind_of(cfg: dict, where: str = "the model") -> Kind:
         raise ModelUnavailable(f"{where} is an encoder-decoder ({name}); ctxlens shows "
                                "encoders (BERT-like) and decoders (GPT-like)")
     if any(a.endswith("ForMaskedLM") for a in archs):
-        return Kind("bert", "masked-lm", name)
+        return Kind("bert", _gives(WITH_MLM_HEAD, mtype), name)
     if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
-        return Kind("gpt", "both-sides", name)
+        return Kind("gpt", _gives(WITH_LM, mtype), name)
     if not archs and not mtype:
         raise ModelUnavailable(f"{where}: its config.json names no architecture or model_type")
     masked, causal, known = _mappings()
@@ -141,11 +158,11 @@ def kind_of(cfg: dict, where: str = "the model") -> Kind:
                                "language models (BERT-like encoders, GPT-like decoders)")
     if mtype in causal and mtype not in masked:
         if not archs:
-            return Kind("gpt", "both-sides", mtype)
+            return Kind("gpt", _gives(WITH_LM, mtype), mtype)
         raise ModelUnavailable(f"{where} is a decoder without its LM head ({name}); ctxlens "
                                "reads decoders through their LM head: use the *ForCausalLM "
                                "checkpoint it was fine-tuned from")
-    return Kind("bert", "", name)
+    return Kind("bert", _gives(ENCODER, mtype), name)
 
 
 def pickled_only(folder: Path) -> str | None:

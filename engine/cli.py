@@ -462,7 +462,7 @@ def cmd_attention(args, engine_cls) -> int:
         from engine.families import FAMILIES
 
         fam = FAMILIES[enc.family]
-        can = ", ".join(f.label for f in FAMILIES.values() if f.can("attention"))
+        can = ", ".join(f.label for f in FAMILIES.values() if "attention" in f.capabilities)
         raise EngineError(f"{args.model} is {fam.a_label} model: it has no attention maps "
                           f"(models that have: {can})")
     n = enc.attentions.shape[0]

@@ -12,5 +12,10 @@ class ModelUnavailable(EngineError):
     """The model cannot be loaded here (offline, missing file, not allowed path)."""
 
 
+class NeedsDownload(ModelUnavailable):
+    """The model's files are not on this machine and must be downloaded first: the app offers
+    the download where this is raised, whatever the message says."""
+
+
 class UnsupportedPrediction(EngineError):
     """The model lacks the head a prediction needs (e.g. no masked-LM head)."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
 
-from engine.errors import ModelUnavailable
+from engine.errors import ModelUnavailable, NeedsDownload
 from engine.hub import DISK_SPARE_BYTES, reachable as _reachable
 from engine.registry import ModelEntry, cache_dir
 
@@ -51,7 +51,7 @@ def _fetch_urls(entry: ModelEntry, progress: bool) -> Path:
             continue
         host = urlparse(url).hostname or ""
         if not _reachable(host):
-            raise ModelUnavailable(_offline_message(entry, host))
+            raise NeedsDownload(_offline_message(entry, host))
         _download(url, dest, progress)
     # The ELMo loader wants options.json + weights.hdf5; AllenNLP names them by model.
     for f in target.iterdir():

@@ -20,7 +20,7 @@ from typing import Callable
 
 from engine import checkpoint
 from engine.checkpoint import DTYPE_BYTES, Kind, kind_of, read_config
-from engine.errors import ModelUnavailable
+from engine.errors import ModelUnavailable, NeedsDownload
 
 HUB_HOST = "huggingface.co"
 CONNECT_TIMEOUT_S = 3.0
@@ -134,8 +134,8 @@ def cached_repos() -> list[str]:
     return out
 
 
-def _needs_download(repo_id: str, why: str) -> ModelUnavailable:
-    return ModelUnavailable(
+def _needs_download(repo_id: str, why: str) -> NeedsDownload:
+    return NeedsDownload(
         f"{shown(repo_id)} is not in the local Hugging Face cache ({cache_root()}) and needs a "
         f"download from {HUB_HOST}, {why}; connect once to cache it, or see `ctxlens models` "
         "for what is here")

@@ -12,10 +12,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from engine.errors import EngineError, ModelUnavailable
+from engine.families import ENCODER, FAMILIES, WITH_LM, WITH_MLM_HEAD, Gives
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSETS = ROOT / "assets"
@@ -37,13 +39,25 @@ class ModelEntry:
     gguf_file: str = ""      # GGUF file name inside `path`
     description: str = ""
     default: bool = False    # the app's default model for its family
-    fills_blank: str = ""    # "masked-lm" (a trained MLM head), "both-sides" (GPT re-ranking,
-                             # ELMo forward x backward LM) or "" (cannot fill a [MASK])
+    # What this model can do (engine.families.CAPABILITIES): given as what its checkpoint
+    # gives (its files' probe, or its registry entry), kept within its family's row when the
+    # entry is made; the one set every view, command and message reads
+    capabilities: frozenset[str] = ENCODER
+    # capability -> why this model's architecture cannot do it, though its family can
+    cannot: Mapping[str, str] = field(default_factory=dict, hash=False)
     base: str = ""           # registry id whose weights this model overlays (an added head)
     fill_order: int = 0      # where the app lists it among the masked LMs (1 first; 0: after
                              # those with an order, by id)
     folder: str = ""         # a model folder under the model directories (not in the registry)
     note: str = ""           # one line the pages show beside the model: what it is
+
+    def __post_init__(self):
+        row = FAMILIES.get(self.family)      # a family not registered here can do nothing
+        gives = Gives(frozenset(self.capabilities), dict(self.cannot))
+        kept = row.capabilities_of(gives) if row is not None else frozenset()
+        object.__setattr__(self, "capabilities", kept)
+        object.__setattr__(self, "cannot", {c: why for c, why in gives.cannot.items()
+                                            if row is not None and c in row.capabilities})
 
     @property
     def source(self) -> str:
@@ -58,7 +72,13 @@ class ModelEntry:
         return f"assets/{self.path}"
 
 
-FIELDS = frozenset(ModelEntry.__dataclass_fields__) - {"id", "folder"}
+# What a registry entry's `fills_blank` says its checkpoint gives: the words users' own
+# models.toml files use, read here and nowhere else
+FILLS_BLANK = {"masked-lm": WITH_MLM_HEAD,     # a trained MLM head
+               "both-sides": WITH_LM,          # a GPT's re-ranking, ELMo's forward x backward LM
+               "": ENCODER}                    # no head: it cannot fill a [MASK]
+FIELDS = (frozenset(ModelEntry.__dataclass_fields__) - {"id", "folder", "capabilities",
+                                                         "cannot"}) | {"fills_blank"}
 
 
 def user_registry_file() -> Path:
@@ -95,7 +115,11 @@ def _read_registry(path: Path) -> dict[str, ModelEntry]:
             raise EngineError(f"{path}: [models.{mid}] has {what} (fields: family, hub, path, "
                               "package, name, description, fills_blank, default, ...)")
         fields["urls"] = tuple(fields.get("urls", ()))
-        entries[mid] = ModelEntry(id=mid, **fields)
+        fills = fields.pop("fills_blank", "")
+        if fills not in FILLS_BLANK:
+            raise EngineError(f"{path}: [models.{mid}] has fills_blank = {fills!r} (one of: "
+                              + ", ".join(repr(k) for k in FILLS_BLANK) + ")")
+        entries[mid] = ModelEntry(id=mid, capabilities=FILLS_BLANK[fills], **fields)
     return entries
 
 
@@ -196,15 +220,17 @@ def resolve(model_id: str, registry: dict[str, ModelEntry] | None = None) -> Mod
     if is_path(model_id):
         path = resolve_local_dir(model_id)
         fam = family_of_dir(path)
+        gives = family(fam).folder_probe().gives_of_dir(path)
         return ModelEntry(id=str(path), family=fam, name=path.name, folder=str(path),
-                          fills_blank=family(fam).folder_probe().fills_blank_of_dir(path))
+                          capabilities=gives.capabilities, cannot=gives.cannot)
     if not hub.looks_like_repo_id(model_id):
         raise ModelUnavailable(f"unknown model {hub.shown(model_id)}: not in the registry, not "
                                "a folder under the model directories and not a Hugging Face "
                                "hub id (org/name); see `ctxlens models`")
     kind = hub.kind(model_id)
     return ModelEntry(id=model_id, family=kind.family, name=model_id, hub=model_id,
-                      fills_blank=kind.fills_blank, description=kind.architecture)
+                      capabilities=kind.gives.capabilities, cannot=kind.gives.cannot,
+                      description=kind.architecture)
 
 
 def family(name: str):
@@ -259,38 +285,19 @@ def default_model(family: str, registry: dict[str, ModelEntry] | None = None) ->
     raise EngineError(f"no {family} model is available here")
 
 
-# What a checkpoint ships for each prediction its family makes (ModelEntry.fills_blank): the
-# MLM head ("masked-lm") or the LM the family predicts words with ("both-sides"). Hidden states,
-# attention, the scalar mix and query/key vectors come with every model of a family that has them.
-NEEDS_HEAD = {"masked_lm": ("masked-lm",), "fill_blank": ("masked-lm", "both-sides"),
-              "next_word": ("both-sides",), "previous_word": ("both-sides",),
-              "logit_lens": ("both-sides",)}
-
-
-def model_can(entry: ModelEntry, capability: str) -> bool:
-    """Whether one model can do `capability` (engine.families.CAPABILITIES), known before it
-    loads: its family's row says what the family's models can do at most, its entry's
-    `fills_blank` whether this checkpoint ships the head or LM its predictions need. The one
-    answer to "can this model ...?" that the CLI, the app and the engine's messages read
-    (EngineError for a family not registered)."""
-    if not family(entry.family).can(capability):
-        return False
-    return capability not in NEEDS_HEAD or entry.fills_blank in NEEDS_HEAD[capability]
-
-
 def what_it_can(entry: ModelEntry) -> str:
-    """What a model gives, in words: its family's views, less the predictions its checkpoint
-    has no head or LM for."""
+    """What a model gives, in words (its capabilities as `ctxlens models` lists them)."""
+    can = entry.capabilities
     views = ["every layer"] + [word for cap, word in (("attention", "attention"),
                                                       ("scalar_mix", "scalar mix"))
-                               if model_can(entry, cap)]
-    if model_can(entry, "masked_lm"):
+                               if cap in can]
+    if "masked_lm" in can:
         views.append("masked word")
-    elif model_can(entry, "fill_blank"):
+    elif "fill_blank" in can:
         views.append("filled blank")
     views += [word for cap, word in (("next_word", "next word"),
                                      ("previous_word", "previous word"),
-                                     ("logit_lens", "logit lens")) if model_can(entry, cap)]
+                                     ("logit_lens", "logit lens")) if cap in can]
     return ", ".join(views)
 
 

@@ -6,7 +6,7 @@ import zlib
 
 import numpy as np
 
-from engine.families import Family
+from engine.families import Family, Gives
 from engine.families.base import ModelInfo
 from engine.result import Encoding
 
@@ -46,8 +46,8 @@ def claims_dir(path) -> bool:
     return (path / "toy.json").exists()
 
 
-def fills_blank_of_dir(path) -> str:
-    return ""
+def gives_of_dir(path) -> Gives:
+    return Gives()          # its encoder's vectors, no head
 
 
 def load(model_id, path, options, progress=True):

@@ -59,7 +59,8 @@ def attention_views(inputs, enc) -> None:
                                units=UNITS[words].lower())
     per_token = {**settings, "units": "tokens"}     # the tabs that do not follow the choice
     names = ["Head view", "Heatmap", "Model view", "Head statistics", "Rollout"]
-    neurons = compute.can(enc.model_id, "query_key")
+    # the tab also where the architecture rules the view out: it says why there
+    neurons = "query_key" in compute.capabilities(enc.model_id) | set(compute.cannot(enc.model_id))
     tabs = st.tabs(names + (["Neuron view"] if neurons else []))
     with tabs[0], ui.guarded():
         options = ["(all)"] + [f"{i}: {t}" for i, t in enumerate(labels)]
@@ -178,7 +179,7 @@ def render(inputs: state.Inputs) -> None:
         st.session_state[key] = 0
     pick = st.selectbox("Sentence", range(len(labels)), format_func=labels.__getitem__, key=key)
     sentence = inputs.sentences[pick]
-    with_att = [m for _, m in models if compute.can(m, "attention")]
+    with_att = [m for _, m in models if "attention" in compute.capabilities(m)]
     if with_att:
         key = state.url_key("att_model", str, choices=with_att)
         if st.session_state.get(key) not in with_att:
@@ -190,7 +191,7 @@ def render(inputs: state.Inputs) -> None:
         else:
             attention_views(inputs, enc)
     for f, m in models:
-        if not compute.can(m, "attention"):
+        if "attention" not in compute.capabilities(m):
             st.subheader(state.family_name(f))
             layer_contributions(inputs, f, m, sentence)
 

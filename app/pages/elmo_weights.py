@@ -107,7 +107,9 @@ def render(inputs: state.Inputs) -> None:
     st.title("ELMo layer weights")
     st.caption("ELMo's representation is a learned mix of its layers: γ · Σⱼ softmax(s)ⱼ hⱼ. "
                "Without a task the mix is uniform; here you set it, or learn it from your senses.")
-    models = ui.ready_models(inputs, families=compute.families_that("scalar_mix"))
+    mixing = tuple(name for name, f in compute.family_rows().items()
+                   if "scalar_mix" in f.capabilities)     # every model of such a family mixes
+    models = ui.ready_models(inputs, families=mixing)
     if not models or not inputs.target:
         if models:
             st.info("Type a target word in the sidebar.")

@@ -91,14 +91,14 @@ def prediction(kind: str, model_id: str, text: str, title: str, inputs, name: st
 def masked_lm(sidebar_bert: str | None, label: str) -> str | None:
     """The masked LM for the masked-LM column: the sidebar's model when it has a head, else a
     bundled one, said in one line (the sidebar choice stays as it is for the other pages)."""
-    fillers = compute.masked_lms(sidebar_bert)
+    fillers = compute.models_that("masked_lm", current=sidebar_bert)
     if not fillers:
         st.info("No installed model has a masked-LM head.")
         return None
     key = state.url_key("pred_bert", kind=str, default=fillers[0])
     if st.session_state[key] not in fillers:
         st.session_state[key] = fillers[0]
-    if sidebar_bert and not compute.can(sidebar_bert, "masked_lm"):
+    if sidebar_bert and "masked_lm" not in compute.capabilities(sidebar_bert):
         st.caption(f"{safe_md(sidebar_bert)} (the sidebar's {label}) has no masked-LM head, so a model "
                    "with one fills the blank here.")
     return st.selectbox("Masked LM", fillers, key=key)
@@ -112,7 +112,7 @@ def model_column(inputs, family_name: str, model_id: str | None, masked: str, pr
     the next word; with a right-to-left LM as well (ELMo) both LMs are shown together and
     apart."""
     fam = compute.family_row(family_name)
-    if fam.can("masked_lm"):
+    if "masked_lm" in fam.capabilities:     # a column of masked LMs: one with a head is picked
         model_id = masked_lm(model_id, fam.label)
         if model_id is not None:
             st.markdown(f"**{fam.label} · {safe_md(model_id)}** — fills the blank")
@@ -130,7 +130,7 @@ def model_column(inputs, family_name: str, model_id: str | None, masked: str, pr
     if model_id is None:
         st.info(f"Choose {fam.a_label} model in the sidebar.")
         return
-    can = {c for c in PREDICTS if compute.can(model_id, c)}   # this checkpoint, not its family
+    can = compute.capabilities(model_id) & set(PREDICTS)    # this checkpoint, not its family
     if not can:
         st.info(f"{safe_md(model_id)} ships no LM softmax or head to predict words with; its layers are "
                 "on the other pages.")
@@ -192,13 +192,13 @@ def render(inputs: state.Inputs) -> None:
     chosen = dict(models)
     # one column per family that can predict, masked LMs first (they read both sides at once)
     families = compute.family_rows()
-    shown = sorted((name for name, f in families.items() if any(map(f.can, PREDICTS))),
-                   key=lambda name: not families[name].can("masked_lm"))
+    shown = sorted((name for name, f in families.items() if f.capabilities & set(PREDICTS)),
+                   key=lambda name: "masked_lm" not in families[name].capabilities)
     for col, name in zip(st.columns(len(shown)), shown):
         with col:
             model_column(inputs, name, chosen.get(name), masked, prefix, suffix)
     for name, model_id in models:
-        if compute.can(model_id, "logit_lens"):
+        if "logit_lens" in compute.capabilities(model_id):
             logit_lens(inputs, model_id, prefix)
 
 

@@ -1,16 +1,19 @@
 """The model families: one row each, and the only place that lists them.
 
 A row names the module whose `load()` builds the family's Adapter (imported on first use, so
-asking what a family can do loads no model code) and what the family's models can do. One
-checkpoint may do less than its family (a BERT without an MLM head cannot fill a blank): its
-registry entry's `fills_blank` says so, and engine.registry.model_can, which reads this table
-and that field, is the one answer to what a model can do. Adding a family is one module plus
-one `register()` call; the CLI, the app and the benchmarks read this table.
+asking what a family can do loads no model code) and what the family's models can do at most.
+One checkpoint may do less (a BERT without an MLM head cannot fill a blank): what it gives is
+read once from its files or its registry entry (`Gives`, LIT's output_spec), and its entry's
+`capabilities` (engine.registry.ModelEntry) is that set within this row, the one answer to
+"can this model ...?" that the CLI, the app and the engine read. Adding a family is one module
+plus one `register()` call; adding a capability is one line in CAPABILITIES, the set of the
+checkpoints that give it below and the rows of the families that have it.
 """
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 from engine.errors import EngineError
 
@@ -27,6 +30,24 @@ CAPABILITIES = frozenset({
     "query_key",       # the query and key vectors behind each attention score (neuron view)
 })
 
+# What a checkpoint gives by what it ships, whichever family reads it (the row then keeps
+# what the family has): every checkpoint its encoder's views, one with a masked-LM head also
+# the masked word, one with a word-predicting LM (a GPT's head, ELMo's softmax) the LM's views.
+ENCODER = frozenset({"hidden_states", "attention", "scalar_mix", "query_key"})
+WITH_MLM_HEAD = ENCODER | {"masked_lm", "fill_blank"}
+WITH_LM = ENCODER | {"fill_blank", "next_word", "previous_word", "logit_lens"}
+
+
+@dataclass(frozen=True)
+class Gives:
+    """What one checkpoint says it gives, read from its files (engine.checkpoint.kind_of, a
+    family's folder probe) or its registry entry before anything loads: the capabilities it
+    ships, and those its architecture rules out with why (DeBERTa's relative-position scores
+    are no query·key, so no neuron view)."""
+
+    capabilities: frozenset[str] = ENCODER
+    cannot: Mapping[str, str] = field(default_factory=dict)
+
 
 @dataclass(frozen=True)
 class Family:
@@ -38,9 +59,9 @@ class Family:
     # its encoders can be traced for batch work (engine/traced.py): the trace is
     # checked against the model before it is kept, so a row says only "worth trying"
     traced_encoder: bool = False
-    # module with claims_dir(path) -> bool and fills_blank_of_dir(path) -> str, which say
-    # whether a local model folder is this family's and what its checkpoint can fill (a light
-    # module: the registry asks every family before any model loads); "" = `module`
+    # module with claims_dir(path) -> bool and gives_of_dir(path) -> Gives, which say whether
+    # a local model folder is this family's and what its checkpoint gives (a light module: the
+    # registry asks every family before any model loads); "" = `module`
     folder: str = ""
 
     def __post_init__(self):
@@ -48,8 +69,10 @@ class Family:
         if unknown:
             raise ValueError(f"unknown capabilities {sorted(unknown)}")
 
-    def can(self, capability: str) -> bool:
-        return capability in self.capabilities
+    def capabilities_of(self, gives: Gives) -> frozenset[str]:
+        """What one checkpoint of this family can do: what it gives, within this row, less
+        what its architecture rules out."""
+        return (gives.capabilities & self.capabilities) - set(gives.cannot)
 
     @property
     def a_label(self) -> str:
@@ -59,7 +82,7 @@ class Family:
     @property
     def left_to_right(self) -> bool:
         """Its models read left to right only (a GPT; not ELMo, which reads both ways)."""
-        return self.can("next_word") and not self.can("previous_word")
+        return "next_word" in self.capabilities and "previous_word" not in self.capabilities
 
     def folder_probe(self):
         return importlib.import_module(self.folder or self.module)

@@ -18,7 +18,7 @@ class ModelInfo:
     n_layers: int          # transformer blocks / LSTM layers, not counting the embedding layer
     n_heads: int           # 0 for ELMo
     dim: int               # hidden size of the returned states
-    # What a model can predict is asked of engine.registry.model_can, before it loads; an
+    # What a model can predict is its entry's `capabilities`, known before it loads; an
     # adapter without the head a prediction needs raises UnsupportedPrediction when asked.
     has_logit_lens: bool = False     # its final norm and output head were found
     device: str = "cpu"

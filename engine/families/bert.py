@@ -11,13 +11,10 @@ from typing import Sequence
 
 from engine.families import hf_common as hf
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
+from engine.families import Gives
 from engine.families.base import LoadOptions, ModelInfo
 from engine.result import Encoding, LogitLens, Prediction, QueryKey
 from engine.text import MASK, WordText
-
-
-def _has_mlm_head(config) -> bool:
-    return any(a.endswith("ForMaskedLM") for a in (config.architectures or []))
 
 
 def with_mask_token(wt: WordText, mask_token: str) -> WordText:
@@ -220,9 +217,11 @@ def claims_dir(path: Path) -> bool:
     return hf.causal_config(path) is False
 
 
-def fills_blank_of_dir(path: Path) -> str:
-    archs = (hf.folder_config(path) or {}).get("architectures") or []
-    return "masked-lm" if any(a.endswith("ForMaskedLM") for a in archs) else ""
+def gives_of_dir(path: Path) -> Gives:
+    """What the folder's checkpoint gives, as its config declares it (engine.checkpoint)."""
+    from engine.checkpoint import kind_of, read_config
+
+    return kind_of(read_config(path) or {}, str(path)).gives
 
 
 def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,
@@ -236,7 +235,10 @@ def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,
         config = AutoConfig.from_pretrained(str(overlay or path), local_files_only=True)
     except (OSError, ValueError) as err:
         raise ModelUnavailable(f"{overlay or path} holds no readable config.json: {err}") from err
-    has_mlm = _has_mlm_head(config)
+    from engine.checkpoint import kind_of
+
+    # the config says whether the checkpoint ships an MLM head, as it did for the registry
+    has_mlm = "masked_lm" in kind_of(config.to_dict(), model_id).gives.capabilities
     model = hf.load_hf_model(AutoModelForMaskedLM if has_mlm else AutoModel, path, options,
                              progress, config=config if overlay else None,
                              supplied=overlay_tensors(overlay) if overlay else None,

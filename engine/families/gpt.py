@@ -17,6 +17,7 @@ from typing import Sequence
 
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families import hf_common as hf
+from engine.families import WITH_LM, Gives
 from engine.families.base import LoadOptions, ModelInfo
 from engine.result import Candidate, Encoding, LogitLens, Prediction, QueryKey
 from engine.text import MASK, WordText
@@ -477,8 +478,13 @@ def claims_dir(path: Path) -> bool:
     return bool(list(path.glob("*.gguf"))) if causal is None else causal
 
 
-def fills_blank_of_dir(path: Path) -> str:
-    return "both-sides"     # every GPT re-ranks its candidates by the whole sentence
+def gives_of_dir(path: Path) -> Gives:
+    """What the folder's checkpoint gives: a causal LM's head, as its config declares it, or a
+    GGUF file's (a GGUF file always holds its LM head)."""
+    from engine.checkpoint import kind_of, read_config
+
+    cfg = read_config(path)
+    return Gives(WITH_LM) if cfg is None else kind_of(cfg, str(path)).gives
 
 
 def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,

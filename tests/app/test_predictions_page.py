@@ -121,14 +121,14 @@ def test_masked_lms_are_offered_in_the_registrys_fill_order(tiny_engine, monkeyp
     from app import compute
 
     eng = compute.get_engine()
-    offered = compute.masked_lms()
+    offered = compute.models_that("masked_lm")
     assert offered[:2] == ["minilm-l6-mlm", "bert-brown-mlm"]
     assert tiny_engine.bert_mlm in offered[2:]
     monkeypatch.setitem(eng.registry, "bert-brown-mlm",
                         replace(eng.registry["bert-brown-mlm"], fill_order=0))
-    now = compute.masked_lms()       # without an order it goes with the rest, by id
+    now = compute.models_that("masked_lm")       # without an order it goes with the rest, by id
     assert now[0] == "minilm-l6-mlm" and now[1:] == sorted(offered[1:])
-    assert compute.masked_lms(current="bert-brown-mlm")[0] == "bert-brown-mlm"
+    assert compute.models_that("masked_lm", current="bert-brown-mlm")[0] == "bert-brown-mlm"
 
 
 def _bank_blanks(sentences: str):

@@ -77,9 +77,12 @@ def test_config_decides_the_family_by_mechanism(zoo, name):
     engine, folders = zoo
     for view in (VIEWS[0], "checkpoint", "tokenizer"):
         observing(name, view)
-    expected = ("bert", "masked-lm") if name in ENCODERS else ("gpt", "both-sides")
-    assert (engine.family(folders[name]), engine.fills_blank(folders[name])) == expected
-    assert (engine.family(f"tiny-zoo/{name}"), engine.fills_blank(f"tiny-zoo/{name}")) == expected
+    expected = ("bert", "masked_lm") if name in ENCODERS else ("gpt", "next_word")
+    for model_id in (folders[name], f"tiny-zoo/{name}"):
+        entry = engine.resolved(model_id)
+        assert entry.family == expected[0] and expected[1] in entry.capabilities
+        # the neuron view's refusal is known from the config, before anything loads
+        assert ("query_key" in entry.cannot) == (name in NEURON_VIEW_REFUSED)
     observed(name, VIEWS[0], "✓")
     # the matrix names the model class and the tokenizer as the engine loaded them
     adapter = engine.adapter(folders[name])

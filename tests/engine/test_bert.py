@@ -134,7 +134,7 @@ def test_masked_prediction_is_best_first_and_matches_the_mlm_head(model_dir):
 
 def test_model_without_mlm_head_refuses_masked_prediction(bert_plain):
     engine = Engine(device="cpu")
-    assert not engine.can(bert_plain, "fill_blank")     # known before it loads
+    assert "fill_blank" not in engine.resolved(bert_plain).capabilities   # known before it loads
     with pytest.raises(UnsupportedPrediction, match="no masked-LM head"):
         engine.predict_masked(bert_plain, "The [MASK] raised its rates.")
     enc, = engine.encode(bert_plain, [SENTENCES[0]])     # still gives every layer

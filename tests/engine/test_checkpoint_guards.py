@@ -375,7 +375,7 @@ def test_the_apps_lists_leave_broken_folders_out_and_say_why(broken_folders):
     for name, why in WHY.items():
         assert str(broken_folders[name]) not in listed
         said = compute.model_problem(str(broken_folders[name]), "bert")
-        assert said is not None and why in said, (name, said)
+        assert said is not None and why in said.why and not said.download, (name, said)
 
 
 def test_a_pickled_only_repo_in_the_hub_cache_says_why_in_the_app(tiny, tmp_path, monkeypatch):
@@ -395,7 +395,8 @@ def test_a_pickled_only_repo_in_the_hub_cache_says_why_in_the_app(tiny, tmp_path
         said = compute.model_problem("someone/bin-only", "bert")
     finally:
         compute.get_engine.clear()
-    assert said is not None and "pickled weights only (pytorch_model.bin)" in said, said
+    assert said is not None and "pickled weights only (pytorch_model.bin)" in said.why, said
+    assert not said.download
 
 
 def test_errors_are_engine_errors_of_one_line(tiny, model_dir):

@@ -45,7 +45,7 @@ def test_a_family_registered_at_run_time_loads_through_the_engine(toy_family, tm
     enc = eng.encode("toy-1", ["a b c"])[0]
     assert toy_family == [folder]
     assert enc.family == "toy" and enc.hidden_states.shape == (3, 3, 4)
-    assert families.family("toy").can("hidden_states") and not families.family("toy").can("attention")
+    assert eng.resolved("toy-1").capabilities == {"hidden_states"}     # no attention
 
 
 def test_a_local_folder_of_a_new_family_is_recognised_by_its_own_probe(toy_family, tmp_path,
@@ -61,7 +61,7 @@ def test_a_local_folder_of_a_new_family_is_recognised_by_its_own_probe(toy_famil
     (folder / "toy.json").write_text("{}")
     engine = Engine(cache_size=0)
     assert engine.family(str(folder)) == "toy"
-    assert engine.fills_blank(str(folder)) == ""
+    assert engine.resolved(str(folder)).capabilities == {"hidden_states"}
     assert engine.encode(str(folder), ["The bank ."])[0].family == "toy"
     assert toy_family == [folder]
     empty = tmp_path / "empty"
@@ -95,17 +95,39 @@ def test_the_docs_show_the_table_as_it_is():
     assert shown == actual
 
 
-def test_what_a_model_can_do_is_its_familys_row_less_the_heads_its_checkpoint_lacks():
-    from engine.registry import ModelEntry, model_can
+def test_what_a_model_can_do_is_what_its_checkpoint_gives_within_its_familys_row():
+    from engine.families import ENCODER, WITH_LM, WITH_MLM_HEAD
+    from engine.registry import ModelEntry
 
     plain = ModelEntry(id="b", family="bert")
-    assert model_can(plain, "attention") and not model_can(plain, "masked_lm")
-    assert not model_can(plain, "fill_blank")
-    mlm = ModelEntry(id="m", family="bert", fills_blank="masked-lm")
-    assert model_can(mlm, "masked_lm") and model_can(mlm, "fill_blank")
-    assert not model_can(mlm, "next_word")
-    gpt = ModelEntry(id="g", family="gpt", fills_blank="both-sides")
+    assert plain.capabilities == {"hidden_states", "attention", "query_key"}
+    mlm = ModelEntry(id="m", family="bert", capabilities=WITH_MLM_HEAD)
+    assert {"masked_lm", "fill_blank"} <= mlm.capabilities and "next_word" not in mlm.capabilities
+    gpt = ModelEntry(id="g", family="gpt", capabilities=WITH_LM)
     assert [c for c in ("masked_lm", "fill_blank", "next_word", "previous_word", "logit_lens")
-            if model_can(gpt, c)] == ["fill_blank", "next_word", "logit_lens"]
-    elmo = ModelEntry(id="e", family="elmo")
-    assert model_can(elmo, "scalar_mix") and not model_can(elmo, "next_word")
+            if c in gpt.capabilities] == ["fill_blank", "next_word", "logit_lens"]
+    elmo = ModelEntry(id="e", family="elmo", capabilities=ENCODER)
+    assert "scalar_mix" in elmo.capabilities and "next_word" not in elmo.capabilities
+    # what the architecture rules out is left out, with its reason kept beside
+    deberta = ModelEntry(id="d", family="bert", capabilities=WITH_MLM_HEAD,
+                         cannot={"query_key": "relative positions"})
+    assert "query_key" not in deberta.capabilities and deberta.cannot == {
+        "query_key": "relative positions"}
+    assert ModelEntry(id="x", family="not-registered").capabilities == frozenset()
+
+
+def test_a_users_registry_keeps_its_fills_blank_words(tmp_path):
+    """users' models.toml files say what a checkpoint fills with `fills_blank`; it is read once,
+    into the entry's capabilities, and a word it does not know is one clear error."""
+    from engine.registry import load_registry
+
+    toml = tmp_path / "models.toml"
+    toml.write_text('[models.a]\nfamily = "bert"\nfills_blank = "masked-lm"\n'
+                    '[models.b]\nfamily = "gpt"\nfills_blank = "both-sides"\n'
+                    '[models.c]\nfamily = "bert"\n')
+    got = load_registry(toml, user=None)
+    assert "masked_lm" in got["a"].capabilities and "next_word" in got["b"].capabilities
+    assert "fill_blank" not in got["c"].capabilities
+    toml.write_text('[models.a]\nfamily = "bert"\nfills_blank = "mlm"\n')
+    with pytest.raises(EngineError, match="fills_blank = 'mlm'"):
+        load_registry(toml, user=None)

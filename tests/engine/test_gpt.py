@@ -161,7 +161,7 @@ def test_gpt_refuses_previous_word_prediction_and_names_the_models_that_can(caus
         engine.predict_previous(causal_lm, "raised rates.")
     # only models whose family reads right to left and whose checkpoint ships its LM
     named = str(err.value).split("models that can: ")[1].split(", ")
-    assert named == engine.lm_predictors("previous_word")
+    assert named == engine.models_that("previous_word")
     assert all(engine.registry[m].family == "elmo" for m in named)
     assert "elmo-original" not in named             # AllenNLP's file has no LM softmax
 

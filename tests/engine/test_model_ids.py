@@ -13,7 +13,7 @@ import pytest
 
 from engine import cli
 from engine.api import Engine
-from engine.errors import EngineError, ModelUnavailable
+from engine.errors import EngineError, ModelUnavailable, NeedsDownload
 from tests.arch_zoo import into_hub_cache, save_arch
 
 
@@ -32,9 +32,9 @@ def test_a_cached_hub_id_works_offline_and_an_uncached_one_fails_fast(tmp_path, 
     engine = Engine(device="cpu")
     enc = engine.encode("someone/tiny-roberta", ["The bank raised its rates ."])[0]
     assert enc.words[1] == "bank" and enc.hidden_states.shape[0] == 3
-    assert engine.fills_blank("someone/tiny-roberta") == "masked-lm"
+    assert "masked_lm" in engine.resolved("someone/tiny-roberta").capabilities
     start = time.monotonic()
-    with pytest.raises(ModelUnavailable, match="needs a download") as err:
+    with pytest.raises(NeedsDownload, match="needs a download") as err:    # a ModelUnavailable
         engine.encode("Qwen/Qwen2.5-0.5B", ["a b"])
     assert time.monotonic() - start < 5
     assert "\n" not in str(err.value) and "Qwen/Qwen2.5-0.5B" in str(err.value)

@@ -157,7 +157,7 @@ def test_bert_masked_lm_is_selectable_and_puts_verbs_in_verb_slots_not_noun_slot
     # a model that ignores context (random, or on the unigram plateau) gives every slot the same
     # distribution, so the verb mass would not depend on the slot
     _need("bert-brown-mlm")
-    assert engine.can("bert-brown-mlm", "masked_lm")
+    assert "masked_lm" in engine.resolved("bert-brown-mlm").capabilities
     verb_slots = [_verb_mass(engine, t) for t in ("she [MASK] to the store.",
                                                   "the children [MASK] in the garden.")]
     noun_slots = [_verb_mass(engine, t) for t in ("he sat on the bank of the [MASK].",

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from engine.api import Engine
-from engine.families import bert
+from engine.families import WITH_MLM_HEAD, bert
 from engine.errors import ModelUnavailable, UnsupportedPrediction
 from engine.families.base import LoadOptions
 from engine.registry import ModelEntry
@@ -90,13 +90,13 @@ def test_a_registry_overlay_loads_its_base_through_the_engine(base, tmp_path):
     common = dict(family="bert", name="t", licence="-", size="-", bundled=True)
     engine.registry["tiny-base"] = ModelEntry(id="tiny-base", path=str(base), **common)
     engine.registry["tiny-mlm"] = ModelEntry(id="tiny-mlm", path=str(tmp_path / "overlay"),
-                                             base="tiny-base", fills_blank="masked-lm", **common)
+                                             base="tiny-base", capabilities=WITH_MLM_HEAD, **common)
     pred = engine.predict_masked("tiny-mlm", "the bank of the [MASK] .", top_k=3)
     direct = bert.load("d", base, CPU, progress=False, overlay=tmp_path / "overlay")
     assert pred.candidates == direct.predict_masked(to_word_text("the bank of the [MASK] ."),
                                                     top_k=3).candidates
     # the base itself is untouched: still no head
-    assert not engine.can("tiny-base", "fill_blank")
+    assert "fill_blank" not in engine.resolved("tiny-base").capabilities
     with pytest.raises(UnsupportedPrediction, match="no masked-LM head"):
         engine.adapter("tiny-base").predict_masked(to_word_text("the bank of the [MASK] ."))
     engine.registry["bad"] = dataclasses.replace(engine.registry["tiny-mlm"], id="bad",
