@@ -7,14 +7,17 @@ from __future__ import annotations
 import numpy as np
 
 from engine.analysis.attention import keep_tokens, rollout, word_attention, word_labels
-from engine.analysis.projection import MIN_POINTS
+from engine.analysis.projection import METHODS, MIN_POINTS
 from engine.analysis.senses import SplitQuality, softmax
 from engine.analysis.vectors import identical_groups
 from engine.result import Encoding
 
 __all__ = ["keep_tokens", "rollout", "word_attention", "word_labels", "MIN_POINTS",
            "SplitQuality", "softmax", "identical_groups", "viewed_maps", "viewed_rollout",
-           "layer_shares"]
+           "layer_shares", "PROJECTIONS"]
+
+# the Projection radios' choices: the name a reader knows -> the engine's method
+PROJECTIONS = {label: method for method, label in METHODS.items()}
 
 
 def viewed_maps(enc: Encoding, words: bool, hide: bool, layers: slice = slice(None),

@@ -55,3 +55,24 @@ def test_only_wordtext_counts_the_blanks():
     owners = {p.relative_to(ROOT).as_posix() for p in SOURCES
               if any(_counts_masks(n) for n in ast.walk(ast.parse(p.read_text())))}
     assert owners <= NOT_YET
+
+
+def test_the_projection_methods_are_listed_by_the_engine_alone():
+    """engine.analysis.projection.METHODS names each method once, with the name a reader
+    knows; the pages' radios are built from it (app.analysis.PROJECTIONS)."""
+    from app.analysis import PROJECTIONS
+    from engine.analysis.projection import METHODS
+
+    assert PROJECTIONS == {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
+    assert set(PROJECTIONS.values()) == set(METHODS)
+    names = {"pca", "umap", "tsne", "PCA", "UMAP", "t-SNE"}
+    listing = set()
+    for path in SOURCES:
+        if path.parts[len(ROOT.parts)] not in ("engine", "app"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            items = (node.keys + node.values if isinstance(node, ast.Dict) else
+                     node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [])
+            if sum(isinstance(i, ast.Constant) and i.value in names for i in items) >= 2:
+                listing.add(path.relative_to(ROOT).as_posix())
+    assert listing == {"engine/analysis/projection.py"}

@@ -8,7 +8,6 @@ from app import selection as sel
 from app.safe import safe_md
 from app.senses import sense_editor, separation_chart
 
-METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
 NEAR_ONE_POINT = 0.9   # mean cosine above which the baseline's points are "nearly one vector"
 
 
@@ -167,9 +166,10 @@ def render(inputs: state.Inputs) -> None:
     models = ui.target_models(inputs)
     if not models:
         return
-    method = METHODS[st.radio("Projection", list(METHODS), horizontal=True,
-                                 help=ui.PROJECTION_HELP, key=state.url_key(
-        "projection", str, default="PCA", choices=METHODS))]
+    methods = analysis.PROJECTIONS
+    method = methods[st.radio("Projection", list(methods), horizontal=True,
+                              help=ui.PROJECTION_HELP, key=state.url_key(
+        "projection", str, default="PCA", choices=methods))]
     labels = sense_editor(inputs, models[-1])
     # once above the tabs, not once in each (the words are split alike for every model)
     missing = compute.target_missing(inputs.sentences, inputs.target)

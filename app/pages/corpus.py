@@ -6,12 +6,14 @@ import streamlit as st
 
 from app import compute, state, ui
 from app import selection as sel
+from app.analysis import PROJECTIONS
 from app.corpus_builds import JUST_BUILT, build_offer, delete_offer
 from app.corpus_maps import GRID_POINTS, MAX_POINTS, grid_map, word_map
 from app.safe import safe_md
 from app.text import MAX_CHARS
 
-METHODS = {"PCA": "pca", "UMAP": "umap"}
+# no t-SNE: its cost grows fastest with the thousands of points a corpus map holds
+METHODS = {label: method for label, method in PROJECTIONS.items() if method != "tsne"}
 QUERY_TEXT, QUERY_WORD = "corpus_query_text", "corpus_query_word"
 WORD_CHARS = 40         # the word boxes' cap; a sentence's is the engine's (MAX_CHARS)
 

@@ -11,12 +11,11 @@ import streamlit as st
 
 from app import compute, export, figures, state, ui
 from app import selection as sel
-from app.analysis import MIN_POINTS
+from app.analysis import MIN_POINTS, PROJECTIONS
 from app.grid_selection import SEL, SEL_LAYER, SEL_MODEL, selection, side_panel, take_event
 from app.safe import safe_md
 from app.text import word_key
 
-METHODS = {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}
 SCOPES = {"the target word": "target", "every word": "all"}
 MAX_PANELS = 12          # auto: every k-th layer so that a grid holds at most this many panels
 MAX_PANELS_3D = 8        # each 3-D panel is a WebGL context; browsers allow ~16 per page
@@ -129,9 +128,9 @@ def model_grid(inputs, p: dict, opts: dict, labels: list[str]) -> None:
 def controls() -> dict:
     # widths that keep every label whole down to a tablet's 768 px
     c = st.columns([2, 2, 0.8, 1, 1.6])
-    method = METHODS[c[0].radio("Projection", list(METHODS), horizontal=True,
-                                 help=ui.PROJECTION_HELP, key=state.url_key(
-        "grid_projection", str, default="PCA", choices=METHODS))]
+    method = PROJECTIONS[c[0].radio("Projection", list(PROJECTIONS), horizontal=True,
+                                     help=ui.PROJECTION_HELP, key=state.url_key(
+        "grid_projection", str, default="PCA", choices=PROJECTIONS))]
     scope = SCOPES[c[1].radio("Points", list(SCOPES), horizontal=True, key=state.url_key(
         "grid_points", str, default="the target word", choices=SCOPES))]
     dims = 3 if c[2].toggle("3D", key=state.url_key("grid_3d", bool, default=False)) else 2

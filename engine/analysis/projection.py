@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 
 from engine.errors import EngineError
 
-METHODS: tuple[str, ...] = ("pca", "umap", "tsne")
+METHODS: dict[str, str] = {"pca": "PCA", "umap": "UMAP", "tsne": "t-SNE"}   # -> its name for a reader
 DIMS: tuple[int, ...] = (2, 3)
 MIN_POINTS = 3
 
