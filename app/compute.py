@@ -38,12 +38,9 @@ from engine.text import occurrences_of, split_words
 def get_engine():
     # encodings kept on disk too: a page opened again after a restart (the default preset at
     # every start) is drawn without loading a model
-    from engine.families import hf_common
-
     # the page shows its own progress while a model loads; transformers' "Loading weights"
     # bars would only fill the server's terminal, once per model at every start
-    hf_common.LIBRARY_BARS = False
-    return Engine(store=encoding_store())
+    return Engine(store=encoding_store(), library_bars=False)
 
 
 def engine_cached(spinner: str | Callable[..., str] | None = None):

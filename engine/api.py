@@ -58,15 +58,18 @@ USABLE = ("bundled", "installed", "folder", "in the Hugging Face cache")
 class Engine:
     def __init__(self, device: str = "auto", dtype: str = "float32", cache_size: int = 512,
                  traced: bool = False, store: EncodingStore | None = None,
-                 compile: bool = False):
+                 compile: bool = False, library_bars: bool = True):
         """`traced`: hidden states without attention maps come from a traced graph of the
         model (engine/traced.py), built once and cached, where its family allows;
         batch commands ask for it, so a fresh process need not import transformers.
         `store`: encodings are also kept on disk there (the app passes one; batch commands do
         not, as a corpus would fill it), for models whose files are all on this machine.
         `compile`: word_vectors runs transformers through torch.compile (batch work on a GPU).
+        `library_bars`: transformers' own loading bars may show (the app and the CLI show
+        their own progress instead).
         """
-        self.options = LoadOptions(device=device, dtype=dtype, compile=compile)
+        self.options = LoadOptions(device=device, dtype=dtype, compile=compile,
+                                   library_bars=library_bars)
         self.registry = load_registry()
         self._adapters: dict[str, Adapter] = {}
         self.traced = traced
@@ -137,7 +140,8 @@ class Engine:
         if not family(family_name).reads_gguf:
             raise EngineError(f"{source.name}: GGUF files hold causal LMs; load a {family_name} "
                               "model from a safetensors directory")
-        convert = partial(module.convert_gguf, source.parent, source.name, progress=progress)
+        convert = partial(module.convert_gguf, source.parent, source.name,
+                          progress=progress and self.options.library_bars)
         path, hit = fetch.ensure_converted(model_id, source, convert, progress)
         return module.load(model_id, path, self.options, progress=progress, gguf_cache_hit=hit)
 

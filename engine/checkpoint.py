@@ -7,7 +7,7 @@ images, audio or video is refused. What would run code from the checkpoint (cust
 code, pickled weights) is refused here, before transformers sees the folder, and so is a folder
 without a tokenizer; every safetensors header is checked against its file before a library
 reads it (a corrupt file is one line naming it). The memory a load needs is estimated from the
-headers first, then (engine/families/hf_common.py, before the model is built) from the count
+headers first, then (engine/families/hf/loading.py, before the model is built) from the count
 of parameters the config describes, which the weights present must also nearly reach.
 """
 from __future__ import annotations

@@ -751,12 +751,9 @@ COMMANDS.update(index=cmd_index, neighbours=cmd_neighbours, stats=cmd_stats,
 def _quiet_libraries() -> None:
     """No library chatter on the terminal, without importing the libraries to say so (a run
     from a traced graph never imports transformers): transformers reads its verbosity from
-    the environment when first imported, and the engine's loaders hide its loading bars."""
-    from engine.families import hf_common
-
+    the environment when first imported (its loading bars: main's Engine options)."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    hf_common.LIBRARY_BARS = False
 
 
 def _reader_gone() -> bool:
@@ -790,12 +787,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"ctxlens: --dtype {args.dtype} applies on a GPU; on the CPU this runs in "
                   "float32", file=sys.stderr)
     _quiet_libraries()
+    from functools import partial
+
     from engine.api import Engine
 
     _NOTED.clear()
     try:
         _check_args(args)
-        return COMMANDS[args.command](args, Engine)
+        # the terminal shows the engine's progress lines and bars, not transformers' own
+        return COMMANDS[args.command](args, partial(Engine, library_bars=False))
     except (EngineError, TextError) as e:
         print(f"ctxlens: error: {e}", file=sys.stderr)
         return EXIT_USAGE

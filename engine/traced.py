@@ -38,7 +38,7 @@ from typing import Sequence
 import numpy as np
 
 from engine.errors import EngineError
-from engine.families import hf_common as hf
+from engine.families.hf import forward, pooling, tokens
 from engine.families.base import check_layers
 from engine.result import Encoding
 from engine.text import MASK, WordText, to_word_text
@@ -46,7 +46,8 @@ from engine.text import MASK, WordText, to_word_text
 GRAPH_FORMAT = 3
 TOLERANCE = 1e-5
 GRAPH_FILE, TOKENIZER_FILE, MANIFEST_FILE = "graph.pt", "tokenizer.json", "manifest.json"
-VOCAB_FILE = "readable_tokens.json"     # every id's token decoded alone, as hf.plain_tokens gives
+# every id's token decoded alone, as hf.tokens.plain_tokens gives
+VOCAB_FILE = "readable_tokens.json"
 
 # Texts the graph and the tokenizer must reproduce before a graph is kept: lengths from 3 to
 # ~120 tokens (a trace must not bake in one length or the all-ones mask of an unpadded batch),
@@ -115,9 +116,9 @@ class TracedEncoder:
     pad_id: int
     mask_token: str
     folder: Path
-    readable: tuple[str, ...]   # each id's token decoded alone (hf.plain_tokens)
+    readable: tuple[str, ...]   # each id's token decoded alone (hf.tokens.plain_tokens)
 
-    def tokenize(self, texts: Sequence[WordText]) -> list[hf.TokenizedText]:
+    def tokenize(self, texts: Sequence[WordText]) -> list[tokens.TokenizedText]:
         from engine.families.bert import with_mask_token
 
         prepared = [with_mask_token(wt, self.mask_token) for wt in texts]
@@ -125,9 +126,10 @@ class TracedEncoder:
 
         encs = self.tokenizer.encode_batch([wt.text for wt in prepared])
         t2ws = align_many(prepared, [e.offsets for e in encs])
-        return [hf.tokenized_from(wt, tuple(e.ids), e.offsets, self.max_tokens,
-                                  hf.name_byte_pieces(self.tokenizer.decode, e.ids,
-                                                      [self.readable[i] for i in e.ids]), t2w)
+        return [tokens.tokenized_from(wt, tuple(e.ids), e.offsets, self.max_tokens,
+                                      tokens.name_byte_pieces(self.tokenizer.decode, e.ids,
+                                                              [self.readable[i] for i in e.ids]),
+                                      t2w)
                 for wt, e, t2w in zip(prepared, encs, t2ws)]
 
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,
@@ -138,36 +140,36 @@ class TracedEncoder:
                               "from the model itself")
         check_layers(layers, self.n_layers)
         tokenized = self.tokenize(texts)
-        names = hf.chosen_layer_names(self.n_layers, layers)
+        names = forward.chosen_layer_names(self.n_layers, layers)
         out: list[Encoding | None] = [None] * len(texts)
-        for group in hf.batches(tokenized, max(1, batch_size), 0):
+        for group in forward.batches(tokenized, max(1, batch_size), 0):
             batch = [tokenized[i] for i in group]
             for i, outputs in zip(group, self._run(batch, layers)):
-                out[i] = hf.encoding(self.model_id, self.family, texts[i], tokenized[i],
-                                     outputs, names)
+                out[i] = forward.encoding(self.model_id, self.family, texts[i], tokenized[i],
+                                          outputs, names)
         return out
 
     def encode_pooled(self, texts: Sequence[WordText], batch_size: int = 16,
                       layers: Sequence[int] | None = None, pool: str = "mean") -> list:
         """Word vectors [layers, words, dim] per text, pooled inside each batch (see
-        hf_common.pooled_words): no Encoding a text for batch work."""
+        hf.pooling.pooled_words): no Encoding a text for batch work."""
         check_layers(layers, self.n_layers)
         keep = list(range(self.n_layers + 1)) if layers is None else [int(i) for i in layers]
 
         def states(batch):               # pooled_words runs it under inference_mode
-            ids, mask = hf.pad_batch(batch, self.pad_id, "cpu")
+            ids, mask = forward.pad_batch(batch, self.pad_id, "cpu")
             return self.graph(ids, mask)[:, keep].permute(0, 2, 1, 3)   # [B, T, layers, D]
 
-        return hf.pooled_words(self.tokenize(texts), batch_size, pool, states, "cpu")
+        return pooling.pooled_words(self.tokenize(texts), batch_size, pool, states, "cpu")
 
-    def _run(self, batch: Sequence[hf.TokenizedText], layers) -> list[hf.LayerOutputs]:
+    def _run(self, batch: Sequence[tokens.TokenizedText], layers) -> list[forward.LayerOutputs]:
         import torch
 
-        ids, mask = hf.pad_batch(batch, self.pad_id, "cpu")
+        ids, mask = forward.pad_batch(batch, self.pad_id, "cpu")
         with torch.inference_mode():
             hs = self.graph(ids, mask)
         hs = (hs if layers is None else hs[:, list(layers)]).numpy()
-        return [hf.LayerOutputs(np.ascontiguousarray(hs[row, :, :len(t.input_ids)]), None)
+        return [forward.LayerOutputs(np.ascontiguousarray(hs[row, :, :len(t.input_ids)]), None)
                 for row, t in enumerate(batch)]
 
 
@@ -228,7 +230,7 @@ def _trace(adapter, folder: Path) -> tuple[TracedEncoder | None, dict]:
     for t in PROBE_TEXTS:       # those the model takes (a small one has few positions)
         wt = to_word_text(t)
         try:
-            hf.tokenize(adapter.tokenizer, adapter.prepare(wt), adapter.max_tokens)
+            tokens.tokenize(adapter.tokenizer, adapter.prepare(wt), adapter.max_tokens)
         except EngineError:
             continue
         texts.append(wt)
@@ -240,20 +242,20 @@ def _trace(adapter, folder: Path) -> tuple[TracedEncoder | None, dict]:
     meta = {**meta, "n_layers": int(cfg.num_hidden_layers),
             "max_tokens": int(adapter.max_tokens), "pad_id": int(adapter.pad_id),
             "mask_token": mask_token}
-    readable = hf.plain_tokens(adapter.tokenizer, range(len(adapter.tokenizer)))
+    readable = tokens.plain_tokens(adapter.tokenizer, range(len(adapter.tokenizer)))
     draft = TracedEncoder(adapter.model_id, adapter.info.family, None, tokenizer,
                           meta["n_layers"], meta["max_tokens"], meta["pad_id"], mask_token,
                           folder, readable)
     mine = draft.tokenize(texts)
-    theirs = hf.tokenize_many(adapter.tokenizer, [adapter.prepare(wt) for wt in texts],
-                              adapter.max_tokens)
+    theirs = tokens.tokenize_many(adapter.tokenizer, [adapter.prepare(wt) for wt in texts],
+                                  adapter.max_tokens)
     for a, b in zip(mine, theirs):
         if a.input_ids != b.input_ids or a.tokens != b.tokens or \
                 not np.array_equal(a.token_to_word, b.token_to_word):
             return None, {**meta, "untraced": f"its tokenizer read back from JSON splits "
                                               f"{a.text.text!r} differently"}
     # trace on a padded batch, so that the attention mask is applied as data in the graph
-    ids, mask = hf.pad_batch(mine[:4], meta["pad_id"], "cpu")
+    ids, mask = forward.pad_batch(mine[:4], meta["pad_id"], "cpu")
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")     # TracerWarnings about Python-side checks
         draft.graph = torch.jit.freeze(torch.jit.trace(_stacked(adapter.encoder), (ids, mask),

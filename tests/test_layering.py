@@ -15,6 +15,9 @@ PACKAGES = ("engine", "app", "bench", "lab")
 # what the model families may import from the engine: the bottom of the graph only
 FAMILY_MAY_IMPORT = ("engine.errors", "engine.families", "engine.result", "engine.text",
                      "engine.checkpoint")
+# within engine.families: the table (its __init__), the adapter protocol, and the Hugging Face
+# code the HF families share; beyond those, a family imports its own module or package only
+FAMILIES_SHARED = ("engine.families", "engine.families.base", "engine.families.hf")
 
 
 def module_name(path: Path) -> str:
@@ -102,6 +105,35 @@ def test_model_families_import_nothing_above_them():
             if up:
                 bad[name] = up
     assert bad == {}
+
+
+def family_of(module: str) -> str:
+    """engine.families.elmo.mix -> engine.families.elmo; engine.families.bert -> itself."""
+    return ".".join(module.split(".")[:3])
+
+
+def test_a_family_imports_no_other_family():
+    """A family module imports its own package, the table, the protocol and the shared Hugging
+    Face package (engine/families/hf/), never another family's module: bert.py and gpt.py share
+    code through hf/, not through each other."""
+    bad = {}
+    for name, p in modules().items():
+        if name.startswith("engine.families."):
+            own = family_of(name)
+            other = sorted(i for i in imports(p, False) if i.startswith("engine.families.")
+                           and not i.startswith(own) and i not in FAMILIES_SHARED
+                           and family_of(i) not in FAMILIES_SHARED)
+            if other:
+                bad[name] = other
+    assert bad == {}
+
+
+def test_the_shared_hugging_face_code_imports_no_family():
+    """engine/families/hf/ sits below bert.py and gpt.py: it knows no family by name."""
+    bad = {name: sorted(i for i in imports(p, False) if i.startswith("engine.families.")
+                        and family_of(i) not in FAMILIES_SHARED)
+           for name, p in modules().items() if name.startswith("engine.families.hf")}
+    assert {k: v for k, v in bad.items() if v} == {}
 
 
 def test_no_import_cycles():

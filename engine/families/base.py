@@ -58,6 +58,9 @@ class LoadOptions:
     # batch embedding through a torch.compile'd forward (fused kernels; worth its compile time
     # on a GPU and a large batch job, not for one sentence in the app)
     compile: bool = False
+    # transformers' own loading bars may show where a load shows progress; off where the
+    # caller shows its own (the CLI's progress lines, the app's status box)
+    library_bars: bool = True
 
 
 GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")

@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from engine.families import hf_common as hf
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families import Gives
 from engine.families.base import LoadOptions, ModelInfo
+from engine.families.hf import forward, loading, pooling, qk, tokens
 from engine.result import Encoding, LogitLens, Prediction, QueryKey
 from engine.text import MASK, WordText
 
@@ -47,8 +47,8 @@ class BertAdapter:
                               n_heads=cfg.num_attention_heads, dim=cfg.hidden_size,
                               device=param.device.type,
                               dtype=str(param.dtype).removeprefix("torch."))
-        self.max_tokens = hf.max_positions(cfg, tokenizer)
-        self.pad_id = hf.pad_token_id(tokenizer)
+        self.max_tokens = tokens.max_positions(cfg, tokenizer)
+        self.pad_id = tokens.pad_token_id(tokenizer)
         self._word_rows = None      # built on the first re-scored blank
 
     @property
@@ -62,19 +62,19 @@ class BertAdapter:
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,
                attentions: bool = False, layers: Sequence[int] | None = None
                ) -> list[Encoding]:
-        return hf.encode_texts(self.model_id, "bert", self.encoder, self.tokenizer, texts,
-                               batch_size, self.max_tokens, self.pad_id,
-                               [self.prepare(wt) for wt in texts], attentions=attentions,
-                               layers=layers)
+        return forward.encode_texts(self.model_id, "bert", self.encoder, self.tokenizer,
+                                    texts, batch_size, self.max_tokens, self.pad_id,
+                                    [self.prepare(wt) for wt in texts], attentions=attentions,
+                                    layers=layers)
 
     def encode_pooled(self, texts: Sequence[WordText], batch_size: int = 16,
                       layers: Sequence[int] | None = None, pool: str = "mean") -> list:
-        return hf.encode_pooled(self.encoder, self.tokenizer, texts, batch_size,
-                                self.max_tokens, self.pad_id, pool, self.prepare, layers)
+        return pooling.encode_pooled(self.encoder, self.tokenizer, texts, batch_size,
+                                     self.max_tokens, self.pad_id, pool, self.prepare, layers)
 
     def query_key(self, text: WordText, layer: int) -> QueryKey:
-        t = hf.tokenize(self.tokenizer, self.prepare(text), self.max_tokens)
-        q, k, scale, allowed, softcap = hf.query_key(self.encoder, t, layer)
+        t = tokens.tokenize(self.tokenizer, self.prepare(text), self.max_tokens)
+        q, k, scale, allowed, softcap = qk.query_key(self.encoder, t, layer)
         return QueryKey(self.model_id, t.tokens, layer, q, k, scale, causal=False,
                         allowed=allowed, softcap=softcap)
 
@@ -93,20 +93,22 @@ class BertAdapter:
         if len(text.mask_indices) != 1:
             raise EngineError(f"put exactly one {MASK} in the text "
                               f"(found {len(text.mask_indices)})")
-        t = hf.tokenize(self.tokenizer, self.prepare(text), self.max_tokens)
+        t = tokens.tokenize(self.tokenizer, self.prepare(text), self.max_tokens)
         word = text.mask_indices[0]
         pos = [i for i, (tid, w) in enumerate(zip(t.input_ids, t.token_to_word))
                if w == word and tid == self.tokenizer.mask_token_id]
         if len(pos) != 1:
             raise EngineError(f"the tokenizer did not turn {MASK} into its mask token "
                               f"{self.tokenizer.mask_token!r}")
-        ids, mask = hf.pad_batch([t], self.pad_id, str(next(self.model.parameters()).device))
+        device = str(next(self.model.parameters()).device)
+        ids, mask = forward.pad_batch([t], self.pad_id, device)
         with torch.inference_mode():
             logits = self.model(input_ids=ids, attention_mask=mask).logits[0, pos[0]]
             if rescore:
                 return self._rescored(text, ids[0], pos[0], logits, top_k)
         return Prediction(self.model_id, "masked", text.text,
-                          hf.top_k_candidates(logits, self.tokenizer, top_k), method="MLM head")
+                          tokens.top_k_candidates(logits, self.tokenizer, top_k),
+                          method="MLM head")
 
     def _whole_words(self):
         """Vocabulary rows that are a whole alphabetic word: "bank" in WordPiece (not "##ing"),
@@ -116,7 +118,7 @@ class BertAdapter:
             import torch
 
             ids = list(range(len(self.tokenizer)))
-            pieces = hf.plain_tokens(self.tokenizer, ids)
+            pieces = tokens.plain_tokens(self.tokenizer, ids)
             wordpiece = type(self.tokenizer.backend_tokenizer.model).__name__ == "WordPiece"
             self._word_rows = torch.tensor([
                 p.isalpha() if wordpiece else (p.startswith(" ") and p[1:].isalpha())
@@ -159,7 +161,8 @@ class BertAdapter:
         score = head.values + context
         share = torch.softmax(score.double(), dim=0)
         best = torch.argsort(share, descending=True)[:top_k]
-        words = [w.strip() for w in hf.readable_tokens(self.tokenizer, cands[best].tolist())]
+        words = [w.strip()
+                 for w in tokens.readable_tokens(self.tokenizer, cands[best].tolist())]
         return Prediction(self.model_id, "masked", text.text,
                           tuple(Candidate(w, float(share[k])) for w, k in zip(words, best.tolist())),
                           method=f"MLM head's top {len(cands)} words, re-ranked by the "
@@ -214,7 +217,7 @@ ROW_PATCH = "{}" + ROW_PATCH_MARK + "{}"
 
 def claims_dir(path: Path) -> bool:
     """A local Hugging Face folder whose config is not a left-to-right LM's."""
-    return hf.causal_config(path) is False
+    return loading.causal_config(path) is False
 
 
 def gives_of_dir(path: Path) -> Gives:
@@ -239,13 +242,13 @@ def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,
 
     # the config says whether the checkpoint ships an MLM head, as it did for the registry
     has_mlm = "masked_lm" in kind_of(config.to_dict(), model_id).gives.capabilities
-    model = hf.load_hf_model(AutoModelForMaskedLM if has_mlm else AutoModel, path, options,
-                             progress, config=config if overlay else None,
-                             supplied=overlay_tensors(overlay) if overlay else None,
-                             name=model_id)
+    model = loading.load_hf_model(AutoModelForMaskedLM if has_mlm else AutoModel, path,
+                                  options, progress, config=config if overlay else None,
+                                  supplied=overlay_tensors(overlay) if overlay else None,
+                                  name=model_id)
     if overlay is not None:
         apply_overlay(model, sorted(Path(overlay).glob(OVERLAY_GLOB)))
-    return BertAdapter(model_id, model, hf.load_tokenizer(path), has_mlm)
+    return BertAdapter(model_id, model, loading.load_tokenizer(path), has_mlm)
 
 
 def overlay_tensors(overlay: Path) -> dict[str, int]:

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Sequence
 
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
-from engine.families import hf_common as hf
 from engine.families import WITH_LM, Gives
 from engine.families.base import LoadOptions, ModelInfo
+from engine.families.hf import forward, loading, pooling, qk, tokens
 from engine.result import Candidate, Encoding, LogitLens, Prediction, QueryKey
 from engine.text import MASK, WordText
 
@@ -119,8 +119,8 @@ class GPTAdapter:
                               has_logit_lens=self.norm is not None and self.head is not None,
                               device=param.device.type,
                               dtype=str(param.dtype).removeprefix("torch."))
-        self.max_tokens = hf.max_positions(cfg, tokenizer)
-        self.pad_id = hf.pad_token_id(tokenizer)
+        self.max_tokens = tokens.max_positions(cfg, tokenizer)
+        self.pad_id = tokens.pad_token_id(tokenizer)
         # words proposed by the fill-in-the-blank prompt (0: the left context alone proposes)
         self.prompt_candidates = FILL_PROMPT_CANDIDATES
 
@@ -147,26 +147,26 @@ class GPTAdapter:
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,
                attentions: bool = False, layers: Sequence[int] | None = None
                ) -> list[Encoding]:
-        return hf.encode_texts(self.model_id, "gpt", self.encoder, self.tokenizer,
-                               texts, batch_size, self.max_tokens, self.pad_id,
-                               attentions=attentions, layers=layers)
+        return forward.encode_texts(self.model_id, "gpt", self.encoder, self.tokenizer,
+                                    texts, batch_size, self.max_tokens, self.pad_id,
+                                    attentions=attentions, layers=layers)
 
     def encode_pooled(self, texts: Sequence[WordText], batch_size: int = 16,
                       layers: Sequence[int] | None = None, pool: str = "mean") -> list:
-        return hf.encode_pooled(self.encoder, self.tokenizer, texts, batch_size,
-                                self.max_tokens, self.pad_id, pool, layers=layers)
+        return pooling.encode_pooled(self.encoder, self.tokenizer, texts, batch_size,
+                                     self.max_tokens, self.pad_id, pool, layers=layers)
 
     def query_key(self, text: WordText, layer: int) -> QueryKey:
-        t = hf.tokenize(self.tokenizer, text, self.max_tokens)
-        q, k, scale, allowed, softcap = hf.query_key(self.model.base_model, t, layer)
+        t = tokens.tokenize(self.tokenizer, text, self.max_tokens)
+        q, k, scale, allowed, softcap = qk.query_key(self.model.base_model, t, layer)
         return QueryKey(self.model_id, t.tokens, layer, q, k, scale, causal=True,
                         allowed=allowed, softcap=softcap)
 
     def _input(self, text: WordText):
         # trailing spaces would become a lone space token the model rarely saw before a word
         wt = WordText(text.text.rstrip(), text.words, text.spans)
-        t = hf.tokenize(self.tokenizer, wt, self.max_tokens)
-        return t, hf.pad_batch([t], self.pad_id, self.device)
+        t = tokens.tokenize(self.tokenizer, wt, self.max_tokens)
+        return t, forward.pad_batch([t], self.pad_id, self.device)
 
     def predict_next(self, text: WordText, top_k: int = 10) -> Prediction:
         """Top-k next tokens after the whole text (softmax over the last position's logits)."""
@@ -175,7 +175,7 @@ class GPTAdapter:
         _, (ids, mask) = self._input(text)
         with torch.inference_mode():
             logits = self.model(input_ids=ids, attention_mask=mask).logits[0, -1]
-        cands = hf.top_k_candidates(logits, self.tokenizer, top_k)
+        cands = tokens.top_k_candidates(logits, self.tokenizer, top_k)
         return Prediction(self.model_id, "next", text.text,
                           tuple(Candidate(_word_piece(c.token), c.prob) for c in cands),
                           method=NEXT_METHOD)
@@ -208,11 +208,12 @@ class GPTAdapter:
                 p, idx = probs.max(dim=-1)
                 top_ids.append(idx.tolist())
                 top_probs.append(p.cpu().numpy())
-        top_tokens = tuple(tuple(_word_piece(t) for t in hf.readable_tokens(self.tokenizer, row))
+        top_tokens = tuple(tuple(_word_piece(t)
+                                 for t in tokens.readable_tokens(self.tokenizer, row))
                            for row in top_ids)
         return LogitLens(self.model_id, t.tokens, top_tokens,
                          np.stack(top_probs).astype(np.float32),
-                         layer_names=hf.layer_names(len(states) - 1))
+                         layer_names=forward.layer_names(len(states) - 1))
 
     # -- filling a blank from both sides ----------------------------------------------------
     @functools.cached_property
@@ -335,7 +336,7 @@ class GPTAdapter:
         left_pass = self._left_pass(left_ids)
         probs = left_pass.logits[0, -1].float().softmax(-1)
         order = torch.argsort(probs, descending=True)[: max(20 * n, 200)].tolist()
-        pieces = hf.readable_tokens(self.tokenizer, order)
+        pieces = tokens.readable_tokens(self.tokenizer, order)
         words: list[list[int]] = []
         seen: set[str] = set()
         for tid, piece in zip(order, pieces):
@@ -353,7 +354,7 @@ class GPTAdapter:
             _, after = self._after_left(left_ids, growing, left_pass=left_pass)
             grew = []
             for w, nxt in zip(growing, after):
-                piece = hf.readable_tokens(self.tokenizer, [nxt])[0]
+                piece = tokens.readable_tokens(self.tokenizer, [nxt])[0]
                 if not piece.startswith(" ") and _CONTINUES.fullmatch(piece):
                     w.append(nxt)
                     grew.append(w)
@@ -451,7 +452,7 @@ def convert_gguf(src_dir: Path, gguf_file: str, dest: Path, progress: bool = Tru
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        with hf.progress_bars(progress):
+        with loading.progress_bars(progress):
             tok = AutoTokenizer.from_pretrained(str(src_dir), gguf_file=gguf_file,
                                                 local_files_only=True)
             model = AutoModelForCausalLM.from_pretrained(str(src_dir), gguf_file=gguf_file,
@@ -467,14 +468,14 @@ def convert_gguf(src_dir: Path, gguf_file: str, dest: Path, progress: bool = Tru
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    with hf.progress_bars(progress):
+    with loading.progress_bars(progress):
         model.save_pretrained(str(dest))
     tok.save_pretrained(str(dest))
 
 
 def claims_dir(path: Path) -> bool:
     """A local folder of a left-to-right LM: a causal Hugging Face config, or GGUF files."""
-    causal = hf.causal_config(path)
+    causal = loading.causal_config(path)
     return bool(list(path.glob("*.gguf"))) if causal is None else causal
 
 
@@ -492,7 +493,7 @@ def load(model_id: str, path: Path, options: LoadOptions, progress: bool = True,
     """A causal LM from a transformers folder (a GGUF file arrives here already converted)."""
     from transformers import AutoModelForCausalLM
 
-    model = hf.load_hf_model(AutoModelForCausalLM, path, options, progress, name=model_id)
+    model = loading.load_hf_model(AutoModelForCausalLM, path, options, progress, name=model_id)
     if model.get_output_embeddings() is None:
         raise EngineError(f"{path} is not a causal LM with an output head")
-    return GPTAdapter(model_id, model, hf.load_tokenizer(path), gguf_cache_hit)
+    return GPTAdapter(model_id, model, loading.load_tokenizer(path), gguf_cache_hit)

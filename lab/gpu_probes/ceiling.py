@@ -23,7 +23,7 @@ from types import SimpleNamespace
 sys.path.insert(0, os.getcwd())
 import torch  # noqa: E402
 
-from engine.families import hf_common as hf  # noqa: E402
+from engine.families.hf import forward, pooling  # noqa: E402
 from lab.gpu_probes.common import mfu, setup  # noqa: E402
 
 g, out, path, texts = setup()
@@ -99,7 +99,7 @@ with torch.inference_mode():
             fwd(input_ids=xb, attention_mask=mask)
             g._sync()
             res[f"fixed shape {name}: first call s"] = time.perf_counter() - t
-            with hf._batch_attention(torch.device(dev)):
+            with pooling.batch_attention(torch.device(dev)):
                 s = timed(lambda: fwd(input_ids=xb, attention_mask=mask))
             res[f"fixed shape {name}: MFU"] = mfu(params, xb.numel(), s)
         except Exception as exc:  # noqa: BLE001 - a failed mode must not lose the others
@@ -110,9 +110,9 @@ with torch.inference_mode():
 # 3. the whole Brown sample, eager, two batch sizes
 items = [SimpleNamespace(input_ids=i) for i in ids]
 for bs in (512, 2048):
-    batches = [hf.pad_batch([items[i] for i in grp], tok.pad_token_id, dev)
-               for grp in hf.batches(items, bs, 0)]
-    with hf._batch_attention(torch.device(dev)), torch.inference_mode():
+    batches = [forward.pad_batch([items[i] for i in grp], tok.pad_token_id, dev)
+               for grp in forward.batches(items, bs, 0)]
+    with pooling.batch_attention(torch.device(dev)), torch.inference_mode():
         s = timed(lambda: [model(input_ids=x_, attention_mask=m_) for x_, m_ in batches],
                   repeats=3)
     res[f"Brown batches of {bs}, eager: s"] = s

@@ -3,10 +3,10 @@ lab/gpu_probes/uniform.patch; python lab/gpu_probes/uniform.py OUT`: do batches 
 length (no padding, so no attention mask, so SDPA's flash kernel) lift the forward passes and
 the engine's embed path? bench.gpu's BERT-base shape, float16, 16,384 Brown sentences:
 1. bare forward passes over length-sorted padded batches of 512 (a mask: the memory-efficient
-   kernel) against hf_common.batches(..., uniform=16) (texts of one length together, mask
+   kernel) against hf.forward.batches(..., uniform=16) (texts of one length together, mask
    dropped), eager and through torch.compile, best of two passes;
 2. the engine's top-layer embed path (two chunks in flight) with UNIFORM_BATCH 0 and 16.
-The patch (hf_common: `batches(..., uniform)`, UNIFORM_BATCH, the mask dropped for a batch of
+The patch (hf.forward: `batches(..., uniform)`, UNIFORM_BATCH, the mask dropped for a batch of
 one length) was reverted after it: one-length batches were slower everywhere (bare forward
 0.26 -> 0.30 s eager, 0.22 -> 0.35 s compiled; engine at batch 1024 0.99 -> 2.60 s), because
 Brown's 16k sentences padded to sorted batches of 512 carry only 7% padding, and splitting by
@@ -22,7 +22,7 @@ from types import SimpleNamespace
 sys.path.insert(0, os.getcwd())
 import torch  # noqa: E402
 
-from engine.families import hf_common as hf  # noqa: E402
+from engine.families.hf import forward, pooling  # noqa: E402
 from lab.gpu_probes.common import mfu, setup  # noqa: E402
 
 g, out, path, texts = setup()
@@ -41,12 +41,12 @@ def save():
 
 
 def inputs(groups, drop_uniform_mask):
-    """The engine's padded batches (hf_common.pad_batch), a one-length batch without its mask
+    """The engine's padded batches (hf.forward.pad_batch), a one-length batch without its mask
     when asked."""
     made = []
     for grp in groups:
         batch = [items[i] for i in grp]
-        x, m = hf.pad_batch(batch, tok.pad_token_id, dev)
+        x, m = forward.pad_batch(batch, tok.pad_token_id, dev)
         uniform = len({len(t.input_ids) for t in batch}) == 1
         made.append((x, None if (uniform and drop_uniform_mask) else m))
     return made
@@ -58,8 +58,8 @@ def sync():
 
 
 items = [SimpleNamespace(input_ids=i) for i in ids]
-plans = {"padded": (hf.batches(items, 512, 0), False),
-         "uniform16": (hf.batches(items, 512, 0, uniform=16), True)}
+plans = {"padded": (forward.batches(items, 512, 0), False),
+         "uniform16": (forward.batches(items, 512, 0, uniform=16), True)}
 model = AutoModel.from_pretrained(path, dtype=torch.float16 if dev == "cuda" else torch.float32,
                                   attn_implementation="sdpa").to(dev).eval()
 params = g.matmul_params(model)
@@ -70,7 +70,7 @@ for name, (groups, drop) in plans.items():
     res[f"{name} padded tokens"] = sum(int(x.numel()) for x, _ in batches)
     for comp in (False, True):
         fwd = torch.compile(model, dynamic=True) if comp else model
-        with hf._batch_attention(torch.device(dev)), torch.inference_mode():
+        with pooling.batch_attention(torch.device(dev)), torch.inference_mode():
             t = time.perf_counter()
             for x, m in batches[:3] + batches[-3:]:
                 fwd(input_ids=x, attention_mask=m)
@@ -89,7 +89,7 @@ for name, (groups, drop) in plans.items():
         save()
     if name == "uniform16" and dev == "cuda":
         from torch.profiler import ProfilerActivity, profile
-        with hf._batch_attention(torch.device(dev)), torch.inference_mode(), \
+        with pooling.batch_attention(torch.device(dev)), torch.inference_mode(), \
                 profile(activities=[ProfilerActivity.CUDA]) as prof:
             for x, m in batches[100:108]:
                 model(input_ids=x, attention_mask=m)
@@ -100,7 +100,7 @@ for name, (groups, drop) in plans.items():
 del model
 for comp, bs in ((False, 512), (False, 1024), (True, 1024)):
     for u in (0, 16):
-        hf.UNIFORM_BATCH = u
+        forward.UNIFORM_BATCH = u
         r = g.engine_embed(path, texts, "float16" if dev == "cuda" else "float32", bs, [12],
                            compiled=comp, workers=2)
         res[f"engine compiled={comp} uniform={u} batch={bs} s"] = r["seconds"]

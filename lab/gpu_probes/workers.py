@@ -2,7 +2,7 @@
 the engine's top-layer embed path (bench.gpu.engine_embed, float16, BERT-base shape, 16,384
 Brown sentences) with one or two chunks in flight, eager and compiled, batches of 512 and 1024;
 then torch.profiler's table of the CUDA kernels of eight warm forward passes of 512 sentences.
-The engine then still let SDPA pick cuDNN's attention (engine/families/hf_common.py's
+The engine then still let SDPA pick cuDNN's attention (engine/families/hf/pooling.py's
 _batch_attention came after, from sdpa.py's numbers). Results: results/gpu.md's notes. (Its set-up
 is bench.gpu.bench_model's since; the measurement is unchanged.)
 """

@@ -62,10 +62,10 @@ def own_outputs(folder: str, text: str, engine: Engine, model_id: str):
     auto = AutoModelForMaskedLM if engine.family(model_id) == "bert" else AutoModelForCausalLM
     model = auto.from_pretrained(folder, attn_implementation="eager").eval()
     adapter = engine.adapter(model_id)
-    from engine.families import hf_common as hf
+    from engine.families.hf import tokens
     from engine.text import to_word_text
 
-    t = hf.tokenize(adapter.tokenizer, adapter.prepare(to_word_text(text)), 512)
+    t = tokens.tokenize(adapter.tokenizer, adapter.prepare(to_word_text(text)), 512)
     ids = torch.tensor([t.input_ids])
     with torch.no_grad():
         out = model(input_ids=ids, output_hidden_states=True, output_attentions=True)

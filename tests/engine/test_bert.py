@@ -90,13 +90,13 @@ def test_batches_keep_the_order_of_the_texts(bert_mlm):
 
 
 def test_long_texts_get_smaller_batches_under_the_attention_budget(monkeypatch):
-    from engine.families import hf_common as hf
+    from engine.families.hf import forward, tokens
 
     def text(n):
-        return hf.TokenizedText(split_words("x"), tuple(range(n)), ("x",) * n, np.zeros(n))
+        return tokens.TokenizedText(split_words("x"), tuple(range(n)), ("x",) * n, np.zeros(n))
 
-    monkeypatch.setattr(hf, "ATTENTION_BUDGET_BYTES", 3 * 100 * 100)
-    groups = hf.batches([text(100), text(10), text(100), text(100), text(12)], 16, 1)
+    monkeypatch.setattr(forward, "ATTENTION_BUDGET_BYTES", 3 * 100 * 100)
+    groups = forward.batches([text(100), text(10), text(100), text(100), text(12)], 16, 1)
     assert groups == [[1, 4, 0], [2, 3]]       # at most 3 texts of 100 tokens per batch
 
 

@@ -20,7 +20,7 @@ from engine.api import Engine
 from engine.cli import main
 from engine.errors import EngineError, ModelUnavailable
 from engine.families import bert as bert_family
-from engine.families import hf_common as hf
+from engine.families.hf import loading
 from engine.families.base import LoadOptions
 from tests.tiny_models import save_bert
 
@@ -175,7 +175,7 @@ def test_tied_heads_a_missing_pooler_and_an_overlays_head_still_load(model_dir):
     adapter = bert_family.load("with-head", base, CPU, progress=False, overlay=head)
     assert adapter.has_mlm
     with pytest.raises(ModelUnavailable, match=r"lack 'cls\.predictions"):
-        hf.load_hf_model(type(adapter.model), base, CPU, progress=False, config=config)
+        loading.load_hf_model(type(adapter.model), base, CPU, progress=False, config=config)
 
 
 # -- 5. corrupt files: exit 2, one line naming the file ----------------------------------------
@@ -321,7 +321,7 @@ def test_a_folder_without_tokenizer_files_is_refused_before_the_model_loads(tiny
     with pytest.raises(ModelUnavailable, match="holds no tokenizer"):
         Engine(device="cpu").adapter(str(folder), progress=False)
     with pytest.raises(ModelUnavailable, match="holds no tokenizer"):
-        hf.load_tokenizer(folder)
+        loading.load_tokenizer(folder)
 
 
 @pytest.fixture

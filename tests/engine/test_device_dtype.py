@@ -50,7 +50,7 @@ def test_batch_attention_choice_survives_two_chunks_in_flight():
 
     import torch
 
-    from engine.families.hf_common import _batch_attention
+    from engine.families.hf.pooling import batch_attention
 
     cuda = torch.device("cuda")        # only its type is read; no GPU is needed for the flags
     assert torch.backends.cuda.cudnn_sdp_enabled()
@@ -58,14 +58,14 @@ def test_batch_attention_choice_survives_two_chunks_in_flight():
     seen = {}
 
     def a():
-        with _batch_attention(cuda):
+        with batch_attention(cuda):
             a_in.set()
             b_in.wait(5)
         a_out.set()
 
     def b():
         a_in.wait(5)
-        with _batch_attention(cuda):
+        with batch_attention(cuda):
             b_in.set()
             a_out.wait(5)
             seen["cudnn while B runs"] = torch.backends.cuda.cudnn_sdp_enabled()
@@ -77,7 +77,7 @@ def test_batch_attention_choice_survives_two_chunks_in_flight():
         t.join(10)
     assert seen == {"cudnn while B runs": False}
     assert torch.backends.cuda.cudnn_sdp_enabled() and torch.backends.cuda.flash_sdp_enabled()
-    with _batch_attention(torch.device("cpu")):
+    with batch_attention(torch.device("cpu")):
         assert torch.backends.cuda.cudnn_sdp_enabled()
 
 

@@ -13,7 +13,7 @@ from engine.api import Engine
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.families import gpt
 from engine.families.base import Adapter, LoadOptions
-from engine.families.hf_common import readable_tokens
+from engine.families.hf.tokens import readable_tokens
 from tests.tiny_models import (DIM, GPT_CORPUS, HEADS, LAYERS, byte_level_tokenizer,
                                save_causal_lm)
 

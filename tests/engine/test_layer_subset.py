@@ -12,7 +12,7 @@ import pytest
 
 from engine.api import Engine
 from engine.errors import EngineError
-from engine.families import hf_common as hf
+from engine.families.hf import forward, tokens
 from engine.text import to_word_text
 from tests.tiny_models import GPT_CORPUS, LAYERS, save_bert, save_causal_lm, save_elmo
 
@@ -31,7 +31,7 @@ def _blocks_run(engine: Engine, model_id: str, layers) -> tuple[list, int]:
     adapter = engine.adapter(model_id)
     base = getattr(adapter, "encoder", None) or adapter.model.base_model
     calls = []
-    handles = [b.register_forward_hook(lambda *a: calls.append(1)) for b in hf._blocks(base)]
+    handles = [b.register_forward_hook(lambda *a: calls.append(1)) for b in forward._blocks(base)]
     try:
         encs = engine.encode(model_id, TEXTS, layers=layers)
     finally:
@@ -121,8 +121,8 @@ def test_tokenize_many_ignores_padding_and_truncation_stored_in_a_tokenizer_file
     stored.backend_tokenizer.enable_truncation(max_length=5)
     stored.backend_tokenizer.enable_padding(length=12, pad_id=0)
     texts = [to_word_text(t) for t in POOL_TEXTS]
-    want = hf.tokenize_many(plain, texts, 512)
-    got = hf.tokenize_many(stored, texts, 512)
+    want = tokens.tokenize_many(plain, texts, 512)
+    got = tokens.tokenize_many(stored, texts, 512)
     assert [t.input_ids for t in got] == [t.input_ids for t in want]
     assert max(len(t.input_ids) for t in got) > 5
     assert all((g.token_to_word == w.token_to_word).all() for g, w in zip(got, want))
@@ -139,17 +139,17 @@ def test_tokenize_many_checks_every_text_as_tokenize_does(bad, message):
 
     tok = wordpiece_tokenizer()
     texts = [to_word_text(t) for t in POOL_TEXTS]
-    many = hf.tokenize_many(tok, texts, 32)
+    many = tokens.tokenize_many(tok, texts, 32)
     for t, m in zip(texts, many):
-        one = hf.tokenize(tok, t, 32)
+        one = tokens.tokenize(tok, t, 32)
         assert m.input_ids == one.input_ids and (m.token_to_word == one.token_to_word).all()
     with pytest.raises(EngineError) as single:
-        hf.tokenize(tok, to_word_text(bad), 32)
+        tokens.tokenize(tok, to_word_text(bad), 32)
     assert str(single.value).startswith(message)
     for where in (0, 2, len(texts)):
         batch = texts[:where] + [to_word_text(bad)] + texts[where:]
         with pytest.raises(EngineError) as err:
-            hf.tokenize_many(tok, batch, 32)
+            tokens.tokenize_many(tok, batch, 32)
         assert str(err.value) == str(single.value)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from engine.analysis.attention import entry_words, word_attention, word_labels, word_row
-from engine.families import hf_common as hf
+from engine.families.hf import tokens
 from engine.result import Encoding
 from engine.text import split_words
 from tests.arch_zoo import _tokenizer, save_arch
@@ -38,7 +38,7 @@ def tokenizers():
 
 def _tokenized(tokenizer, text: str):
     """The text's TokenizedText and which of its tokens the tokenizer added as special."""
-    t = hf.tokenize(tokenizer, split_words(text), 512)
+    t = tokens.tokenize(tokenizer, split_words(text), 512)
     enc = tokenizer.backend_tokenizer.encode(text)
     assert list(enc.ids) == list(t.input_ids)
     return t, np.array(enc.special_tokens_mask, bool)

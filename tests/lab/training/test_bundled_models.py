@@ -212,14 +212,14 @@ def test_bert_pseudo_perplexity_on_heldout_is_far_below_uniform(engine):
 def test_bert_engine_feeds_exactly_the_ids_the_trainer_trained_on(engine):
     """The served tokenizer must add [CLS]/[SEP] as lab/training/bert.py does (pad_chunks,
     pseudo_perplexity): [CLS] + pieces + [SEP]. The first export had an empty template."""
-    from engine.families import hf_common as hf
+    from engine.families.hf import tokens
     from engine.text import to_word_text
     from lab.training.bert import BROWN_SPECIALS, pad_chunks
 
     _need("bert-brown-mlm")
     adapter = engine.adapter("bert-brown-mlm", progress=False)
     for s in _sentences()[:5] + ["The [MASK] sat on the mat ."]:
-        served = hf.tokenize(adapter.tokenizer, adapter.prepare(to_word_text(s)),
+        served = tokens.tokenize(adapter.tokenizer, adapter.prepare(to_word_text(s)),
                              adapter.max_tokens).input_ids
         pieces = adapter.tokenizer(s, add_special_tokens=False)["input_ids"]
         trained = pad_chunks([pieces], len(pieces) + 2, BROWN_SPECIALS)[0].tolist()
