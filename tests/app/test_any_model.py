@@ -110,3 +110,31 @@ def test_a_hub_model_not_yet_here_shows_its_size_and_downloads_on_a_click(hub):
     assert "model.safetensors" in FakeHub.fetched and "pytorch_model.bin" not in FakeHub.fetched
     no_failures(at)
     assert any("org/tiny-neox" in str(f["layout"].get("title", "")) for f in figures(at))
+
+
+def test_the_neuron_view_of_deberta_says_why_not_before_anything_runs(tmp_path, monkeypatch):
+    """DeBERTa's attention scores carry relative-position terms: its config says so, so the
+    Neuron view tab gives the reason instead of running the model's attention to find out."""
+    from app import compute
+    from engine.api import Engine
+
+    cache = tmp_path / "hf-hub"
+    into_hub_cache(save_arch("deberta-v2", tmp_path / "src"), cache, "someone/tiny-deberta")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    real, asked = Engine.query_key, []
+    monkeypatch.setattr(Engine, "query_key",
+                        lambda self, model_id, *a: asked.append(model_id) or
+                        real(self, model_id, *a))
+    compute._catalogue.clear()
+    try:
+        at = app()
+        at.query_params.update({"model_bert": "someone/tiny-deberta",
+                                "att_model": "someone/tiny-deberta"})
+        at.switch_page("app/pages/attention.py").run()
+    finally:
+        compute._catalogue.clear()
+    no_failures(at)
+    said = [i for i in messages(at)["info"] if i.startswith("No neuron view for this model")]
+    assert len(said) == 1 and "relative-position" in said[0]
+    assert "someone/tiny-deberta" not in asked
