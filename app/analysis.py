@@ -51,4 +51,4 @@ def layer_shares(enc: Encoding, pool: str) -> tuple[np.ndarray, tuple[str, ...]]
     uniform mix (for a model without attention maps), and the layers' names."""
     norms = np.linalg.norm(enc.word_vectors(pool), axis=2)              # [layers, words]
     shares = norms / np.maximum(norms.sum(axis=0, keepdims=True), 1e-12)
-    return shares, enc.layer_names or tuple(f"layer {l}" for l in range(len(shares)))
+    return shares, enc.layer_names

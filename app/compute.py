@@ -349,7 +349,7 @@ def target_vectors(model_id: str, sentences: tuple[str, ...], target: str,
         rows.append(i)
         positions.append(w)
         vecs.append(enc.word_vectors(pool)[:, w])
-    names = encs[0].layer_names or tuple(f"layer {i}" for i in range(encs[0].n_layers))
+    names = encs[0].layer_names
     arr = np.stack(vecs, axis=1) if vecs else np.zeros((len(names), 0, 1), np.float32)
     return TargetVectors(model_id, arr, tuple(rows), tuple(missing), names, tuple(repeated),
                          tuple(positions))
@@ -595,8 +595,7 @@ def layer_shape(model_id: str) -> LayerShape:
     # one short sentence through the engine: the same names and width the index's manifest
     # records (it probes its first sentence the same way)
     enc = get_engine().encode(model_id, ["The bank ."])[0]
-    return LayerShape(tuple(enc.layer_names or (f"layer {i}" for i in range(enc.n_layers))),
-                      int(enc.hidden_states.shape[-1]))
+    return LayerShape(tuple(enc.layer_names), int(enc.hidden_states.shape[-1]))
 
 
 def brown_index_path(model_id: str, layers=None, n_states: int | None = None):

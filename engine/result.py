@@ -21,6 +21,12 @@ def _require(cond: bool, name: str, why: str) -> None:
         raise ValueError(f"{name}: {why}")
 
 
+def numbered_layers(n: int) -> tuple[str, ...]:
+    """Names for n hidden-state layers of a model that gives none (0 = the input embedding):
+    every result that has layers names each one, so no reader makes up its own."""
+    return tuple(f"layer {i}" for i in range(n))
+
+
 @dataclass(frozen=True, eq=False)
 class Encoding:
     """One analysed text.
@@ -60,8 +66,9 @@ class Encoding:
                      "must be [layers, heads, tokens, tokens]")
             _require(a.shape[0] == hs.shape[0] - 1, "attentions", "one map per layer")
             _require(a.dtype == np.float32, "attentions", "must be float32")
-        if self.layer_names:
-            _require(len(self.layer_names) == hs.shape[0], "layer_names", "one name per layer")
+        if not self.layer_names:
+            object.__setattr__(self, "layer_names", numbered_layers(hs.shape[0]))
+        _require(len(self.layer_names) == hs.shape[0], "layer_names", "one name per layer")
 
     @property
     def n_layers(self) -> int:
@@ -149,6 +156,10 @@ class LogitLens:
     def __post_init__(self) -> None:
         _require(self.top_probs.shape == (len(self.top_tokens), len(self.tokens)), "top_probs",
                  "must be [layers+1, positions]")
+        if not self.layer_names:
+            object.__setattr__(self, "layer_names", numbered_layers(len(self.top_tokens)))
+        _require(len(self.layer_names) == len(self.top_tokens), "layer_names",
+                 "one name per layer")
 
 
 @dataclass(frozen=True, eq=False)

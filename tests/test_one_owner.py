@@ -76,3 +76,28 @@ def test_the_projection_methods_are_listed_by_the_engine_alone():
             if sum(isinstance(i, ast.Constant) and i.value in names for i in items) >= 2:
                 listing.add(path.relative_to(ROOT).as_posix())
     assert listing == {"engine/analysis/projection.py"}
+
+
+def test_every_result_with_layers_names_them_so_no_reader_makes_up_names():
+    """A model that names no layers gets engine.result.numbered_layers ('layer 0' is the
+    input embedding) in the result itself; nothing reads `x.layer_names or <its own names>`."""
+    import numpy as np
+
+    from engine.analysis.geometry import LayerMetrics
+    from engine.result import Encoding, LogitLens
+
+    enc = Encoding("m", "bert", "a b", ("a", "b"), ("a", "b"), np.array([0, 1]),
+                   np.zeros((3, 2, 4), np.float32))
+    assert enc.layer_names == ("layer 0", "layer 1", "layer 2")
+    lens = LogitLens("m", ("a",), (("x",), ("y",)), np.zeros((2, 1)))
+    assert lens.layer_names == ("layer 0", "layer 1")
+    zeros = np.zeros(3)
+    assert LayerMetrics(zeros, zeros, zeros, zeros, 0).layer_names == enc.layer_names
+    fallbacks = set()
+    for path in SOURCES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or)
+                    and isinstance(node.values[0], ast.Attribute)
+                    and node.values[0].attr == "layer_names"):
+                fallbacks.add(path.relative_to(ROOT).as_posix())
+    assert fallbacks == set()

@@ -69,7 +69,7 @@ def cka_heatmaps(inputs, results) -> None:
     cols = st.columns(figures.heatmaps_per_row([len(cka) for _, cka in results.values()]))
     for k, (model_id, (metrics, cka)) in enumerate(results.items()):
         col = cols[k % len(cols)]
-        names = metrics.layer_names or [f"layer {i}" for i in range(len(cka))]
+        names = list(metrics.layer_names)
         fig = figures.matrix_heatmap(cka, names, names, model_id, "CKA", 0.0, 1.0)
         with col:
             ui.plotly_chart(fig, key=f"cka-{model_id}")

@@ -163,7 +163,7 @@ def logit_lens(inputs, model_id: str, prefix: str) -> None:
     except compute.UnsupportedPrediction as exc:
         st.info(ui.one_line(exc))
         return
-    rows = list(lens.layer_names or [f"layer {i}" for i in range(len(lens.top_tokens))])
+    rows = list(lens.layer_names)
     shown = [[figures.visible_token(t) for t in row] for row in lens.top_tokens]
     fig = figures.matrix_heatmap(lens.top_probs, list(lens.tokens), rows, "Top next token per "
                                  "layer", "probability", 0.0, 1.0, text=shown)

@@ -17,7 +17,7 @@ from engine.analysis.bootstrap import resample_counts
 from engine.analysis.vectors import EPS as _EPS
 from engine.analysis.vectors import unit_rows
 from engine.errors import EngineError
-from engine.result import Encoding, Pooling
+from engine.result import Encoding, Pooling, numbered_layers
 
 # Only words with a letter or digit count as words here: punctuation would dominate the
 # repeated-word statistics (every sentence has a "."), which Ethayarajh's word lists do not.
@@ -65,7 +65,9 @@ class LayerMetrics:
         for name in ("self_similarity", "intra_sentence", "mev"):
             if getattr(self, name).shape != n:
                 raise ValueError(f"{name}: must have one value per layer like anisotropy {n}")
-        if self.layer_names and len(self.layer_names) != n[0]:
+        if not self.layer_names:
+            object.__setattr__(self, "layer_names", numbered_layers(n[0]))
+        if len(self.layer_names) != n[0]:
             raise ValueError("layer_names: one name per layer")
 
     @property

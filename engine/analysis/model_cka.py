@@ -228,10 +228,6 @@ def _stack_words(encodings: Sequence[Encoding], pool: Pooling) -> np.ndarray:
     return np.concatenate([e.word_vectors(pool) for e in encodings], axis=1)
 
 
-def _layer_names(enc: Encoding) -> tuple[str, ...]:
-    return enc.layer_names or tuple(f"layer {i}" for i in range(enc.n_layers))
-
-
 def compare_models(encodings_a: Sequence[Encoding], encodings_b: Sequence[Encoding],
                    pool: Pooling = "mean", n_resamples: int = N_RESAMPLES,
                    seed: int = SEED) -> ModelCKA:
@@ -254,5 +250,5 @@ def compare_models(encodings_a: Sequence[Encoding], encodings_b: Sequence[Encodi
     low, high = interval(reps[1:])
     return ModelCKA(cka=reps[0], low=low, high=high,
                     model_a=first_a.model_id, model_b=first_b.model_id,
-                    layer_names_a=_layer_names(first_a), layer_names_b=_layer_names(first_b),
+                    layer_names_a=first_a.layer_names, layer_names_b=first_b.layer_names,
                     n_words=sum(lengths), n_sentences=len(lengths), n_resamples=n_resamples)

@@ -69,8 +69,7 @@ def collect(encodings: Sequence[Encoding], pool: str = "mean",
             pos.append(w)
             words.append(word)
     first = encodings[0] if encodings else None
-    names = ((first.layer_names or tuple(f"layer {i}" for i in range(first.n_layers)))
-             if first is not None else ())
+    names = first.layer_names if first is not None else ()
     dim = first.hidden_states.shape[-1] if first is not None else 1
     arr = (np.stack(vecs, axis=1) if vecs
            else np.zeros((len(names), 0, dim), np.float32))

@@ -359,7 +359,7 @@ def _planned_manifest(eng, model_id: str, corpus, layers: str, pool: str,
     info = eng.adapter(model_id, progress=progress).info
     chosen = chosen_layers(layers, info.n_layers + 1)
     probe = eng.encode(model_id, [corpus.sentences[0]])[0]
-    names = list(probe.layer_names or [f"layer {i}" for i in range(probe.n_layers)])
+    names = list(probe.layer_names)
     return Manifest(MANIFEST_SCHEMA, model_id, info.family, pool, corpus.name,
                     corpus.digest, len(corpus.sentences), chosen,
                     [names[i] for i in chosen], info.dim, skipped_lines=len(corpus.skipped),
