@@ -510,15 +510,8 @@ def _query_keys(engine, model: str, text: str, n_layers: int) -> dict[str, np.nd
             "causal": np.array(per_layer[0].causal),
             # where each query may look (padding, causal order, sliding windows) and the
             # soft-cap applied to the scores (NaN: none), so softmax is rebuilt exactly
-            "allowed": np.stack([_allowed(qk) for qk in per_layer]),
+            "allowed": np.stack([qk.allowed_mask() for qk in per_layer]),
             "softcap": np.array([qk.softcap or np.nan for qk in per_layer], np.float64)}
-
-
-def _allowed(qk) -> np.ndarray:
-    n = len(qk.tokens)
-    if qk.allowed is not None:
-        return qk.allowed
-    return np.tril(np.ones((n, n), bool)) if qk.causal else np.ones((n, n), bool)
 
 
 def _predict_one(engine, model: str, kind: str, text: str, top_k: int, sides: str,

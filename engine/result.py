@@ -6,7 +6,7 @@ tensor and no malformed array ever reaches an analysis or a figure.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Sequence
 
 import numpy as np
 
@@ -88,23 +88,46 @@ class Encoding:
         _require(pool in POOLINGS, "pool", f"must be one of {POOLINGS}")
         # one gather or one matmul for all words (a per-word loop takes a tenth of `ctxlens
         # embed`'s time); every word has at least one token (checked at construction)
-        real = np.nonzero(self.token_to_word >= 0)[0]
-        words = self.token_to_word[real]
-        n = len(self.words)
-        hs = self.hidden_states
-        # a text whose words are one token each (every ELMo text, many WordPiece ones) pools by
-        # the gather below whatever the pooling, five times cheaper than the matmul
-        if pool == "mean" and len(real) > n:
-            counts = np.bincount(words, minlength=n).astype(np.float32)
-            pool_matrix = np.zeros((n, hs.shape[1]), np.float32)
-            pool_matrix[words, real] = 1.0 / counts[words]
-            return np.matmul(pool_matrix[None], hs).astype(np.float32, copy=False)
-        pick = np.empty(n, np.int64)
-        if pool == "first":
-            pick[words[::-1]] = real[::-1]     # repeated indices: the last write, i.e. the first
-        else:
-            pick[words] = real
-        return np.ascontiguousarray(hs[:, pick])
+        n, hs = len(self.words), self.hidden_states
+        if pool == "mean" and np.count_nonzero(self.token_to_word >= 0) == n:
+            # words of one token each (every ELMo text, many WordPiece ones): the mean is that
+            # token, and the gather five times cheaper than the matmul
+            pool = "last"
+        rows, words, weights, _ = pool_index([self.token_to_word], [n], hs.shape[1], pool)
+        if words is None:
+            return np.ascontiguousarray(hs[:, rows])
+        pool_matrix = np.zeros((n, hs.shape[1]), np.float32)
+        pool_matrix[words, rows] = weights
+        return np.matmul(pool_matrix[None], hs).astype(np.float32, copy=False)
+
+
+def pool_index(token_to_word: Sequence[np.ndarray], n_words: Sequence[int], width: int,
+               pool: str) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, int]:
+    """Subword pooling, the one rule (Encoding.word_vectors; on the device,
+    engine/families/hf/pooling.py), for a batch of texts whose token rows lie at
+    text × width + position, special tokens (-1) in no word. "first" / "last": one token's row
+    per word (rows [words]; words and weights None). "mean": each token's row, the word it adds
+    to (numbered across the batch) and its weight, 1 / the word's token count. Returns (rows,
+    words, weights, number of words); whole-batch array operations (a loop over texts takes
+    0.30 s of host time for 16,384 sentences in batches of 512, these 0.02 s)."""
+    lengths = np.array([len(t) for t in token_to_word], np.int64)
+    n_words = np.asarray(n_words, np.int64)
+    t2w = np.concatenate(token_to_word).astype(np.int64, copy=False)
+    text = np.repeat(np.arange(len(lengths)), lengths)
+    pos = np.arange(len(t2w)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    real = t2w >= 0
+    rows = (text * width + pos)[real]
+    words = (t2w + np.repeat(np.cumsum(n_words) - n_words, lengths))[real]
+    total = int(n_words.sum())
+    if pool == "mean":
+        counts = np.bincount(words, minlength=total)
+        return rows, words, (1.0 / counts[words]).astype(np.float32), total
+    pick = np.empty(total, np.int64)
+    if pool == "first":
+        pick[words[::-1]] = rows[::-1]      # repeated indices: the last write, i.e. the first
+    else:
+        pick[words] = rows
+    return pick, None, None, total
 
 
 @dataclass(frozen=True)
@@ -194,20 +217,42 @@ class QueryKey:
         """q_token ⊙ k_j for every j: [tokens, head_dim]; row j sums to the raw score."""
         return self.queries[head, token][None, :] * self.keys[head]
 
+    def allowed_mask(self) -> np.ndarray:
+        """[tokens, tokens] bool: where each query may look: the model's own mask where it
+        says more than `causal`, else causal order, else every token."""
+        if self.allowed is not None:
+            return self.allowed
+        n = len(self.tokens)
+        return np.tril(np.ones((n, n), bool)) if self.causal else np.ones((n, n), bool)
+
     def scores(self, head: int, token: int) -> np.ndarray:
         """Scaled scores q·k_j × scale (soft-capped where the model caps them), [tokens];
         -inf where the token cannot look."""
         s = self.products(head, token).astype(np.float64).sum(axis=1) * self.scale
-        if self.softcap:
-            s = np.tanh(s / self.softcap) * self.softcap
-        if self.allowed is not None:
-            s[~self.allowed[token]] = -np.inf
-        elif self.causal:
-            s[token + 1:] = -np.inf
-        return s
+        return _masked(_capped(s, self.softcap), self.allowed_mask()[token])
 
     def attention(self, head: int, token: int) -> np.ndarray:
         """softmax of the scores: the attention row the model itself computes."""
-        s = self.scores(head, token)
-        e = np.exp(s - s[np.isfinite(s)].max())
-        return e / e.sum()
+        return _softmax(self.scores(head, token))
+
+    def attention_maps(self) -> np.ndarray:
+        """[heads, tokens, tokens]: every row of attention() at once, from the vectors' own
+        dtype (float32, as the model multiplies them)."""
+        s = self.queries @ self.keys.transpose(0, 2, 1) * self.scale
+        return _softmax(_masked(_capped(s, self.softcap), self.allowed_mask()[None]))
+
+
+def _capped(scores: np.ndarray, softcap: float | None) -> np.ndarray:
+    """Gemma-2's soft-cap of attention scores, softcap·tanh(s / softcap), where a model has one."""
+    return np.tanh(scores / softcap) * softcap if softcap else scores
+
+
+def _masked(scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    return np.where(allowed, scores, -np.inf)
+
+
+def _softmax(scores: np.ndarray) -> np.ndarray:
+    """softmax over the last axis; -inf scores get weight 0 (a row always has a finite score:
+    a token may look at itself)."""
+    e = np.exp(scores - scores.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)

@@ -74,9 +74,7 @@ class BertAdapter:
 
     def query_key(self, text: WordText, layer: int) -> QueryKey:
         t = tokens.tokenize(self.tokenizer, self.prepare(text), self.max_tokens)
-        q, k, scale, allowed, softcap = qk.query_key(self.encoder, t, layer)
-        return QueryKey(self.model_id, t.tokens, layer, q, k, scale, causal=False,
-                        allowed=allowed, softcap=softcap)
+        return qk.query_key(self.model_id, self.encoder, t, layer, causal=False)
 
     def predict_masked(self, text: WordText, top_k: int = 10, sides: str = "both",
                        rescore: bool = False) -> Prediction:

@@ -158,9 +158,7 @@ class GPTAdapter:
 
     def query_key(self, text: WordText, layer: int) -> QueryKey:
         t = tokens.tokenize(self.tokenizer, text, self.max_tokens)
-        q, k, scale, allowed, softcap = qk.query_key(self.model.base_model, t, layer)
-        return QueryKey(self.model_id, t.tokens, layer, q, k, scale, causal=True,
-                        allowed=allowed, softcap=softcap)
+        return qk.query_key(self.model_id, self.model.base_model, t, layer, causal=True)
 
     def _input(self, text: WordText):
         # trailing spaces would become a lone space token the model rarely saw before a word

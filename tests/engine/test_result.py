@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.result import Encoding
+from engine.result import Encoding, pool_index
 
 
 @pytest.fixture
@@ -28,6 +28,28 @@ def test_pooling_matches_the_per_word_definition(enc, pool):
     got = enc.word_vectors(pool)
     assert got.shape == (3, 3, 5) and got.dtype == np.float32
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("pool", ["first", "mean", "last"])
+def test_a_padded_batch_pools_by_the_one_rule_each_text_does(enc, pool):
+    """pool_index laid over a batch (rows at text x width + position, as the device pooling
+    of engine/families/hf/pooling.py reads them) gives each text's word_vectors."""
+    short = Encoding(model_id="m", family="bert", text="bank s", words=("bank", "s"),
+                     tokens=("[CLS]", "bank", "s", "[SEP]"), token_to_word=np.array([-1, 0, 1, -1]),
+                     hidden_states=enc.hidden_states[:, 2:6].copy())
+    width = enc.hidden_states.shape[1]
+    states = np.zeros((2 * width, 3, 5), np.float32)             # [texts x width, layers, dim]
+    states[:width] = enc.hidden_states.transpose(1, 0, 2)
+    states[width:width + 4] = short.hidden_states.transpose(1, 0, 2)
+    rows, words, weights, n = pool_index([enc.token_to_word, short.token_to_word], [3, 2],
+                                         width, pool)
+    if words is None:
+        pooled = states[rows]
+    else:
+        pooled = np.zeros((n, 3, 5), np.float32)
+        np.add.at(pooled, words, states[rows] * weights[:, None, None])
+    np.testing.assert_allclose(pooled[:3].transpose(1, 0, 2), enc.word_vectors(pool), atol=1e-6)
+    np.testing.assert_allclose(pooled[3:].transpose(1, 0, 2), short.word_vectors(pool), atol=1e-6)
 
 
 def test_pooled_vectors_are_fresh_arrays(enc):

@@ -104,8 +104,33 @@ def tokenize_many(tokenizer, wts: Sequence[WordText], max_tokens: int,
         enc = tokenizer(texts, return_offsets_mapping=True, add_special_tokens=True)
         ids_of, offsets = enc["input_ids"], enc["offset_mapping"]
     t2ws = align_many(wts, offsets)                 # per text: [tokens], word or -1
-    # the checks of tokenized_from (too long; a word with no token) for every text at once; a
-    # text that fails one goes through tokenized_from for its one-line error
+    fits = _fits(wts, t2ws, max_tokens)
+    out = []
+    for wt, ids, offs, t2w, good in zip(wts, ids_of, offsets, t2ws, fits):
+        if not good:
+            raise EngineError(_refusal(wt, offs, t2w, max_tokens))
+        out.append(TokenizedText(wt, tuple(ids), readable_tokens(tokenizer, ids, sequence=True)
+                                 if readable else (), t2w))
+    return out
+
+
+def tokenized_from(wt: WordText, ids: tuple[int, ...], offsets, max_tokens: int,
+                   tokens: tuple[str, ...], t2w: np.ndarray | None = None) -> TokenizedText:
+    """A text's tokens (ids, offsets and readable `tokens` from any fast tokenizer) aligned to
+    its words (`t2w` when align_many has done it), or a one-line error when it is too long or
+    a word got no token."""
+    from engine.text import align_offsets
+
+    if t2w is None:
+        t2w = align_offsets(offsets, wt.spans, wt.text)
+    if not _fits([wt], [t2w], max_tokens)[0]:
+        raise EngineError(_refusal(wt, offsets, t2w, max_tokens))
+    return TokenizedText(wt, ids, tuple(tokens), t2w)
+
+
+def _fits(wts: Sequence[WordText], t2ws: Sequence[np.ndarray], max_tokens: int) -> np.ndarray:
+    """The token checks, for every text at once ([texts] bool): at most max_tokens tokens, and
+    every word with a token of its own."""
     n_tok = np.array([len(t) for t in t2ws], np.int64)              # [texts]
     n_words = np.array([len(wt.words) for wt in wts], np.int64)     # [texts]
     flat = np.concatenate(t2ws)                                     # [all tokens]
@@ -116,31 +141,16 @@ def tokenize_many(tokenizer, wts: Sequence[WordText], max_tokens: int,
                           minlength=int(n_words.sum())) > 0         # [all words]
     whole = np.bincount(np.repeat(np.arange(len(wts)), n_words)[covered],
                         minlength=len(wts))                         # [texts]: words covered
-    ok = (n_tok <= max_tokens) & (whole == n_words)                 # [texts]
-    return [TokenizedText(wt, tuple(ids), readable_tokens(tokenizer, ids, sequence=True)
-                          if readable else (), t2w) if good else
-            tokenized_from(wt, tuple(ids), offs, max_tokens,
-                           readable_tokens(tokenizer, ids, sequence=True) if readable else (),
-                           t2w)
-            for wt, ids, offs, t2w, good in zip(wts, ids_of, offsets, t2ws, ok)]
+    return (n_tok <= max_tokens) & (whole == n_words)
 
 
-def tokenized_from(wt: WordText, ids: tuple[int, ...], offsets, max_tokens: int,
-                   tokens: tuple[str, ...], t2w: np.ndarray | None = None) -> TokenizedText:
-    """A text's tokens (ids, offsets and readable `tokens` from any fast tokenizer) aligned to
-    its words (`t2w` when align_many has done it), or a one-line error when it is too long or
-    a word got no token."""
-    from engine.text import align_offsets
-
-    if len(ids) > max_tokens:
-        raise EngineError(f"the text has {len(ids)} tokens for this model; its cap is "
-                          f"{max_tokens}: shorten the text")
-    if t2w is None:
-        t2w = align_offsets(offsets, wt.spans, wt.text)
+def _refusal(wt: WordText, offsets, t2w: np.ndarray, max_tokens: int) -> str:
+    """Why a text failed _fits, in one line: too long, or which word got no token."""
+    if len(t2w) > max_tokens:
+        return (f"the text has {len(t2w)} tokens for this model; its cap is {max_tokens}: "
+                "shorten the text")
     covered = np.bincount(t2w[t2w >= 0], minlength=len(wt.words))
-    if np.count_nonzero(covered) < len(covered):
-        raise EngineError(_no_token_message(wt, int(np.argmin(covered)), offsets))
-    return TokenizedText(wt, ids, tuple(tokens), t2w)
+    return _no_token_message(wt, int(np.argmin(covered)), offsets)
 
 
 def _no_token_message(wt: WordText, word: int, offsets) -> str:
