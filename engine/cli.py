@@ -540,10 +540,10 @@ def cmd_predict(args, engine_cls) -> int:
     print(to_json(pred.as_json()))
     if pred.method:       # how it was filled, and what "<UNK>" means when it is listed
         print(f"ctxlens: {pred.method}", file=sys.stderr)
-    if pred.pool and len(pred.candidates) < args.top_k:
+    if pred.ranked_among and len(pred.candidates) < args.top_k:
         n = len(pred.candidates)
         print(f"ctxlens: {n} candidate{'s' if n != 1 else ''}, not {args.top_k}: this method "
-              f"ranks a fixed set of {pred.pool} words, and the probabilities are shares among "
+              f"ranks a fixed set of {pred.ranked_among} words, and the probabilities are shares among "
               "them", file=sys.stderr)
     return 0
 

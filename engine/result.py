@@ -152,7 +152,7 @@ class Prediction:
     method: str = ""
     # how many words a re-ranking method ranked (its probabilities are shares among them);
     # 0 when the model scored its whole vocabulary
-    pool: int = 0
+    ranked_among: int = 0
 
     def __post_init__(self) -> None:
         probs = [c.prob for c in self.candidates]

@@ -165,7 +165,7 @@ class BertAdapter:
                           tuple(Candidate(w, float(share[k])) for w, k in zip(words, best.tolist())),
                           method=f"MLM head's top {len(cands)} words, re-ranked by the "
                                  "pseudo-log-likelihood of the sentence each makes",
-                          pool=len(cands))
+                          ranked_among=len(cands))
 
     def _chunks(self, n: int, width: int) -> list[slice]:
         """Slices of the re-scoring batch: BERT's own head runs on the scored positions only;

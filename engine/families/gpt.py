@@ -436,7 +436,7 @@ class GPTAdapter:
                       f"top {len(words)} words from the left context, re-ranked by {by}")
         return Prediction(self.model_id, "masked", text.text,
                           tuple(Candidate(words[k], float(share[k])) for k in best),
-                          method=method, pool=len(words))
+                          method=method, ranked_among=len(words))
 
     def predict_previous(self, text: WordText, top_k: int = 10) -> Prediction:
         raise UnsupportedPrediction("GPT models read left to right and cannot predict the "

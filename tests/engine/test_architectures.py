@@ -189,7 +189,7 @@ def test_masked_predictions_and_rescore_from_any_masked_lm_head(zoo, name):
     pred = engine.predict_masked(folders[name], MASKED, top_k=3)
     assert pred.candidates[0].prob == pytest.approx(float(probs.max()), abs=1e-5)
     ranked = engine.predict_masked(folders[name], MASKED, top_k=3, rescore=True)
-    assert len(ranked.candidates) == 3 and ranked.pool <= 30
+    assert len(ranked.candidates) == 3 and ranked.ranked_among <= 30
     assert all(c.token.isalpha() for c in ranked.candidates)      # whole words, no pieces
     # --rescore ranks by each sentence's pseudo-log-likelihood, worked out here with the
     # model's own head (the head's probability alone would give other gaps)

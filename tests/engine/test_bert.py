@@ -223,8 +223,8 @@ def test_rescored_probabilities_do_not_depend_on_how_many_are_listed(model_dir, 
     text = "She sat on the river [MASK] and watched the water."
     few = engine.predict_masked(str(path), text, top_k=3, rescore=True)
     many = engine.predict_masked(str(path), text, top_k=15, rescore=True)
-    assert len(many.candidates) == 6 and "top 6 words" in many.method and many.pool == 6
-    assert engine.predict_masked(str(path), text, top_k=15).pool == 0     # the whole vocabulary
+    assert len(many.candidates) == 6 and "top 6 words" in many.method and many.ranked_among == 6
+    assert engine.predict_masked(str(path), text, top_k=15).ranked_among == 0     # the whole vocabulary
     assert many.candidates[:3] == few.candidates
     assert sum(c.prob for c in many.candidates) == pytest.approx(1.0)
 
