@@ -88,11 +88,8 @@ class BertAdapter:
         if not self.has_mlm:
             raise UnsupportedPrediction("this model has no masked-LM head, so it cannot fill "
                                         "a blank")
-        if len(text.mask_indices) != 1:
-            raise EngineError(f"put exactly one {MASK} in the text "
-                              f"(found {len(text.mask_indices)})")
+        word = text.one_mask()
         t = tokens.tokenize(self.tokenizer, self.prepare(text), self.max_tokens)
-        word = text.mask_indices[0]
         pos = [i for i, (tid, w) in enumerate(zip(t.input_ids, t.token_to_word))
                if w == word and tid == self.tokenizer.mask_token_id]
         if len(pos) != 1:

@@ -20,7 +20,7 @@ from engine.families import WITH_LM, Gives
 from engine.families.base import LoadOptions, ModelInfo
 from engine.families.hf import forward, loading, pooling, qk, tokens
 from engine.result import Candidate, Encoding, LogitLens, Prediction, QueryKey
-from engine.text import MASK, WordText
+from engine.text import WordText
 
 # Filling a blank: how many left-context words a GPT re-ranks by the whole sentence, and how
 # many greedy steps may extend a candidate that the tokenizer splits into pieces. On the cloze set
@@ -385,10 +385,7 @@ class GPTAdapter:
 
         if sides not in FILL_SIDES:
             raise EngineError(f"sides must be one of {FILL_SIDES}, not {sides!r}")
-        if len(text.mask_indices) != 1:
-            raise EngineError(f"put exactly one {MASK} in the text "
-                              f"(found {len(text.mask_indices)})")
-        s, e = text.spans[text.mask_indices[0]]
+        s, e = text.spans[text.one_mask()]
         left, right = text.text[:s].rstrip(), text.text[e:].rstrip()
         at_start = not left
         with_start = len(left.split()) <= FILL_START_WORDS
