@@ -96,30 +96,11 @@ def load_hf_model(auto_cls, path: Path, options: LoadOptions, progress: bool = T
     `supplied`: tensors (name -> element count) that another file puts in right after this
     load (an overlay's head), so the weights here may lack them. `name`: the model's id, for
     messages (else the folder)."""
-    import engine.checkpoint as checkpoint
-    from engine.families.base import dtype_name
-
     device = resolve_device(options.device)
     dtype = resolve_dtype(options.dtype, device)
     where = name or str(path)
     supplied = supplied or {}
-    try:
-        if config is None:
-            from transformers import AutoConfig
-
-            config = AutoConfig.from_pretrained(str(path), local_files_only=True,
-                                                trust_remote_code=False)
-        expected = described_parameters(auto_cls, config)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        raise ModelUnavailable(f"cannot read the model's config in {path}: "
-                               f"{_first_line(err)}") from err
-    stored = checkpoint.tensor_counts(checkpoint.weight_files(path))
-    present = sum(stored.values()) + sum(supplied.values())
-    checkpoint.check_present(where, sum(expected.values()), present,
-                             absent(expected, set(stored) | set(supplied),
-                                    getattr(config, "model_type", "")))
-    checkpoint.check_memory(path, dtype_name(options.dtype, device), device, where,
-                            n_params=max(sum(expected.values()), present))
+    config = _checked_config(auto_cls, path, config, supplied, options.dtype, device, where)
     try:
         with progress_bars(progress and options.library_bars), _quiet(bool(supplied)):
             # mis-shaped tensors come back in the loading info (refused below, named) instead
@@ -144,6 +125,34 @@ def load_hf_model(auto_cls, path: Path, options: LoadOptions, progress: bool = T
         model.base_model._ctxlens_compiled = torch.compile(model.base_model.forward,
                                                            dynamic=True)
     return model
+
+
+def _checked_config(auto_cls, path: Path, config, supplied: dict[str, int], dtype: str,
+                    device: str, where: str):
+    """The model's config (read from `path` when None), once the parameters it describes,
+    counted on the meta device, are found in the weights present (or `supplied`) and fit in
+    the free memory."""
+    import engine.checkpoint as checkpoint
+    from engine.families.base import dtype_name
+
+    try:
+        if config is None:
+            from transformers import AutoConfig
+
+            config = AutoConfig.from_pretrained(str(path), local_files_only=True,
+                                                trust_remote_code=False)
+        expected = described_parameters(auto_cls, config)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ModelUnavailable(f"cannot read the model's config in {path}: "
+                               f"{_first_line(err)}") from err
+    stored = checkpoint.tensor_counts(checkpoint.weight_files(path))
+    present = sum(stored.values()) + sum(supplied.values())
+    checkpoint.check_present(where, sum(expected.values()), present,
+                             absent(expected, set(stored) | set(supplied),
+                                    getattr(config, "model_type", "")))
+    checkpoint.check_memory(path, dtype_name(dtype, device), device, where,
+                            n_params=max(sum(expected.values()), present))
+    return config
 
 
 def _first_line(err: BaseException) -> str:
