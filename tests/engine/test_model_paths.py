@@ -53,7 +53,7 @@ def test_every_refused_path_says_the_same_line_and_names_no_server_directory(
                      "/etc", "/no/such/folder", "../../../../etc"):
         with pytest.raises(ModelUnavailable) as err:
             resolve(model_id)
-        messages.add(str(err.value).replace(repr(model_id), "<id>"))
+        messages.add(str(err.value).replace(hub.shown(model_id), "<id>"))
     assert len(messages) == 1, messages
     (message,) = messages
     assert REFUSED in message
