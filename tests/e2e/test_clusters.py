@@ -159,6 +159,9 @@ def test_every_sense_label_typed_in_a_row_is_kept(server, browser):
     typed = ["alpha", "beta", "gamma", "delta"]
     # a trailing space (phone keyboards add one) is stripped when read back: that read-back
     # must not count as a change from outside the table
+    def url_labels() -> list[str]:
+        return parse_qs(urlparse(page.url).query).get("labels", [""])[0].split("|")
+
     for row, label in enumerate(["alpha ", "beta", "gamma", "delta"]):
         box = editor.bounding_box()
         page.mouse.dblclick(box["x"] + 30, box["y"] + 35 * (row + 1) + 17)   # the sense column
@@ -166,8 +169,15 @@ def test_every_sense_label_typed_in_a_row_is_kept(server, browser):
         page.keyboard.press("Control+a")
         page.keyboard.type(label, delay=30)
         page.keyboard.press("Enter")
-        _settle(page, 2500)
-    labels = parse_qs(urlparse(page.url).query)["labels"][0].split("|")
+        _settle(page, 1000)
+        # the link is written at the end of the rerun the edit starts, which under load can
+        # come after the settle: wait for this row's label to reach it (a dropped edit never
+        # does, and the check below then fails), up to 20 s
+        for _ in range(40):
+            if url_labels()[row:row + 1] == [typed[row]]:
+                break
+            page.wait_for_timeout(500)
+    labels = url_labels()
     assert labels[:4] == typed, labels
     page.close()
 
