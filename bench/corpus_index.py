@@ -38,7 +38,7 @@ def _embed_rate(model: str, sentences: list[str], threads: int) -> float:
     import torch
 
     from engine.api import Engine
-    from engine.cli import embed_pooled
+    from engine.cli.embed import embed_pooled
     from engine.text import split_words
 
     torch.set_num_threads(threads)

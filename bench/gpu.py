@@ -152,7 +152,7 @@ def engine_embed(path: Path, texts: list[str], dtype: str, batch_size: int,
     import torch
 
     from engine.api import Engine
-    from engine.cli import embed_pooled
+    from engine.cli.embed import embed_pooled
     from engine.text import to_word_text
 
     embed = _via_encodings if via == "encodings" else (
@@ -199,7 +199,7 @@ def agreement(path: Path, texts: list[str], dtype: str, compiled: bool = False) 
     import numpy as np
 
     from engine.api import Engine
-    from engine.cli import embed_pooled
+    from engine.cli.embed import embed_pooled
     from engine.text import to_word_text
 
     words = [to_word_text(t) for t in texts]

@@ -170,11 +170,11 @@ def embed_throughput(model_id: str, texts: list[str], batch_size: int = 32) -> d
     engine = Engine(cache_size=0, traced=True)       # as `ctxlens embed` runs it
     engine.hidden_state_encoder(model_id, progress=False)
     engine.encode(model_id, texts[:8])  # warm-up (first-call allocations)
-    from engine.cli import embed_pooled
+    from engine.cli.embed import embed_pooled
     from engine.text import to_word_text
 
     start = time.perf_counter()
-    # the `ctxlens embed` path (engine/cli.py), text splitting included
+    # the `ctxlens embed` path (engine/cli/embed.py), text splitting included
     embed_pooled(engine, model_id, [to_word_text(t) for t in texts], batch_size, "mean")
     engine_s = time.perf_counter() - start
     path = local_path(load_registry()[model_id])

@@ -630,10 +630,10 @@ def test_a_library_error_is_one_short_line(monkeypatch, capsys):
 
 def test_a_long_embed_prints_progress_lines_without_a_terminal(model_dir, monkeypatch, capsys):
     """With stderr not a terminal tqdm draws nothing: 10,000 sentences ran in silence."""
-    import engine.cli as cli
+    import engine.cli.embed as cli_embed
     from tests.tiny_models import save_bert
 
-    monkeypatch.setattr(cli, "EMBED_CHUNK", 20)
+    monkeypatch.setattr(cli_embed, "EMBED_CHUNK", 20)
     bert = save_bert(model_dir / "bert", masked_lm=False)
     z = embed(model_dir, str(bert), "the bank of the river .\n" * 100)
     assert len(z["sentences"]) == 100

@@ -97,7 +97,7 @@ def test_masked_and_next_word_predictions_agree_with_the_cpu(cpu, cuda32):
 
 
 def test_batch_word_vectors_on_cuda_equal_the_cpu_encodings(cpu):
-    from engine.cli import embed_pooled
+    from engine.cli.embed import embed_pooled
     from engine.text import to_word_text
 
     model_id = require("bert-brown-mlm")

@@ -162,7 +162,7 @@ def test_the_cli_traces_once_and_again_when_the_model_changes(cache, model_dir, 
 
 
 def _embed_untraced(path, src, tmp_path) -> Path:
-    from engine.cli import embed_pooled
+    from engine.cli.embed import embed_pooled
     from engine.text import to_word_text
 
     texts = [to_word_text(line) for line in src.read_text().splitlines()]

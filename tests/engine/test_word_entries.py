@@ -122,7 +122,7 @@ def test_word_vectors_still_pool_only_the_tokens_that_spell_the_word(tokenizers)
 def test_the_cli_and_the_page_show_one_entry_per_word(tokenizers, tmp_path, monkeypatch, name):
     from app.analysis import viewed_maps
     from engine.api import Engine
-    from engine.cli import _word_maps
+    from engine.cli.attention import word_maps
 
     folder = save_arch(name, tmp_path / name)
     monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(tmp_path))
@@ -132,7 +132,7 @@ def test_the_cli_and_the_page_show_one_entry_per_word(tokenizers, tmp_path, monk
     n_special = int(_tokenized(tokenizers[name], SENTENCE)[1].sum())
     assert len(enc.words) == 13
 
-    arrays = _word_maps(enc)
+    arrays = word_maps(enc)
     assert [lab for lab, s in zip(arrays["word_labels"].tolist(), arrays["word_special"])
             if not s] == list(enc.words)
     assert arrays["word_attentions"].shape[-1] == 13 + n_special
