@@ -2,30 +2,33 @@
 
 Every failure a user can cause ends as one line on stderr and a non-zero exit, never a traceback.
 A command is a module here with an add(sub) that adds its parser and sets `run`, the function
-that runs it, as a default; COMMANDS lists the modules.
+that runs it, as a default; COMMANDS names the modules.
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from typing import Sequence
 
-from engine.cli import attention, compare, corpus, embed, inputs, models, predict
+from engine.cli import inputs
 from engine.cli.report import EXIT_INTERNAL, EXIT_USAGE
 from engine.errors import EngineError
 from engine.text import TextError
 
-# in this order in --help
-COMMANDS = (models, embed, attention, predict, corpus, compare)
+# the modules engine.cli.<name>, in this order in --help; imported when the parser is built
+# (as the family table imports a family's module), so that a command may import the helpers
+# of this package without a cycle through it
+COMMANDS = ("models", "embed", "attention", "predict", "corpus", "compare")
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ctxlens", description="Contextual word embeddings: "
                                 "ELMo, GPT and BERT, layer by layer.")
     sub = p.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        command.add(sub)
+    for name in COMMANDS:
+        importlib.import_module(f"engine.cli.{name}").add(sub)
     return p
 
 
