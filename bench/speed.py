@@ -336,24 +336,19 @@ def default_preset() -> tuple[str, list[str], list[str]]:
     return p["target"], [s for s, _ in p["sentences"]], [lab for _, lab in p["sentences"]]
 
 
-def _grid_figures(engine, models, sentences, target, method) -> int:
-    """What the Layers-side-by-side page computes for a grid per model: every layer's
-    occurrences, one aligned projection of all layers (not served from a cache), the figure
-    and its JSON for the browser. Returns the number of panels drawn."""
-    from app import figures
-    from app.selection import shown_layers
+def _grid_projections(engine, models, sentences, target, method) -> int:
+    """What the Layers-side-by-side page asks of the engine for a grid per model: every
+    layer's occurrences and one aligned projection of all layers (not served from a cache).
+    The figures are the app's and are not timed here: bench/ never imports app/, which ships
+    without it. Returns the number of layers projected."""
     from engine.analysis import occurrences, projection
 
-    panels = 0
+    layers = 0
     for m in models:
         occ = occurrences.collect(engine.encode(m, sentences), "mean", target)
         proj = projection.project(occ.vectors, method=method, seed=0)
-        layers = shown_layers(len(occ.layer_names), 0, 12)
-        fig = figures.layer_grid([(occ.layer_names[l], proj.coords[l]) for l in layers],
-                                 ["a"] * len(occ), list(sentences[:len(occ)]))
-        fig.to_json()
-        panels += len(layers)
-    return panels
+        layers += len(proj.coords)
+    return layers
 
 
 def _side_panel(engine, model_id: str, sentences, target, point: int) -> None:
@@ -397,12 +392,12 @@ def part_grid() -> dict:
     for m in models:
         engine.encode(m, sentences)
     start = time.perf_counter()
-    panels = _grid_figures(engine, models, sentences, target, "umap")
+    layers = _grid_projections(engine, models, sentences, target, "umap")
     umap_cold = time.perf_counter() - start
     pca = []
     for _ in range(10):
         start = time.perf_counter()
-        _grid_figures(engine, models, sentences, target, "pca")
+        _grid_projections(engine, models, sentences, target, "pca")
         pca.append(time.perf_counter() - start)
     clicks = {}
     for m in models:
@@ -413,7 +408,7 @@ def part_grid() -> dict:
             times.append(time.perf_counter() - start)
         clicks[m] = {"median_s": float(np.median(times)), "max_s": float(max(times)),
                      "times_s": times}
-    return {"models": models, "target": target, "sentences": len(sentences), "panels": panels,
+    return {"models": models, "target": target, "sentences": len(sentences), "layers": layers,
             "umap_cold_s": umap_cold, "pca_warm_s": float(np.median(pca)), "pca_times_s": pca,
             "clicks": clicks}
 

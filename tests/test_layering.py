@@ -175,3 +175,12 @@ def test_importing_every_app_module_loads_no_torch(package):
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_benchmarks_never_import_the_app():
+    """bench/ and app/ are independent: the Benchmarks page reads the data the bench writes
+    (results/*.json), and the bench measures the engine, never the app's modules (the app
+    itself only from outside, through a browser). Lazy imports inside functions count."""
+    bad = {name: sorted(i for i in imports(p, False) if i.split(".")[0] == "app")
+           for name, p in modules().items() if name.split(".")[0] == "bench"}
+    assert {k: v for k, v in bad.items() if v} == {}
