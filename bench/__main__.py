@@ -54,7 +54,7 @@ def available_models(only: list[str] | None = None) -> list[tuple[str, str]]:
 def build_workload(size: str):
     from bench.corpus import load_brown, spread
     from bench.layers import Workload, sample_lemmas
-    from engine.analysis.wordnet import benchmark_examples
+    from bench.analysis.wordnet import benchmark_examples
 
     from engine.errors import EngineError
 

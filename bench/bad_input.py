@@ -126,7 +126,7 @@ def report(rows: list[tuple[Case, dict]]) -> str:
     body = table(["case", "expected", "what the user saw", "text kept", "result"],
                  [[c.name, c.expect, shown(s), "yes" if s["text_kept"] else "NO",
                    "pass" if s["passed"] else "FAIL"] for c, s in rows])
-    from engine.analysis.cloze import wilson
+    from bench.analysis.cloze import wilson
 
     k, n = sum(s["passed"] for _, s in rows), len(rows)
     lo, hi = wilson(k, n)

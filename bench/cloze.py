@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.analysis.cloze import (ITEMS, REPLICATION, ClozeItem, hit_rank, load_items,  # noqa: F401
+from bench.analysis.cloze import (ITEMS, REPLICATION, ClozeItem, hit_rank, load_items,  # noqa: F401
                                    rate, wilson)
 from engine.families import FAMILIES
 from engine.families.gpt import FILL_START_WORDS
@@ -318,7 +318,7 @@ def wordnet_items(tokenizer, n: int, seed: int = SEED) -> list[ClozeItem]:
     """n usage examples of the sense benchmark with their own lemma blanked, where the text
     holds the lemma as written (not "banks" for bank.n) and it is one WordPiece of
     `tokenizer`; one item per distinct text, drawn at random."""
-    from engine.analysis.wordnet import benchmark_examples
+    from bench.analysis.wordnet import benchmark_examples
     from engine.text import MASK, split_words
 
     seen, items = set(), []

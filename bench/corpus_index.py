@@ -125,7 +125,7 @@ def _mean_ci(values) -> list[float]:
 def _recall_ci(q: dict) -> str:
     """The recall interval: bootstrap over queries when the run kept them, else Wilson over
     the 10 neighbour slots of every query (optimistic: slots of one query are correlated)."""
-    from engine.analysis.cloze import wilson
+    from bench.analysis.cloze import wilson
 
     if q.get("recall_ci"):
         lo, hi = q["recall_ci"]

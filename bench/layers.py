@@ -21,10 +21,10 @@ from bench.findings import contrasts, difference
 from engine.analysis.bootstrap import LEVEL, N_RESAMPLES, SEED, interval, ratio_replicates
 from engine.analysis.bootstrap import resample_counts
 from engine.analysis.geometry import layer_metrics
-from engine.analysis.probes import (ScalarMix, SenseData, chance_accuracy, fit_threshold,
+from bench.analysis.probes import (ScalarMix, SenseData, chance_accuracy, fit_threshold,
                                     first_sense_hits, learn_scalar_mix, linear_probe,
                                     nearest_centroid_hits, pair_cosines, sense_pairs)
-from engine.analysis.wordnet import SenseExample
+from bench.analysis.wordnet import SenseExample
 from engine.errors import EngineError
 from engine.families.elmo.mix import layer_norm
 from engine.result import Encoding

@@ -278,7 +278,7 @@ def report(s: dict) -> str:
         return "meets target" if passed else "MISSES target"
 
     growth = s["rss_growth_after_warmup"]
-    from engine.analysis.cloze import wilson
+    from bench.analysis.cloze import wilson
 
     visits = max(1, s["pages_visited"])
 

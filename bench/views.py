@@ -663,7 +663,7 @@ def _bad_input(results: Path) -> View:
 
 
 def _wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """95% Wilson interval of k successes in n trials (engine.analysis.cloze.wilson)."""
+    """95% Wilson interval of k successes in n trials (bench.analysis.cloze.wilson)."""
     p = k / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)

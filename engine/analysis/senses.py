@@ -96,7 +96,7 @@ def nearest_centroid_accuracy(vectors: np.ndarray, labels: Sequence) -> float:
         held[c] -= x[i]
         cents = held / np.maximum(counts - (np.arange(len(counts)) == c), 1)[:, None]
         # centroids tied for nearest (the same vector, as a context-free layer gives) share
-        # the credit, as in engine.analysis.probes: argmax would pick by float rounding
+        # the credit, as in bench.analysis.probes: argmax would pick by float rounding
         sims = unit_rows(cents) @ x[i]
         tied = sims >= sims.max() - TIE_TOLERANCE
         correct += tied[c] / tied.sum()

@@ -288,7 +288,7 @@ def wordnet_contexts() -> tuple[list[list[str]], list[list[tuple[int, int]]], li
     """WordNet 3.0's usage examples of polysemous lemmas, grouped by lemma, for lemmas the
     word-sense benchmark never samples (bench and results/senses.md stay held out): the
     examples of one lemma mostly show different senses, the comparison the benchmark makes."""
-    from engine.analysis.wordnet import benchmark_examples, sense_examples
+    from bench.analysis.wordnet import benchmark_examples, sense_examples
     from engine.text import split_words
 
     bench = benchmark_examples()

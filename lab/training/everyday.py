@@ -47,7 +47,7 @@ _CLEAN = re.compile(r"^[A-Za-z0-9\"'(][A-Za-z0-9 ,.;:!?\"'()\-]*[.!?\"']$")
 
 def cloze_guard(path: Path) -> tuple[set[str], set[tuple[str, ...]]]:
     """The cloze items with every accepted answer filled in (normalised), and their 6-grams."""
-    from engine.analysis.cloze import load_items
+    from bench.analysis.cloze import load_items
 
     full, grams = set(), set()
     for item in load_items(path):

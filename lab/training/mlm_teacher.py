@@ -237,7 +237,7 @@ def compare(labels: dict[str, np.ndarray], sentences: list[str], student_tok,
             student_id: str = "minilm-l6-mlm") -> dict:
     """Top-1 / top-5 of the teacher's label and of the student filling the same single [MASK]
     (through the engine, as a user asks), on the labelled words, with 95% Wilson intervals."""
-    from engine.analysis.cloze import rate
+    from bench.analysis.cloze import rate
     from engine.api import Engine
     from engine.text import MASK
 

@@ -28,7 +28,7 @@ import argparse
 import json
 from pathlib import Path
 
-from engine.analysis.wordnet import PARTS, WORDNET_DIR, Synset, benchmark_examples, read_synsets
+from bench.analysis.wordnet import PARTS, WORDNET_DIR, Synset, benchmark_examples, read_synsets
 from engine.corpus import brown as corpus
 from lab.training.everyday import cloze_guard, leaks
 

@@ -15,7 +15,7 @@ from bench.report import geometry_report, pos_report, senses_report
 from bench.speed import elmo_paths
 from bench.speed_report import speed_report
 from bench.views import geometry_invariants
-from engine.analysis.wordnet import SenseExample
+from bench.analysis.wordnet import SenseExample
 from engine.families.elmo import adapter as elmo
 from engine.families.base import LoadOptions
 from engine.families.elmo.modules import ElmoBiLm
@@ -188,7 +188,7 @@ def test_brown_tags_lose_title_and_headline_suffixes():
 def _two_senses_a_lemma(seed: int, n_lemmas: int, per_sense: int = 3):
     """(SenseData maker, sense centres per example, unit noise per example): every lemma has two
     senses of `per_sense` examples, each sense a random centre in 12 dimensions."""
-    from engine.analysis.probes import SenseData
+    from bench.analysis.probes import SenseData
 
     rng = np.random.default_rng(seed)
     senses = np.repeat(np.arange(n_lemmas * 2), per_sense)

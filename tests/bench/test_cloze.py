@@ -153,7 +153,7 @@ def test_a_masked_lm_is_scored_plain_and_rescored_and_the_report_pairs_them(mode
 def test_the_second_set_blanks_each_examples_own_lemma_as_written():
     from transformers import AutoTokenizer
 
-    from engine.analysis.wordnet import benchmark_examples
+    from bench.analysis.wordnet import benchmark_examples
     from engine.registry import load_registry, local_path
 
     tok = AutoTokenizer.from_pretrained(local_path(load_registry()["minilm-l6"]))

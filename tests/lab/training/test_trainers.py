@@ -628,7 +628,7 @@ def test_relational_loss_scores_each_group_size_apart(tiny_elmo):
 
 
 def test_wordnet_contexts_leave_out_every_lemma_and_text_the_sense_benchmark_samples():
-    from engine.analysis.wordnet import (WORDNET_DIR, benchmark_examples, inflections,
+    from bench.analysis.wordnet import (WORDNET_DIR, benchmark_examples, inflections,
                                          read_exceptions)
     from engine.text import split_words
     from lab.training.elmo_distill import wordnet_contexts

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from engine.analysis.wordnet import benchmark_examples, read_synsets
+from bench.analysis.wordnet import benchmark_examples, read_synsets
 from lab.training.everyday import load_sentences
 from lab.training.wordnet import run, synset_lines
 

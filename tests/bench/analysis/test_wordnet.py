@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.analysis.wordnet import WORDNET_DIR, inflections, sense_examples
+from bench.analysis.wordnet import WORDNET_DIR, inflections, sense_examples
 from engine.errors import EngineError
 
 HEADER = "  1 This software and database is being provided to you, the LICENSEE, by\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.analysis.probes import (chance_accuracy, first_sense_accuracy, first_sense_hits,
+from bench.analysis.probes import (chance_accuracy, first_sense_accuracy, first_sense_hits,
                                     fit_threshold, learn_scalar_mix, linear_probe,
                                     nearest_centroid_accuracy, nearest_centroid_hits,
                                     pair_cosines, sense_pairs, threshold_accuracy)

@@ -1,7 +1,7 @@
 """Layer probes: word-sense nearest-centroid and same/different-sense threshold accuracy,
 a learned ELMo-style scalar mix, and a linear part-of-speech probe.
 
-Pure numpy/scipy/sklearn on word vectors; the benchmarks and the app share it.
+Pure numpy/scipy/sklearn on word vectors, for the benchmarks (bench/layers.py).
 """
 from __future__ import annotations
 

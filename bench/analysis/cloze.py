@@ -1,8 +1,8 @@
 """The everyday cloze items (assets/cloze/) and how a filled blank is scored.
 
 Read by bench.cloze (the benchmark) and by the training code that must keep its text and
-labels apart from the items (lab.training.everyday, lab.training.mlm_teacher), so it
-lives below both.
+labels apart from the items (lab.training.everyday, lab.training.mlm_teacher), which may
+import bench/ (bench/ never imports the lab).
 """
 from __future__ import annotations
 
