@@ -101,3 +101,59 @@ def test_every_result_with_layers_names_them_so_no_reader_makes_up_names():
                     and node.values[0].attr == "layer_names"):
                 fallbacks.add(path.relative_to(ROOT).as_posix())
     assert fallbacks == set()
+
+
+# a library switch whose documented interface is an assignment: cuDNN's TF32 rounding, turned
+# off where float32 is asked for on a GPU (engine/families/base.py, resolve_dtype)
+LIBRARY_SWITCHES = {"torch.backends.cudnn.allow_tf32"}
+
+
+def _module_names(tree: ast.AST, project: set[str]) -> set[str]:
+    """Names a file binds to a module: every `import x` / `import x.y as z`, and a
+    `from a import b` where a.b is one of ours."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.asname or a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {a.asname or a.name for a in node.names
+                      if f"{node.module}.{a.name}" in project}
+    return names
+
+
+def _root_name(node: ast.AST) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _writes_to_modules(path: Path, project: set[str]) -> list[str]:
+    """`module.NAME = ...` (+=, del, `a.b.NAME`) and `setattr(module, ...)` in one file."""
+    tree = ast.parse(path.read_text())
+    modules = _module_names(tree, project)
+    where = path.relative_to(ROOT).as_posix()
+    found = []
+    for node in ast.walk(tree):
+        targets = (node.targets if isinstance(node, (ast.Assign, ast.Delete)) else
+                   [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        for target in targets:
+            for t in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+                if (isinstance(t, ast.Attribute) and _root_name(t) in modules
+                        and ast.unparse(t) not in LIBRARY_SWITCHES):
+                    found.append(f"{where}:{node.lineno} {ast.unparse(t)}")
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("setattr", "delattr") and node.args
+                and _root_name(node.args[0]) in modules):
+            found.append(f"{where}:{node.lineno} {node.func.id}({ast.unparse(node.args[0])}, ...)")
+    return found
+
+
+def test_no_module_writes_another_modules_globals():
+    """Process-wide state has one owner, the module that defines it: the others pass what they
+    want as an argument or an option (the Engine's library_bars, not a flag flipped from
+    outside). Tests may monkeypatch; the engine, the app and the benchmarks never do."""
+    scanned = [p for p in SOURCES if p.relative_to(ROOT).parts[0] in ("engine", "app", "bench")]
+    project = {".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+               for p in SOURCES}
+    assert "engine.families.base" in project
+    assert [w for p in scanned for w in _writes_to_modules(p, project)] == []
