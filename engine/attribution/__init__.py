@@ -1,103 +1,15 @@
 """Why this word: attribution of one prediction over the words of its text (issue #54).
 
-attribute(adapter, text, target, contrast, method, kind) -> Attribution. The value explained,
-f, is the target's log-probability as the model's own softmax gives it (see Attribution), or
-its log-odds against a contrast word; the methods are gradient × input, integrated gradients
-and occlusion on the input embeddings (methods.py), each with its ERASER faithfulness
-(faithfulness.py). Conventions and why Captum: docs/attribution.md. Caching a warm repeat is
-the Engine's (one owner per cache)."""
-from __future__ import annotations
+explain.py        attribute(adapter, text, target, contrast, method, kind, steps) -> Attribution
+result.py         the Attribution dataclass and its JSON (the keys of the CLI's --output)
+objective.py      one prediction as a function of its input embeddings; target checks
+hf.py             a masked LM's blank, a decoder's next word and filled blank (transformers)
+elmo.py           ELMo's forward and backward LM words, through the char CNN and the biLSTM
+methods.py        gradient × input, integrated gradients, occlusion (Captum)
+faithfulness.py   ERASER comprehensiveness and sufficiency, against random orders
+rollout.py        attention rollout onto words at the explained position, for comparison
 
-import numpy as np
-
-from engine.attribution.objective import KINDS, Objective, blank_of, check_pair
-from engine.attribution.result import METHODS, Attribution
-from engine.errors import EngineError, UnsupportedPrediction
-from engine.text import WordText
-
-__all__ = ["attribute", "objective_of", "Attribution", "METHODS", "KINDS"]
-
-
-def objective_of(adapter, text: WordText, target: str, contrast: str | None,
-                 kind: str) -> Objective:
-    """The prediction `kind` of `adapter` on `text`, as a function of its input embeddings."""
-    if kind not in KINDS:
-        raise EngineError(f"kind must be one of {KINDS}, not {kind!r}")
-    target, contrast = check_pair(target, contrast)
-    words = [target] + ([contrast] if contrast else [])
-    blank = blank_of(text, kind)
-    family = adapter.info.family
-    if family == "elmo":
-        from engine.attribution import elmo
-
-        return elmo.objective(adapter, text, kind, blank, words)
-    from engine.attribution import hf
-
-    if family == "bert":
-        if kind != "masked":
-            raise UnsupportedPrediction(f"a masked LM predicts no {kind} word; put [MASK] "
-                                        "where the word goes and use kind 'masked'")
-        return hf.masked_lm(adapter, text, blank, words, contrast)
-    if family == "gpt":
-        if kind == "previous":
-            raise UnsupportedPrediction("a left-to-right LM cannot predict the previous word")
-        if kind == "next":
-            return hf.next_word(adapter, text, words, contrast)
-        return hf.decoder_fill(adapter, text, blank, words, contrast)
-    raise UnsupportedPrediction(f"{family} models give no prediction to explain")
-
-
-def attribute(adapter, text: WordText, target: str, contrast: str | None = None,
-              method: str = "ig", kind: str = "masked", steps: int | None = None
-              ) -> Attribution:
-    """The attribution of `target` (rather than `contrast`) as `adapter`'s prediction `kind`
-    on `text`, by `method`, with its faithfulness. steps: IG's first step count (default 32,
-    raised until complete; see methods.integrated_gradients)."""
-    from engine.attribution import faithfulness, methods
-
-    if method not in METHODS:
-        raise EngineError(f"method must be one of {METHODS}, not {method!r}")
-    if steps is not None and not 1 <= steps <= 4096:
-        raise EngineError(f"steps must be between 1 and 4096, not {steps}")
-    obj = objective_of(adapter, text, target, contrast, kind)
-    f_x = float(methods.f_of(obj, obj.x)[0])
-    if not np.isfinite(f_x):
-        raise EngineError("f is not finite on this input (the model overflows), so no map "
-                          "is drawn")
-    ig = None
-    if method == "gradxinput":
-        piece, word = _pooled(obj, methods.gradxinput(obj))
-    elif method == "ig":
-        ig = methods.integrated_gradients(obj, steps)
-        piece, word = _pooled(obj, ig.scores)
-    else:
-        word_groups = np.searchsorted(obj.scored_words, obj.slot_words)
-        by_word = methods.occlusion(obj, word_groups)
-        by_piece = methods.occlusion(obj, np.arange(len(obj.slots)))
-        piece, _ = _pooled(obj, by_piece)
-        word = np.zeros(len(obj.words), np.float32)
-        word[obj.scored_words] = by_word
-    faith = faithfulness.measure(obj, f_x, word)
-    return Attribution(
-        model_id=adapter.info.model_id, kind=kind, method=method, target=target.strip(),
-        contrast=contrast.strip() if contrast else None, words=obj.words, scores=word,
-        pieces=obj.pieces, piece_scores=piece, piece_to_word=obj.piece_to_word,
-        target_pieces=obj.target_pieces, f=f_x, f_means=obj.f_means,
-        absent=obj.absent_means, comprehensiveness=faith.comprehensiveness,
-        sufficiency=faith.sufficiency,
-        random_comprehensiveness=faith.random_comprehensiveness,
-        random_sufficiency=faith.random_sufficiency,
-        f_baseline=ig.f_baseline if ig else None, steps=ig.steps if ig else None,
-        completeness_gap=ig.gap if ig else None, converged=ig.converged if ig else None,
-        baseline=f"every word's pieces as {obj.absent_means}; special tokens and the blank "
-                 "as they are" if ig else "")
-
-
-def _pooled(obj: Objective, slot_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Scores of the attributed pieces placed among all pieces (0 elsewhere), and each word's
-    sum of its pieces (float64 sums, stored float32)."""
-    piece = np.zeros(len(obj.pieces), np.float64)
-    piece[obj.slots] = slot_scores
-    word = np.zeros(len(obj.words), np.float64)
-    np.add.at(word, obj.slot_words, slot_scores.astype(np.float64))
-    return piece.astype(np.float32), word.astype(np.float32)
+f is the target's log-probability as the model's own softmax gives it, or its log-odds against
+a contrast word. Conventions and why Captum: docs/attribution.md. Caching a warm repeat is the
+Engine's (one owner per cache).
+"""

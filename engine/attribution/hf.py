@@ -10,8 +10,9 @@ import numpy as np
 
 from engine.attribution.objective import Objective, f_means, replace_word
 from engine.errors import EngineError, UnsupportedPrediction
+from engine.families.bert import with_mask_token
 from engine.families.hf import tokens
-from engine.text import WordText, align_offsets, split_words
+from engine.text import MASK, WordText, align_offsets, split_words
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,8 @@ def masked_lm(adapter, text: WordText, blank: int, words: list[str],
         raise UnsupportedPrediction("this model has no masked-LM head, so it cannot fill a "
                                     "blank to explain")
     tok, cap = adapter.tokenizer, adapter.max_tokens
-    t = tokens.tokenize(tok, adapter.prepare(text), cap)
+    # the text with [MASK] spelled as this tokenizer's mask token, as predict_masked reads it
+    t = tokens.tokenize(tok, with_mask_token(text, tok.mask_token or MASK), cap)
     pos = [i for i, (tid, w) in enumerate(zip(t.input_ids, t.token_to_word))
            if w == blank and tid == tok.mask_token_id]
     if len(pos) != 1:
