@@ -216,7 +216,7 @@ def test_occlusion_equals_the_model_run_with_the_word_masked(mlm):
                                                   abs=2e-5)
 
 
-def test_decoder_occlusion_replaces_the_word_by_the_zero_vector(gpt2):
+def test_decoder_occlusion_replaces_the_word_by_the_padding_embedding(gpt2):
     a = attribute(gpt2, split_words(PROMPT), "water", method="occlusion", kind="next")
     tok, model = gpt2.tokenizer, gpt2.model
     ids = torch.tensor([tok(PROMPT)["input_ids"]])
@@ -225,7 +225,8 @@ def test_decoder_occlusion_replaces_the_word_by_the_zero_vector(gpt2):
     for w in (0, 4, len(a.words) - 1):
         with torch.no_grad():
             emb = model.get_input_embeddings()(ids)
-            emb[0, torch.from_numpy(a.piece_to_word == w)] = 0
+            emb[0, torch.from_numpy(a.piece_to_word == w)] = \
+                model.get_input_embeddings().weight[tok.eos_token_id]    # GPT-2 pads with it
             lp = torch.log_softmax(model(inputs_embeds=emb).logits[0, -1].double(), -1)
         assert a.scores[w] == pytest.approx(a.f - float(lp[target[0]]), abs=2e-5)
 
