@@ -344,6 +344,15 @@ class Engine:
         """A derived result under `key` (what was computed, from what), computed once."""
         return self.results.get_or_compute(key, compute)
 
+    def has_result(self, key: tuple) -> bool:
+        """Whether cached() holds `key` now (the app shows a spinner only for a miss)."""
+        return key in self.results
+
+    def forget(self, match: Callable[[tuple], bool]) -> int:
+        """Drop the derived results whose keys `match` (those read from a deleted corpus
+        index), leaving every other; returns how many went."""
+        return self.results.drop_where(match)
+
     def project(self, vectors: np.ndarray, method: str = "pca", seed: int = 0, dims: int = 2):
         """projection.project, cached by the vectors' bytes: projections are seeded, so the
         same input always gives the same output, and a repeat costs a hash, not a fit."""

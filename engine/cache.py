@@ -127,6 +127,14 @@ class ResultCache:
             self._bytes.clear()
             self.nbytes = 0
 
+    def drop_where(self, match: Callable[[Hashable], bool]) -> int:
+        """Drop every entry whose key `match`es; returns how many went."""
+        with self._lock:
+            gone = [k for k in self._items if match(k)]
+            for k in gone:
+                self._drop(k)
+        return len(gone)
+
     def get(self, key: Hashable, default: Any = None) -> Any:
         with self._lock:
             if key in self._items:
