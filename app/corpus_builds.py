@@ -7,7 +7,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import compute, ui
+from app import corpus_access, ui
 from app.safe import safe_md
 
 # the folder of an index just built: the page opens it next run (set before its selectbox)
@@ -17,13 +17,13 @@ JUST_BUILT = "_corpus_just_built"
 def build_offer(have_indexes: bool) -> None:
     """Build Brown for any installed model at the layers chosen: the page's main content with
     no index yet, behind a toggle under the index choice otherwise."""
-    if not compute.index_changes_allowed():
+    if not corpus_access.index_changes_allowed():
         if have_indexes:
-            st.caption(compute.READ_ONLY_NOTE)
+            st.caption(corpus_access.READ_ONLY_NOTE)
         else:
-            st.info(f"No corpus index yet. {compute.READ_ONLY_NOTE}")
+            st.info(f"No corpus index yet. {corpus_access.READ_ONLY_NOTE}")
         return
-    models = compute.brown_index_models()
+    models = corpus_access.brown_index_models()
     if not models:
         if not have_indexes:
             st.info("No index yet, and no installed model to build one with (`ctxlens models`).")
@@ -43,9 +43,9 @@ def build_offer(have_indexes: bool) -> None:
 def build_form(model: str) -> None:
     """The layers of `model` to index, what they take on disk, and the build (which opens the
     new index when it ends)."""
-    shape = compute.layer_shape(model)
+    shape = corpus_access.layer_shape(model)
     n = len(shape.names)
-    default, most = compute.brown_default_layers(n)
+    default, most = corpus_access.brown_default_layers(n)
     layers = st.multiselect(
         "Layers", list(range(n)), default=default,
         format_func=lambda i: f"{i}: {shape.names[i]}", key=f"corpus_build_layers-{model}",
@@ -54,19 +54,19 @@ def build_form(model: str) -> None:
     if not layers:
         st.warning("Choose at least one layer to index.")
         return
-    folder = compute.brown_index_path(model, layers, n)
-    state = compute.brown_index_state(folder)
+    folder = corpus_access.brown_index_path(model, layers, n)
+    state = corpus_access.brown_index_state(folder)
     if state == "complete":
         st.caption(f"Already built: {safe_md(folder.name)}, in the Index list above.")
         return
-    size = compute.brown_index_bytes(len(layers), shape.dim)
+    size = corpus_access.brown_index_bytes(len(layers), shape.dim)
     st.caption(f"{len(layers)} of {n} layers ({shape.dim} dimensions each) into {safe_md(folder)}: "
                f"about {size / 2**30:.1f} GiB on disk. The time depends on the model; the "
                "bar shows the time left once the first sentences are in. Leaving the page "
                "or changing a setting stops the build; building again continues it."
                + (" A build of these layers stopped before the end: this continues it."
                   if state == "partial" else ""))
-    free = compute.free_bytes(folder)
+    free = corpus_access.free_bytes(folder)
     if size > free:
         st.warning(f"That disk has {free / 2**30:.1f} GiB free, less than the index needs: "
                    "choose fewer layers, or free some space first (a build that fills the "
@@ -77,7 +77,7 @@ def build_form(model: str) -> None:
         delete_index(str(folder))
     if st.button(f"{verb} the Brown index for {model}", key="corpus_build"):
         bar = st.progress(0.0, text=f"Embedding Brown with {safe_md(model)} …")
-        compute.build_brown_index(model, layers, folder, ui.build_progress(
+        corpus_access.build_brown_index(model, layers, folder, ui.build_progress(
             bar, f"Embedding Brown with {model}"))
         bar.progress(1.0, text="Done")
         st.session_state[JUST_BUILT] = str(folder)     # the page opens the new index
@@ -87,7 +87,7 @@ def build_form(model: str) -> None:
 def delete_offer(folder: str, manifest) -> None:
     """The app's own indexes (those built here) can go again: Brown at seven layers of a 135M
     model takes 9.5 GiB."""
-    if not compute.app_owned(folder) or not compute.index_changes_allowed():
+    if not corpus_access.app_owned(folder) or not corpus_access.index_changes_allowed():
         return
     name = Path(folder).name
     with st.popover(f"Delete {name}"):
@@ -100,5 +100,5 @@ def delete_offer(folder: str, manifest) -> None:
 def delete_index(folder: str) -> None:
     """Delete one of the app's indexes and draw the page again; a refusal is one line."""
     with ui.guarded():
-        compute.remove_index(folder)
+        corpus_access.remove_index(folder)
         st.rerun()

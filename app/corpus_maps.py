@@ -8,7 +8,7 @@ import re
 import pandas as pd
 import streamlit as st
 
-from app import compute, export, figures, state, ui
+from app import corpus_access, export, figures, state, ui
 from app.safe import safe_md
 
 MAX_POINTS = 3000
@@ -28,7 +28,7 @@ def _too_few(word: str, n: int) -> bool:
 def _points(folder: str, word: str, sids, labels_spec: str, clusters):
     """(sentences, colour labels, how they were coloured, hover texts) of a map's points;
     clusters() is called only without keyword labels."""
-    texts = compute.corpus_texts(folder, tuple(int(s) for s in sids))
+    texts = corpus_access.corpus_texts(folder, tuple(int(s) for s in sids))
     sentences = [texts.get(int(s), "") for s in sids]
     rules = parse_rules(labels_spec)
     if rules:
@@ -42,14 +42,14 @@ def _points(folder: str, word: str, sids, labels_spec: str, clusters):
 
 def word_map(inputs: state.Inputs, folder: str, manifest, word: str, layer: int, method: str,
              labels_spec: str):
-    vec, sids, pos = compute.corpus_occurrences(folder, word, layer, MAX_POINTS)
+    vec, sids, pos = corpus_access.corpus_occurrences(folder, word, layer, MAX_POINTS)
     if _too_few(word, len(vec)):
         return None
-    total = compute.corpus_count(folder, word, layer)
+    total = corpus_access.corpus_count(folder, word, layer)
     sentences, colour, how, hover = _points(
         folder, word, sids, labels_spec,
-        lambda: compute.corpus_clusters(folder, word, layer, MAX_POINTS))
-    coords = compute.corpus_projection(folder, word, layer, MAX_POINTS, method)
+        lambda: corpus_access.corpus_clusters(folder, word, layer, MAX_POINTS))
+    coords = corpus_access.corpus_projection(folder, word, layer, MAX_POINTS, method)
     fig = figures.layer_grid([(manifest.layer_names[manifest.layers.index(layer)], coords)],
                              colour, hover,
                              title=f"'{word}' in {manifest.corpus}: {len(vec):,} of {total:,} "
@@ -74,17 +74,17 @@ def grid_map(inputs: state.Inputs, folder: str, manifest, word: str, layer: int,
              labels_spec: str):
     """The same occurrences at every layer of the index, one aligned panel a layer (as on
     Layers side by side), coloured by the clusters at the chosen layer or by keyword labels."""
-    vec, sids, pos = compute.corpus_layer_occurrences(folder, word, GRID_POINTS)
+    vec, sids, pos = corpus_access.corpus_layer_occurrences(folder, word, GRID_POINTS)
     if _too_few(word, len(sids)):
         return None
-    total = compute.corpus_count(folder, word, manifest.layers[0])
+    total = corpus_access.corpus_count(folder, word, manifest.layers[0])
     name = manifest.layer_names[manifest.layers.index(layer)]
     sentences, colour, how, hover = _points(
         folder, word, sids, labels_spec,
-        lambda: compute.corpus_grid_clusters(folder, word, GRID_POINTS, layer))
+        lambda: corpus_access.corpus_grid_clusters(folder, word, GRID_POINTS, layer))
     if not parse_rules(labels_spec):
         how += f" at {name}"
-    coords = compute.corpus_grid_projection(folder, word, GRID_POINTS, method)
+    coords = corpus_access.corpus_grid_projection(folder, word, GRID_POINTS, method)
     fig = figures.layer_grid(list(zip(manifest.layer_names, coords)), colour, hover,
                              title=f"'{word}' in {manifest.corpus}: {len(sids):,} of {total:,} "
                                    f"occurrences at every layer, {manifest.model}")

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import compute, figures, ui
+from app import corpus_access, engine_access, figures, results, ui
 from app import selection as sel
+from app.engine_access import left_of_word, mask_word
 from app.safe import safe_md
-from app.text import left_of_word, mask_word
 
 # the URL keys of the selection, the layer it was made at and its model
 SEL, SEL_LAYER, SEL_MODEL = "grid_sel", "grid_sel_layer", "grid_sel_model"
@@ -57,7 +57,7 @@ def side_panel(inputs, opts: dict, labels: list[str]) -> None:
                    "sentence, its nearest neighbours, what the model predicts there and where "
                    "it attends.")
         return
-    occ = compute.occurrences(model_id, inputs.sentences, inputs.target, inputs.pool,
+    occ = results.occurrences(model_id, inputs.sentences, inputs.target, inputs.pool,
                               opts["scope"])
     index = [occ.index(o) for o in ids]
     index = [i for i in index if i is not None]
@@ -81,7 +81,7 @@ def side_panel(inputs, opts: dict, labels: list[str]) -> None:
     st.text(f"{s + 1}: {inputs.sentences[s]}")        # st.text: typed text stays text
     st.markdown(f"**Nearest to '{safe_md(word)}' (sentence {s + 1}) at "
                 f"{occ.layer_names[layer]}**")
-    near = compute.neighbours(model_id, inputs.sentences, inputs.target, inputs.pool,
+    near = results.neighbours(model_id, inputs.sentences, inputs.target, inputs.pool,
                               opts["scope"], focus, layer, 5)
     st.dataframe(pd.DataFrame({"word": [occ.word[n.index] for n in near],
                                "sentence": [occ.sentence[n.index] + 1 for n in near],
@@ -91,8 +91,8 @@ def side_panel(inputs, opts: dict, labels: list[str]) -> None:
     st.caption("Cosine in the model's own space at that layer, among all points shown.")
     predictions(model_id, inputs.sentences[s], w, word)
     attention(model_id, inputs.sentences[s], w, layer, word)
-    if compute.corpus_indexes() and st.button("Search the corpus for contexts like this",
-                                              key="grid_to_corpus"):
+    if corpus_access.corpus_indexes() and st.button("Search the corpus for contexts like this",
+                                                    key="grid_to_corpus"):
         st.session_state["corpus_query_text"] = inputs.sentences[s]
         st.session_state["corpus_query_word"] = word
         st.switch_page("app/pages/corpus.py")
@@ -101,13 +101,14 @@ def side_panel(inputs, opts: dict, labels: list[str]) -> None:
 def predictions(model_id: str, sentence: str, position: int, word: str) -> None:
     """What the model predicts at this position, as it honestly can: a masked LM fills the
     word's place from both sides, a left-to-right model says what it expected next."""
-    can = compute.capabilities(model_id)
+    can = engine_access.capabilities(model_id)
     with ui.guarded(note="No predictions"):     # the panel's other parts still show
         if "masked_lm" in can:
-            pred = compute.predict("masked", model_id, mask_word(sentence, position), top_k=5)
+            pred = engine_access.predict("masked", model_id, mask_word(sentence, position), top_k=5)
             what = f"masked-word guesses for '{safe_md(word)}'"
         elif "next_word" in can and position > 0:
-            pred = compute.predict("next", model_id, left_of_word(sentence, position), top_k=5)
+            pred = engine_access.predict("next", model_id, left_of_word(sentence, position),
+                                         top_k=5)
             what = f"next-word guesses before '{safe_md(word)}' (left context only)"
         else:
             return
@@ -118,9 +119,9 @@ def predictions(model_id: str, sentence: str, position: int, word: str) -> None:
 
 
 def attention(model_id: str, sentence: str, position: int, layer: int, word: str) -> None:
-    if "attention" not in compute.capabilities(model_id) or layer == 0:
+    if "attention" not in engine_access.capabilities(model_id) or layer == 0:
         return
-    got = compute.attention_row(model_id, sentence, position, layer)
+    got = results.attention_row(model_id, sentence, position, layer)
     if got is None:
         return
     rows, special, words = got

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import compute, export, figures, ui
-from engine.result import Encoding
+from app import engine_access, export, figures, ui
+from app.engine_access import Encoding
 
 
 def show(enc: Encoding, layer: int, head: int | None, settings: dict) -> None:
@@ -16,7 +16,7 @@ def show(enc: Encoding, layer: int, head: int | None, settings: dict) -> None:
     st.caption("A score is the dot product of the query token's vector with each key vector, "
                "times 1/√d; its softmax over the keys is the attention row. Red and blue: "
                "positive and negative components.")
-    ruled_out = compute.cannot(enc.model_id).get("query_key")
+    ruled_out = engine_access.cannot(enc.model_id).get("query_key")
     if ruled_out:            # known from the architecture, before any model runs
         st.info(f"No neuron view for this model: {ruled_out}")
         return
@@ -31,8 +31,8 @@ def show(enc: Encoding, layer: int, head: int | None, settings: dict) -> None:
     pick = st.selectbox("Query token", options, key=key)
     token = options.index(pick)
     try:
-        qk = compute.query_key(enc.model_id, enc.text, layer)
-    except compute.UnsupportedPrediction as err:   # seen only when run (attention sinks, ...)
+        qk = engine_access.query_key(enc.model_id, enc.text, layer)
+    except engine_access.UnsupportedPrediction as err:   # seen only when run (attention sinks, ...)
         st.info(f"No neuron view for this model: {ui.one_line(err)}")
         return
     if qk.softcap:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import analysis, compute, export, figures, state, ui
+from app import export, figures, results, state, ui
 from app.safe import safe_md
 
 
@@ -24,7 +24,7 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
                      help=f"Cluster {suggest_from[1] if suggest_from else ''}'s top layer"
                      ) and suggest_from:
             with ui.guarded():  # the model may fail to load: say so here and keep the page
-                found = compute.suggested_senses(suggest_from[1], inputs.sentences,
+                found = results.suggested_senses(suggest_from[1], inputs.sentences,
                                                  inputs.target, inputs.pool, int(k), how)
                 for row, lab in zip(found.rows, found.clusters):
                     labels[row] = f"sense {lab + 1}"
@@ -55,7 +55,7 @@ def sense_editor(inputs: state.Inputs, suggest_from: tuple[str, str] | None) -> 
     return labels
 
 
-def suggestion_note(q: analysis.SplitQuality, model_id: str) -> tuple[str, str]:
+def suggestion_note(q: results.SplitQuality, model_id: str) -> tuple[str, str]:
     """Say how the suggested split came out, and when it is weak: it is the model's grouping,
     not the senses (minilm-l6 splits the mouse preset 5 : 3)."""
     text = (f"{model_id}'s top layer splits the sentences {' : '.join(map(str, q.sizes))} "
@@ -79,7 +79,7 @@ def separation_chart(inputs, models, labels) -> None:
         return
     sil, acc = {}, {}
     for _, model_id in models:
-        sep = compute.separation(model_id, inputs.sentences, inputs.target, inputs.pool,
+        sep = results.separation(model_id, inputs.sentences, inputs.target, inputs.pool,
                                  tuple(labels), state.UNLABELLED)
         sil[model_id], acc[model_id] = sep.silhouette, sep.nearest_centroid
     n_unlabelled = sum(l == state.UNLABELLED for l in labels)

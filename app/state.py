@@ -18,13 +18,11 @@ from typing import Mapping
 
 import streamlit as st
 
-from app import compute
+from app import engine_access
+from app.engine_access import (MAX_WORDS, POOLINGS, TextError, drop_invisible, family_rows,
+                               split_lines, split_words, unspaced_note)
 from app.export import manifest_json
 from app.safe import safe_md
-from engine.families import FAMILIES
-from engine.result import POOLINGS
-from engine.text import (MAX_WORDS, TextError, drop_invisible, split_lines, split_words,
-                         unspaced_note)
 
 PRESETS_FILE = Path(__file__).resolve().parent.parent / "assets" / "presets.toml"
 MAX_SENTENCES = 24
@@ -33,11 +31,11 @@ MAX_TARGET_CHARS = 40
 
 def shown_families() -> tuple[str, ...]:
     """The engine's family table, in its order (read at each call: a family may register late)."""
-    return tuple(FAMILIES)
+    return tuple(family_rows())
 
 
 def family_name(family: str) -> str:
-    return FAMILIES[family].label
+    return engine_access.family_row(family).label
 NONE = "(none)"
 CUSTOM = "(custom)"
 UNLABELLED = "?"
@@ -47,7 +45,7 @@ def sidebar_keys() -> Mapping[str, type]:
     """The sidebar's URL keys -> type (read-only; page widgets add theirs per session through
     url_key())."""
     return MappingProxyType({"preset": str, "sentences": str, "target": str, "pool": str,
-                             **{f"model_{name}": str for name in FAMILIES}, "labels": str})
+                             **{f"model_{name}": str for name in family_rows()}, "labels": str})
 
 
 @dataclass(frozen=True)
@@ -213,8 +211,8 @@ def _init_session() -> None:
         st.session_state["_labels_for"] = sentence_lines()
     st.session_state["pool"] = params.get("pool", "mean")
     for family in shown_families():
-        st.session_state[f"model_{family}"] = params.get(f"model_{family}",
-                                                         compute.default_model(family) or NONE)
+        default = engine_access.default_model(family) or NONE
+        st.session_state[f"model_{family}"] = params.get(f"model_{family}", default)
     st.session_state["_initialised"] = True
 
 
@@ -266,13 +264,13 @@ def model_box(sb, family: str) -> str | None:
     None where the box says (once, under it) why the asked model cannot be used."""
     key = f"model_{family}"
     label = family_name(family)
-    here = compute.available_models(family)
+    here = engine_access.available_models(family)
     asked = st.session_state.get(key)
     if asked is None:
         asked = st.session_state[key] = here[0] if here else NONE
     if asked not in here and asked != NONE:
         # a folder is named by its resolved path from here on: what the pages show and use
-        asked = st.session_state[key] = compute.canonical_model(asked)
+        asked = st.session_state[key] = engine_access.canonical_model(asked)
     options = [*here, *([asked] if asked not in here and asked != NONE else []), NONE]
     sb.selectbox(f"{label} model", options, key=key, accept_new_options=True,
                  help="A model here, or type a Hugging Face hub id (org/name) or a folder under "
@@ -280,13 +278,13 @@ def model_box(sb, family: str) -> str | None:
     chosen = st.session_state[key]
     if chosen == NONE or chosen in here:
         return None if chosen == NONE else chosen
-    problem = compute.model_problem(chosen, family)
+    problem = engine_access.model_problem(chosen, family)
     if problem is None:
         return chosen
     sb.error(f"{label} model '{safe_md(chosen[:80])}': {safe_md(problem.why)}")
-    plan = compute.download_plan(chosen) if problem.download else None
+    plan = engine_access.download_plan(chosen) if problem.download else None
     if plan is not None and sb.button(f"Download {plan}", key=f"download_{family}"):
-        compute.download(chosen, sb.progress(0.0, text="downloading ..."))
+        engine_access.download(chosen, sb.progress(0.0, text="downloading ..."))
         st.rerun()
     return None
 

@@ -8,10 +8,9 @@ from typing import Callable, Sequence, TypeVar
 import numpy as np
 import streamlit as st
 
-from app import compute, state
+from app import engine_access, state
+from app.engine_access import EngineError, TextError, joined_forms, split_words, word_key
 from app.safe import safe_md
-from engine.errors import EngineError
-from engine.text import TextError, joined_forms, split_words, word_key
 
 T = TypeVar("T")
 
@@ -55,7 +54,7 @@ def run_page(render: Callable[[state.Inputs], None]) -> None:
     finally:
         state.write_url()
         state.settings_button()
-        compute.trim_heap_soon()
+        engine_access.trim_heap_soon()
 
 
 @contextmanager
@@ -92,7 +91,7 @@ def chosen_models(inputs: state.Inputs, families: tuple[str, ...] | None = None,
     chosen = [(f, m) for f, m in inputs.models if f in families]
     if not chosen:
         names = " or ".join(state.family_name(f) for f in families)
-        if any(compute.available_models(f) for f in families):
+        if any(engine_access.available_models(f) for f in families):
             article = "an" if names[0] in "AEIOU" else "a"
             st.info(f"Choose {article} {names} model in the sidebar.")
         else:
@@ -112,7 +111,7 @@ def target_models(inputs: state.Inputs) -> list[tuple[str, str]]:
 def prepared(model_id: str, inputs: state.Inputs) -> bool:
     """Load and run one model; a model that fails is reported in one line (False)."""
     try:
-        compute.prepare([model_id], inputs.sentences)
+        engine_access.prepare([model_id], inputs.sentences)
         return True
     except Exception as exc:  # noqa: BLE001 - one model failing must not hide the others
         st.error(f"{safe_md(model_id)}: {one_line(exc)}")

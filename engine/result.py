@@ -6,11 +6,14 @@ tensor and no malformed array ever reaches an analysis or a figure.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import TYPE_CHECKING, Literal, Sequence
 
 import numpy as np
 
 from engine.families import FAMILIES
+
+if TYPE_CHECKING:       # names only: result.py sits below the analyses
+    from engine.analysis.senses import SenseSeparation, SplitQuality
 
 Pooling = Literal["first", "mean", "last"]
 POOLINGS: tuple[str, ...] = ("first", "mean", "last")
@@ -256,3 +259,67 @@ def _softmax(scores: np.ndarray) -> np.ndarray:
     a token may look at itself)."""
     e = np.exp(scores - scores.max(-1, keepdims=True))
     return e / e.sum(-1, keepdims=True)
+
+
+# -- what the app's analyses return (app/results.py, app/engine_access.py, app/corpus_access.py)
+
+@dataclass(frozen=True, eq=False)
+class TargetVectors:
+    """The target word's vectors: [layers, n, dim] for the sentences listed in `rows` (its
+    first occurrence in each)."""
+
+    model_id: str
+    vectors: np.ndarray
+    rows: tuple[int, ...]
+    missing: tuple[int, ...]
+    layer_names: tuple[str, ...]
+    repeated: tuple[int, ...] = ()   # sentences holding the target more than once
+    positions: tuple[int, ...] = ()  # the target's word position in each of `rows`, from 0
+
+    def index_columns(self) -> dict:
+        """Which occurrence each point is: its sentence and word position, from 0 (as
+        `ctxlens neighbours` counts them)."""
+        return {"sentence_index": list(self.rows), "position": list(self.positions)}
+
+    def occurrence_columns(self, pool: str, layer: str) -> dict:
+        """What a point is, for a CSV that has to be read without the page: index_columns,
+        model, layer and pooling."""
+        return {**self.index_columns(), "model": self.model_id, "layer": layer, "pooling": pool}
+
+
+@dataclass(frozen=True, eq=False)
+class SuggestedSenses:
+    """A clustering of the target's top-layer vectors, offered as sense labels."""
+
+    rows: tuple[int, ...]        # the sentences holding the target (TargetVectors.rows)
+    clusters: np.ndarray         # [rows]: a cluster number per sentence, from 0
+    quality: SplitQuality
+
+
+@dataclass(frozen=True, eq=False)
+class MixedVectors:
+    """The target's vectors through one scalar mix, and how well they separate the senses."""
+
+    vectors: np.ndarray                  # [rows, dim]: gamma * sum_j softmax(s)_j h_j
+    coords: np.ndarray                   # [rows, 2]: their PCA
+    separation: SenseSeparation          # of the mix
+    top_separation: SenseSeparation      # of the top layer alone, for comparison
+    one_point: bool                      # every occurrence has the same mixed vector
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """What a Brown index of a model would hold: its layers' names and width."""
+
+    names: tuple[str, ...]
+    dim: int
+
+
+@dataclass(frozen=True)
+class ModelProblem:
+    """Why a model id cannot be shown, in one line, and whether a download would fix it (the
+    model box then offers one): known from the error's type or the model's availability,
+    never from the message's words."""
+
+    why: str
+    download: bool = False

@@ -62,7 +62,7 @@ def test_only_the_checkpoint_reader_decides_which_head_a_config_names():
 
 def test_the_app_tells_a_download_by_its_type_not_its_words():
     for p in (ROOT / "app").rglob("*.py"):
-        if p.name != "compute.py":
+        if p.name != "engine_access.py":
             assert "needs a download" not in p.read_text(), p
 
 

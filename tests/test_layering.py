@@ -1,6 +1,7 @@
 """The import graph: engine/ never reaches the app, the benchmarks or streamlit, the product
-(engine/ and app/) never imports the lab or the benchmarks, app/ never loads torch, model
-families never import what sits above them, and no package has an import cycle."""
+(engine/ and app/) never imports the lab or the benchmarks, only the app's three door modules
+import engine/ and no app module loads torch, model families never import what sits above
+them, and no package has an import cycle."""
 from __future__ import annotations
 
 import ast
@@ -87,12 +88,35 @@ def test_the_benchmarks_load_the_app_only_to_time_it():
     assert lazy <= {"bench.speed"}
 
 
+# the app's doors to the engine: models, encodings and predictions; the results computed from
+# them; corpus indexes. No other app module imports engine/.
+DOORS = {"app.engine_access", "app.results", "app.corpus_access"}
+
+
 def test_pages_import_nothing_from_the_engine():
-    """A page reaches the engine through the app's own modules (app/compute.py for results,
-    app/analysis.py and app/text.py for the helpers it applies to them); lazy imports inside
-    functions count."""
+    """A page reaches the engine through the app's door modules (results, and the engine's
+    text rules and numpy helpers they expose); lazy imports inside functions count."""
     bad = {name: sorted(i for i in imports(p, False) if i.split(".")[0] == "engine")
            for name, p in modules().items() if name.startswith("app.pages")}
+    assert {k: v for k, v in bad.items() if v} == {}
+
+
+def test_only_the_door_modules_import_the_engine():
+    """state.py, ui.py, the views and the pages name the door modules, never engine/ itself;
+    lazy imports inside functions count."""
+    bad = {name: sorted(i for i in imports(p, False) if i.split(".")[0] == "engine")
+           for name, p in modules().items()
+           if name.split(".")[0] == "app" and name not in DOORS}
+    assert {k: v for k, v in bad.items() if v} == {}
+    assert all(name in modules() for name in DOORS)
+
+
+def test_no_app_module_names_torch():
+    """The app receives numpy results; torch and transformers stay behind the engine (the
+    import check below catches what an engine import pulls in)."""
+    bad = {name: sorted(i for i in imports(p, False)
+                        if i.split(".")[0] in ("torch", "transformers"))
+           for name, p in modules().items() if name.split(".")[0] == "app"}
     assert {k: v for k, v in bad.items() if v} == {}
 
 
@@ -168,6 +192,8 @@ def test_no_import_cycles():
 
 @pytest.mark.parametrize("package", ["app"])
 def test_importing_every_app_module_loads_no_torch(package):
+    """The door modules import engine/, so what they pull in is checked by importing them:
+    no torch or transformers until a model runs (pages are scripts, run by AppTest)."""
     names = sorted(n for n in modules() if n.split(".")[0] == package and ".pages" not in n)
     code = ("import sys\n" + "".join(f"import {n}\n" for n in names)
             + "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")

@@ -59,8 +59,8 @@ def test_only_wordtext_counts_the_blanks():
 
 def test_the_projection_methods_are_listed_by_the_engine_alone():
     """engine.analysis.projection.METHODS names each method once, with the name a reader
-    knows; the pages' radios are built from it (app.analysis.PROJECTIONS)."""
-    from app.analysis import PROJECTIONS
+    knows; the pages' radios are built from it (app.results.PROJECTIONS)."""
+    from app.results import PROJECTIONS
     from engine.analysis.projection import METHODS
 
     assert PROJECTIONS == {"PCA": "pca", "UMAP": "umap", "t-SNE": "tsne"}

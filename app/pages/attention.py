@@ -4,8 +4,7 @@ contributions are shown instead."""
 import pandas as pd
 import streamlit as st
 
-from app import compute, export, figures, neuron_view, state, ui
-from app import analysis as att
+from app import engine_access, export, figures, neuron_view, results, state, ui
 from app import selection as sel
 from app.safe import safe_md
 
@@ -49,7 +48,7 @@ def by_words() -> bool:
 def attention_views(inputs, enc) -> None:
     layer, head, hide = view_options(enc)
     words = by_words()
-    maps, labels = att.viewed_maps(enc, words, hide, slice(layer - 1, layer))   # [1, H, n, n]
+    maps, labels = results.viewed_maps(enc, words, hide, slice(layer - 1, layer))   # [1, H, n, n]
     one = maps[0].mean(axis=0) if head is None else maps[0, head]
     unit = ", words" if words else ""        # in the titles of the maps that follow the choice
     what = f"layer {layer}, " + ("mean of heads" if head is None else f"head {head + 1}") + unit
@@ -60,7 +59,8 @@ def attention_views(inputs, enc) -> None:
     per_token = {**settings, "units": "tokens"}     # the tabs that do not follow the choice
     names = ["Head view", "Heatmap", "Model view", "Head statistics", "Rollout"]
     # the tab also where the architecture rules the view out: it says why there
-    neurons = "query_key" in compute.capabilities(enc.model_id) | set(compute.cannot(enc.model_id))
+    neurons = "query_key" in (engine_access.capabilities(enc.model_id)
+                              | set(engine_access.cannot(enc.model_id)))
     tabs = st.tabs(names + (["Neuron view"] if neurons else []))
     with tabs[0], ui.guarded():
         options = ["(all)"] + [f"{i}: {t}" for i, t in enumerate(labels)]
@@ -91,7 +91,7 @@ def attention_views(inputs, enc) -> None:
     with tabs[4], ui.guarded():
         st.caption("Attention rollout (Abnar & Zuidema 2020): heads averaged, the residual "
                    "added as 0.5·A + 0.5·I, multiplied from the input up to this layer.")
-        rolled, tokens = att.viewed_rollout(enc, hide)                 # [L, n, n]
+        rolled, tokens = results.viewed_rollout(enc, hide)                 # [L, n, n]
         show(figures.matrix_heatmap(rolled[layer - 1], tokens, tokens,
                                     f"Rollout to layer {layer}", "share", 0.0, None),
              "rollout", export.matrix_table(rolled[layer - 1], tokens), per_token)
@@ -113,7 +113,7 @@ def model_view(enc, words: bool, hide: bool, n: int, settings: dict) -> None:
         return
     st.caption("Every layer (rows) and head (columns): click a thumbnail (or pick a layer "
                "and head above) to open it in the head view and heatmap.")
-    maps, labels = att.viewed_maps(enc, words, hide)              # [L, H, n, n]
+    maps, labels = results.viewed_maps(enc, words, hide)              # [L, H, n, n]
     grid = figures.attention_grid(maps, [f"layer {l + 1}" for l in range(len(maps))])
     ui.plotly_chart(grid, key="model-view", selection_mode="points",
                     on_select=lambda: open_head(n_heads))
@@ -137,7 +137,7 @@ def open_head(n_heads: int) -> None:
 
 
 def head_statistics(inputs, enc, settings) -> None:
-    stats = compute.head_stats(enc.model_id, enc.text)
+    stats = results.head_stats(enc.model_id, enc.text)
     rows = [f"layer {l + 1}" for l in range(stats.entropy.shape[0])]
     heads = [f"head {h + 1}" for h in range(stats.entropy.shape[1])]
     for name, values, zmax, meaning in (
@@ -161,8 +161,8 @@ def layer_contributions(inputs, family_name: str, model_id: str, sentence: str) 
     st.info(f"{safe_md(model_id)} ({state.family_name(family_name)}) has no attention maps. Shown "
             "instead: how much each layer contributes to each word's uniform mix (share of the "
             "vector norms).")
-    enc = compute.encodings(model_id, (sentence,))[0]
-    shares, names = att.layer_shares(enc, inputs.pool)                  # [layers, words]
+    enc = engine_access.encodings(model_id, (sentence,))[0]
+    shares, names = results.layer_shares(enc, inputs.pool)                  # [layers, words]
     show(figures.stacked_shares(enc.words, shares, names, f"{model_id}: layer contributions"),
          f"{family_name}-contributions", pd.DataFrame(shares.T, columns=list(names)).assign(
              word=list(enc.words)), inputs.settings(model=model_id, sentence=sentence))
@@ -179,19 +179,19 @@ def render(inputs: state.Inputs) -> None:
         st.session_state[key] = 0
     pick = st.selectbox("Sentence", range(len(labels)), format_func=labels.__getitem__, key=key)
     sentence = inputs.sentences[pick]
-    with_att = [m for _, m in models if "attention" in compute.capabilities(m)]
+    with_att = [m for _, m in models if "attention" in engine_access.capabilities(m)]
     if with_att:
         key = state.url_key("att_model", str, choices=with_att)
         if st.session_state.get(key) not in with_att:
             st.session_state[key] = with_att[0]
         model_id = st.radio("Model", with_att, horizontal=True, key=key, format_func=safe_md)
-        enc = compute.encodings(model_id, (sentence,), attentions=True)[0]
+        enc = engine_access.encodings(model_id, (sentence,), attentions=True)[0]
         if enc.attentions is None:
             st.warning(f"{safe_md(model_id)} returned no attention maps for this sentence.")
         else:
             attention_views(inputs, enc)
     for f, m in models:
-        if "attention" not in compute.capabilities(m):
+        if "attention" not in engine_access.capabilities(m):
             st.subheader(state.family_name(f))
             layer_contributions(inputs, f, m, sentence)
 

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import analysis, compute, export, figures, state, ui
+from app import corpus_access, engine_access, export, figures, results, state, ui
 from app import selection as sel
 from app.safe import safe_md
 from app.senses import sense_editor, separation_chart
@@ -22,7 +22,7 @@ def overlap_notes(inputs, model_id: str, tv, layer: int, overlaps) -> None:
     elif n > 1:
         # BERT's and GPT-2's input layer adds the word's position in the sentence: the points
         # differ a little, and a projection stretched to fill its panel makes that look large
-        sims = compute.cosine_matrix(model_id, inputs.sentences, inputs.target, inputs.pool, 0)
+        sims = results.cosine_matrix(model_id, inputs.sentences, inputs.target, inputs.pool, 0)
         cos = float((sims.sum() - n) / (n * (n - 1)))
         if cos >= NEAR_ONE_POINT:
             st.caption(f"{tv.layer_names[0]} holds the word and its position in the sentence, "
@@ -32,7 +32,7 @@ def overlap_notes(inputs, model_id: str, tv, layer: int, overlaps) -> None:
     shared = overlaps[1]
     if layer == 0 or not shared:
         return
-    left_to_right = compute.family_row(compute.family(model_id)).left_to_right
+    left_to_right = engine_access.family_row(engine_access.family(model_id)).left_to_right
     sizes = ", ".join(str(len(g)) for g in shared)
     lines = "; ".join(", ".join(str(tv.rows[i] + 1) for i in g) for g in shared)
     why = (f"they share the words before '{safe_md(inputs.target)}', and a left-to-right "
@@ -50,7 +50,7 @@ def best_view(inputs, models, labels) -> tuple[str, int, float] | None:
         return None
     best = None
     for _, model_id in models:
-        sep, failed = ui.attempt(compute.separation, model_id, inputs.sentences, inputs.target,
+        sep, failed = ui.attempt(results.separation, model_id, inputs.sentences, inputs.target,
                                  inputs.pool, tuple(labels))
         if failed:          # its own tab says why it cannot be shown
             continue
@@ -87,27 +87,27 @@ def opening_view(inputs, models, labels) -> tuple[str, int, float] | None:
 
 
 def model_view(inputs, model_id, method, labels,
-               best_layer: int | None = None) -> compute.TargetVectors | None:
-    tv = compute.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
+               best_layer: int | None = None) -> results.TargetVectors | None:
+    tv = results.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
     if not tv.rows:     # render said which sentences lack the target, once for every tab
         return None
     ui.repeated_target_note(inputs.target, tv.repeated)
-    proj = compute.project(model_id, inputs.sentences, inputs.target, inputs.pool, method)
+    proj = results.project(model_id, inputs.sentences, inputs.target, inputs.pool, method)
     n_layers = len(tv.layer_names)
     key = state.url_key(f"layer_{model_id}")
     if not 0 <= st.session_state.get(key, n_layers - 1) < n_layers:
         st.session_state[key] = n_layers - 1
     st.session_state.setdefault(key, n_layers - 1 if best_layer is None else best_layer)
-    if compute.model_note(model_id):       # what the model is: a bundled one says how little it read
-        st.caption(compute.model_note(model_id))
+    if engine_access.model_note(model_id):   # what it is: a bundled one says how little it read
+        st.caption(engine_access.model_note(model_id))
     layer = st.slider("Layer", 0, n_layers - 1, key=key,
                       help="0 is the input embedding layer: the word (and, in BERT and "
                            "GPT-2, its position), before any context")
     hover = [inputs.sentences[r] for r in tv.rows]
     hover_bold = [figures.bold_word(h, inputs.target) for h in hover]
     point_labels = [labels[r] for r in tv.rows]
-    overlaps = [analysis.identical_groups(tv.vectors[0]),
-                analysis.identical_groups(tv.vectors[layer])]
+    overlaps = [results.identical_groups(tv.vectors[0]),
+                results.identical_groups(tv.vectors[layer])]
     fig = figures.projection_scatter(
         [(f"{tv.layer_names[0]} (baseline)", proj.coords[0]),
          (tv.layer_names[layer], proj.coords[layer])], point_labels, hover_bold,
@@ -124,7 +124,7 @@ def model_view(inputs, model_id, method, labels,
                           "x": proj.coords[layer, :, 0], "y": proj.coords[layer, :, 1]})
     settings = inputs.settings(model=model_id, layer=layer, projection=method, seed=0)
     export.figure_downloads(fig, f"clusters-{model_id}-L{layer}", table, settings)
-    sims = compute.cosine_matrix(model_id, inputs.sentences, inputs.target, inputs.pool, layer)
+    sims = results.cosine_matrix(model_id, inputs.sentences, inputs.target, inputs.pool, layer)
     names = [f"{r + 1}: {labels[r]}" for r in tv.rows]
     heat = figures.similarity_heatmap(sims, names, f"Cosine similarity, {tv.layer_names[layer]}")
     ui.plotly_chart(heat, key=f"cos-{model_id}")
@@ -146,7 +146,7 @@ def to_corpus(inputs, model_id: str, tv) -> None:
     the corpus for contexts like it on the Corpus page."""
     picked = [i for i in sel.clicked_points(st.session_state.get(f"scatter-{model_id}"))
               if 0 <= i < len(tv.rows)]
-    if not picked or not compute.corpus_indexes():
+    if not picked or not corpus_access.corpus_indexes():
         return
     sentence = inputs.sentences[tv.rows[picked[0]]]
     with st.container(key=f"corpus_from_{model_id}"):
@@ -166,13 +166,13 @@ def render(inputs: state.Inputs) -> None:
     models = ui.target_models(inputs)
     if not models:
         return
-    methods = analysis.PROJECTIONS
+    methods = results.PROJECTIONS
     method = methods[st.radio("Projection", list(methods), horizontal=True,
                               help=ui.PROJECTION_HELP, key=state.url_key(
         "projection", str, default="PCA", choices=methods))]
     labels = sense_editor(inputs, models[-1])
     # once above the tabs, not once in each (the words are split alike for every model)
-    missing = compute.target_missing(inputs.sentences, inputs.target)
+    missing = results.target_missing(inputs.sentences, inputs.target)
     if not ui.missing_target_note(inputs.target, missing, inputs.sentences):
         return
     names = [f"{state.family_name(f)}: {safe_md(m)}" for f, m in models]

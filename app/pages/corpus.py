@@ -4,13 +4,13 @@ corpus (exBERT's search); or search the corpus for contexts like a sentence of y
 import pandas as pd
 import streamlit as st
 
-from app import compute, state, ui
+from app import corpus_access, state, ui
 from app import selection as sel
-from app.analysis import PROJECTIONS
 from app.corpus_builds import JUST_BUILT, build_offer, delete_offer
 from app.corpus_maps import GRID_POINTS, MAX_POINTS, grid_map, word_map
+from app.engine_access import MAX_CHARS
+from app.results import PROJECTIONS
 from app.safe import safe_md
-from app.text import MAX_CHARS
 
 # no t-SNE: its cost grows fastest with the thousands of points a corpus map holds
 METHODS = {label: method for label, method in PROJECTIONS.items() if method != "tsne"}
@@ -19,7 +19,7 @@ WORD_CHARS = 40         # the word boxes' cap; a sentence's is the engine's (MAX
 
 
 def choose_index():
-    found = compute.corpus_indexes()
+    found = corpus_access.corpus_indexes()
     if not found:
         return None
     labels = {str(p): f"{p.name}: {m.model}, {m.corpus}, {m.n_sentences:,} sentences, "
@@ -77,7 +77,7 @@ def search_box(folder, manifest, layer) -> None:
     word = state.url_text_input(c2, "Word", QUERY_WORD, WORD_CHARS)
     if text.strip() and word.strip():
         with ui.guarded():
-            neighbour_table(compute.corpus_search(folder, text, word.strip(), layer, 10))
+            neighbour_table(corpus_access.corpus_search(folder, text, word.strip(), layer, 10))
 
 
 def render(inputs: state.Inputs) -> None:
@@ -89,7 +89,7 @@ def render(inputs: state.Inputs) -> None:
         build_offer(have_indexes=False)
         return
     build_offer(have_indexes=True)
-    manifest = compute.corpus_manifest(folder)
+    manifest = corpus_access.corpus_manifest(folder)
     delete_offer(folder, manifest)
     c1, c2, c3 = st.columns([2, 3, 2])
     word = state.url_text_input(c1, "Word", "corpus_word", WORD_CHARS,
@@ -116,8 +116,8 @@ def render(inputs: state.Inputs) -> None:
             clicked(found, "corpus-grid", len(manifest.layers),
                     "Click a point in any panel to see its nearest contexts in the corpus at "
                     "that layer.",
-                    lambda i, k: compute.corpus_grid_neighbours_of(folder, word, GRID_POINTS,
-                                                                   i, k, 10),
+                    lambda i, k: corpus_access.corpus_grid_neighbours_of(folder, word, GRID_POINTS,
+                                                                         i, k, 10),
                     lambda k: manifest.layer_names[k])
     elif word:
         main, side = st.columns([3, 2])
@@ -127,8 +127,8 @@ def render(inputs: state.Inputs) -> None:
             if found is not None:
                 clicked(found, "corpus-map", 1,
                         "Click a point to see its nearest contexts in the corpus.",
-                        lambda i, _: compute.corpus_neighbours_of(folder, word, layer,
-                                                                  MAX_POINTS, i, 10),
+                        lambda i, _: corpus_access.corpus_neighbours_of(folder, word, layer,
+                                                                        MAX_POINTS, i, 10),
                         lambda _: manifest.layer_names[manifest.layers.index(layer)])
     search_box(folder, manifest, layer)
 

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import analysis, compute, export, figures, state, ui
+from app import engine_access, export, figures, results, state, ui
 
 S_RANGE = 10.0
 GAMMA_RANGE = (0.1, 4.0)
@@ -24,7 +24,7 @@ def set_mix(s, gamma: float | None = None) -> None:
 def learn(inputs: state.Inputs, model_id: str, labels: tuple[str, ...],
           do_layer_norm: bool = False) -> None:
     # a callback runs before the page and its guard: learned_summary says a failure
-    mix, failed = ui.attempt(compute.learned_mix, model_id, inputs.sentences, inputs.target,
+    mix, failed = ui.attempt(results.learned_mix, model_id, inputs.sentences, inputs.target,
                              inputs.pool, labels, do_layer_norm)
     if failed:
         st.session_state["mix_learned"] = failed
@@ -107,7 +107,7 @@ def render(inputs: state.Inputs) -> None:
     st.title("ELMo layer weights")
     st.caption("ELMo's representation is a learned mix of its layers: γ · Σⱼ softmax(s)ⱼ hⱼ. "
                "Without a task the mix is uniform; here you set it, or learn it from your senses.")
-    mixing = tuple(name for name, f in compute.family_rows().items()
+    mixing = tuple(name for name, f in engine_access.family_rows().items()
                    if "scalar_mix" in f.capabilities)     # every model of such a family mixes
     models = ui.ready_models(inputs, families=mixing)
     if not models or not inputs.target:
@@ -115,20 +115,20 @@ def render(inputs: state.Inputs) -> None:
             st.info("Type a target word in the sidebar.")
         return
     model_id = models[0][1]
-    tv = compute.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
+    tv = results.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
     if not ui.missing_target_note(inputs.target, tv.missing, inputs.sentences):
         return
     ui.repeated_target_note(inputs.target, tv.repeated)
     labels = tuple(state.sense_labels(inputs.sentences)[r] for r in tv.rows)
     s, gamma, layer_norm = controls(inputs, model_id, tv.layer_names, labels)
-    weights = analysis.softmax(s)
+    weights = results.softmax(s)
     bars = figures.mix_weights(weights, gamma, tv.layer_names)
     ui.plotly_chart(bars, key="mix-bars")
     export.figure_downloads(bars, "elmo-mix-weights", export.layer_table(
         {"s": s, "softmax_s": weights}, tv.layer_names).assign(gamma=gamma),
         inputs.settings(model=model_id, s=s.tolist(), gamma=gamma,
                         do_layer_norm=layer_norm))
-    mix = compute.scalar_mix(model_id, inputs.sentences, inputs.target, inputs.pool,
+    mix = results.scalar_mix(model_id, inputs.sentences, inputs.target, inputs.pool,
                              tuple(float(v) for v in s), gamma, layer_norm, labels)
     mixed = mix.vectors
     learned_summary(mix.separation, mix.top_separation, same_point=mix.one_point)

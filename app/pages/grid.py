@@ -9,12 +9,12 @@ layer where it was made.
 import pandas as pd
 import streamlit as st
 
-from app import compute, export, figures, state, ui
+from app import export, figures, results, state, ui
 from app import selection as sel
-from app.analysis import MIN_POINTS, PROJECTIONS
+from app.engine_access import word_key
 from app.grid_selection import SEL, SEL_LAYER, SEL_MODEL, selection, side_panel, take_event
+from app.results import MIN_POINTS, PROJECTIONS
 from app.safe import safe_md
-from app.text import word_key
 
 SCOPES = {"the target word": "target", "every word": "all"}
 MAX_PANELS = 12          # auto: every k-th layer so that a grid holds at most this many panels
@@ -41,7 +41,7 @@ def hover_texts(occ, sentences) -> list[str]:
 def plan(inputs, model_id: str, opts: dict) -> dict | None:
     """What a model's grid will show (points kept, layers), from the selection as it stands:
     the same plan that drew last run's grid, so a click on it maps back to occurrences."""
-    occ_all = compute.occurrences(model_id, inputs.sentences, inputs.target, inputs.pool,
+    occ_all = results.occurrences(model_id, inputs.sentences, inputs.target, inputs.pool,
                                   opts["scope"])
     if len(occ_all) == 0:
         st.error(f"'{safe_md(inputs.target)}' is in none of the sentences (words are matched "
@@ -78,7 +78,7 @@ def model_grid(inputs, p: dict, opts: dict, labels: list[str]) -> None:
     chart_key = p["chart_key"]
     chosen = [occ.index(o) for o in selection()]
     chosen = [i for i in chosen if i is not None]
-    proj = compute.grid_projection(model_id, inputs.sentences, inputs.target, inputs.pool,
+    proj = results.grid_projection(model_id, inputs.sentences, inputs.target, inputs.pool,
                                    opts["scope"], opts["method"], opts["dims"],
                                    tuple(keep) if p["isolated"] else None)
     find = word_key(opts["find"].strip())

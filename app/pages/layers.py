@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import compute, export, figures, state, ui
+from app import engine_access, export, figures, results, state, ui
 
 METRICS = {  # key: (title, y axis, what it says)
     "self_similarity": ("Self-similarity", "cosine",
@@ -27,11 +27,11 @@ UNDEFINED = {
 }
 
 
-def metric_charts(inputs, results, adjusted: bool) -> None:
+def metric_charts(inputs, geometry, adjusted: bool) -> None:
     cols = st.columns(2)
     for i, (key, (title, axis, meaning)) in enumerate(METRICS.items()):
         series = {}
-        for model_id, (metrics, _) in results.items():
+        for model_id, (metrics, _) in geometry.items():
             source = metrics.adjusted() if adjusted and key != "mev" else metrics
             series[model_id] = getattr(source, key)
         if adjusted and key in ("self_similarity", "intra_sentence"):
@@ -41,7 +41,7 @@ def metric_charts(inputs, results, adjusted: bool) -> None:
             ui.plotly_chart(fig, key=f"metric-{key}")
             st.caption(meaning)
             if all(np.isnan(v).all() for v in series.values()):
-                st.caption(why_undefined(key, results, adjusted))
+                st.caption(why_undefined(key, geometry, adjusted))
             # the CSV alone must say what it holds: with the subtraction on, the same column
             # name would hold values lower by the whole baseline
             column = (f"{key}_minus_baseline" if adjusted and key in ("self_similarity",
@@ -52,22 +52,22 @@ def metric_charts(inputs, results, adjusted: bool) -> None:
                                     inputs.settings(metric=key, adjusted=adjusted))
 
 
-def why_undefined(key: str, results, adjusted: bool) -> str:
+def why_undefined(key: str, geometry, adjusted: bool) -> str:
     """The reason a chart has no point: its own, or, minus the baseline, the baseline's."""
-    own = all(np.isnan(getattr(m, key)).all() for m, _ in results.values())
-    base = all(np.isnan(m.anisotropy).all() for m, _ in results.values())
+    own = all(np.isnan(getattr(m, key)).all() for m, _ in geometry.values())
+    base = all(np.isnan(m.anisotropy).all() for m, _ in geometry.values())
     if own or key == "mev" or not (adjusted and base):
         return UNDEFINED[key]
     return ("Undefined here: it is this statistic minus the anisotropy baseline, which pairs "
             "words from two different sentences; add a sentence, or turn off the subtraction.")
 
 
-def cka_heatmaps(inputs, results) -> None:
+def cka_heatmaps(inputs, geometry) -> None:
     st.subheader("Layer × layer linear CKA")
     st.caption("Kornblith et al. 2019: 1 = the two layers hold the same geometry (up to "
                "rotation and scale); computed over every word of your sentences.")
-    cols = st.columns(figures.heatmaps_per_row([len(cka) for _, cka in results.values()]))
-    for k, (model_id, (metrics, cka)) in enumerate(results.items()):
+    cols = st.columns(figures.heatmaps_per_row([len(cka) for _, cka in geometry.values()]))
+    for k, (model_id, (metrics, cka)) in enumerate(geometry.items()):
         col = cols[k % len(cols)]
         names = list(metrics.layer_names)
         fig = figures.matrix_heatmap(cka, names, names, model_id, "CKA", 0.0, 1.0)
@@ -97,8 +97,8 @@ def between_models(inputs, models) -> None:
     model_a = pick_model(c1, "Model A (rows)", "cka_model_a", ids, ids[0])
     model_b = pick_model(c2, "Model B (columns)", "cka_model_b", ids, ids[-1])
     try:
-        res = compute.between_models(model_a, model_b, inputs.sentences, inputs.pool)
-    except compute.EngineError as e:
+        res = results.between_models(model_a, model_b, inputs.sentences, inputs.pool)
+    except engine_access.EngineError as e:
         st.info(ui.one_line(e))
         return
     fig = figures.model_cka_heatmap(res.cka, res.low, res.high, res.layer_names_a,
@@ -129,13 +129,13 @@ def render(inputs: state.Inputs) -> None:
         help="In many layers any two words' vectors already point the same way (anisotropy: "
              "the mean cosine of random word pairs). Subtracting it (Ethayarajh 2019) shows "
              "how much more alike a word's own occurrences are than any two words.")
-    results = {m: compute.layer_geometry(m, inputs.sentences, inputs.pool) for _, m in models}
-    repeated = {m: r[0].n_words_repeated for m, r in results.items()}
+    geometry = {m: results.layer_geometry(m, inputs.sentences, inputs.pool) for _, m in models}
+    repeated = {m: r[0].n_words_repeated for m, r in geometry.items()}
     if not any(repeated.values()):
         st.info("No word occurs twice in your sentences, so self-similarity and MEV are "
                 "undefined: repeat a word (a preset does).")
-    metric_charts(inputs, results, adjusted)
-    cka_heatmaps(inputs, results)
+    metric_charts(inputs, geometry, adjusted)
+    cka_heatmaps(inputs, geometry)
     between_models(inputs, models)
 
 

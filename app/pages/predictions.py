@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import compute, export, figures, state, ui
+from app import engine_access, export, figures, state, ui
+from app.engine_access import JOINER_RE, MASK, joined_forms, split_words, word_key
 from app.safe import safe_md
-from app.text import JOINER_RE, MASK, joined_forms, split_words, word_key
 
 
 def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
@@ -68,12 +68,12 @@ def prediction(kind: str, model_id: str, text: str, title: str, inputs, name: st
         st.info(f"{title}: there are no words on that side of the blank.")
         return True
     try:
-        pred = compute.predict(kind, model_id, text, top_k=st.session_state["top_k"],
-                               sides=sides, rescore=rescore)
-    except compute.UnsupportedPrediction as exc:
+        pred = engine_access.predict(kind, model_id, text, top_k=st.session_state["top_k"],
+                                     sides=sides, rescore=rescore)
+    except engine_access.UnsupportedPrediction as exc:
         st.info(ui.one_line(exc))
         return False
-    except compute.EngineError as exc:           # e.g. a blank this model cannot start a text with
+    except engine_access.EngineError as exc:   # e.g. a blank this model cannot start a text with
         st.warning(f"{title}: {ui.one_line(exc)}")
         return False
     table = pd.DataFrame(pred.as_json())
@@ -91,14 +91,14 @@ def prediction(kind: str, model_id: str, text: str, title: str, inputs, name: st
 def masked_lm(sidebar_bert: str | None, label: str) -> str | None:
     """The masked LM for the masked-LM column: the sidebar's model when it has a head, else a
     bundled one, said in one line (the sidebar choice stays as it is for the other pages)."""
-    fillers = compute.models_that("masked_lm", current=sidebar_bert)
+    fillers = engine_access.models_that("masked_lm", current=sidebar_bert)
     if not fillers:
         st.info("No installed model has a masked-LM head.")
         return None
     key = state.url_key("pred_bert", kind=str, default=fillers[0])
     if st.session_state[key] not in fillers:
         st.session_state[key] = fillers[0]
-    if sidebar_bert and "masked_lm" not in compute.capabilities(sidebar_bert):
+    if sidebar_bert and "masked_lm" not in engine_access.capabilities(sidebar_bert):
         st.caption(f"{safe_md(sidebar_bert)} (the sidebar's {label}) has no masked-LM head, so a model "
                    "with one fills the blank here.")
     return st.selectbox("Masked LM", fillers, key=key)
@@ -111,7 +111,7 @@ def model_column(inputs, family_name: str, model_id: str | None, masked: str, pr
     file may ship no LM softmax): a left-to-right LM fills the blank by re-ranking and guesses
     the next word; with a right-to-left LM as well (ELMo) both LMs are shown together and
     apart."""
-    fam = compute.family_row(family_name)
+    fam = engine_access.family_row(family_name)
     if "masked_lm" in fam.capabilities:     # a column of masked LMs: one with a head is picked
         model_id = masked_lm(model_id, fam.label)
         if model_id is not None:
@@ -130,7 +130,7 @@ def model_column(inputs, family_name: str, model_id: str | None, masked: str, pr
     if model_id is None:
         st.info(f"Choose {fam.a_label} model in the sidebar.")
         return
-    can = compute.capabilities(model_id) & set(PREDICTS)    # this checkpoint, not its family
+    can = engine_access.capabilities(model_id) & set(PREDICTS)   # this checkpoint, not its family
     if not can:
         st.info(f"{safe_md(model_id)} ships no LM softmax or head to predict words with; its layers are "
                 "on the other pages.")
@@ -159,8 +159,8 @@ def logit_lens(inputs, model_id: str, prefix: str) -> None:
         st.info("The blank is the first word: there is no prefix to read.")
         return
     try:
-        lens = compute.logit_lens(model_id, prefix)
-    except compute.UnsupportedPrediction as exc:
+        lens = engine_access.logit_lens(model_id, prefix)
+    except engine_access.UnsupportedPrediction as exc:
         st.info(ui.one_line(exc))
         return
     rows = list(lens.layer_names)
@@ -191,14 +191,14 @@ def render(inputs: state.Inputs) -> None:
     st.text(f"The blank: {masked}")     # typed text: never read as markdown ("bank(s)", *x*)
     chosen = dict(models)
     # one column per family that can predict, masked LMs first (they read both sides at once)
-    families = compute.family_rows()
+    families = engine_access.family_rows()
     shown = sorted((name for name, f in families.items() if f.capabilities & set(PREDICTS)),
                    key=lambda name: "masked_lm" not in families[name].capabilities)
     for col, name in zip(st.columns(len(shown)), shown):
         with col:
             model_column(inputs, name, chosen.get(name), masked, prefix, suffix)
     for name, model_id in models:
-        if "logit_lens" in compute.capabilities(model_id):
+        if "logit_lens" in engine_access.capabilities(model_id):
             logit_lens(inputs, model_id, prefix)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import streamlit as st
 
-from app import compute
+from app import engine_access
 
 from tests.app import helpers
 from tests.tiny_models import save_bert, save_causal_lm, save_elmo
@@ -68,6 +68,6 @@ def tiny_engine(tiny_models, monkeypatch) -> TinyModels:
     derived results (the Engine's result cache) are cleared so each test computes its own."""
     monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(tiny_models.root))
     monkeypatch.setattr(helpers, "DEFAULT_QUERY", tiny_models.query())
-    compute.get_engine().results.clear()
+    engine_access.get_engine().results.clear()
     yield tiny_models
-    compute.get_engine().results.clear()
+    engine_access.get_engine().results.clear()

@@ -16,11 +16,11 @@ def hub_llama(tmp_path, monkeypatch):
     into_hub_cache(save_arch("llama", tmp_path / "src"), cache, "someone/tiny-llama")
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    from app import compute
+    from app import engine_access
 
-    compute._catalogue.clear()
+    engine_access._catalogue.clear()
     yield "someone/tiny-llama"
-    compute._catalogue.clear()
+    engine_access._catalogue.clear()
 
 
 def test_a_link_naming_a_cached_hub_model_opens_it(hub_llama):
@@ -82,9 +82,9 @@ def test_the_neuron_view_of_a_hub_model(hub_llama):
 def test_loading_a_model_in_the_app_prints_no_library_bars(tiny_engine, capfd):
     """The server's terminal carried transformers' 'Loading weights' bar for each model at
     every start; the page shows its own progress instead."""
-    from app import compute
+    from app import engine_access
 
-    engine = compute.get_engine()
+    engine = engine_access.get_engine()
     engine._adapters.pop(tiny_engine.gpt, None)
     capfd.readouterr()
     engine.adapter(tiny_engine.gpt)
@@ -115,7 +115,7 @@ def test_a_hub_model_not_yet_here_shows_its_size_and_downloads_on_a_click(hub):
 def test_the_neuron_view_of_deberta_says_why_not_before_anything_runs(tmp_path, monkeypatch):
     """DeBERTa's attention scores carry relative-position terms: its config says so, so the
     Neuron view tab gives the reason instead of running the model's attention to find out."""
-    from app import compute
+    from app import engine_access
     from engine.api import Engine
 
     cache = tmp_path / "hf-hub"
@@ -126,14 +126,14 @@ def test_the_neuron_view_of_deberta_says_why_not_before_anything_runs(tmp_path, 
     monkeypatch.setattr(Engine, "query_key",
                         lambda self, model_id, *a: asked.append(model_id) or
                         real(self, model_id, *a))
-    compute._catalogue.clear()
+    engine_access._catalogue.clear()
     try:
         at = app()
         at.query_params.update({"model_bert": "someone/tiny-deberta",
                                 "att_model": "someone/tiny-deberta"})
         at.switch_page("app/pages/attention.py").run()
     finally:
-        compute._catalogue.clear()
+        engine_access._catalogue.clear()
     no_failures(at)
     said = [i for i in messages(at)["info"] if i.startswith("No neuron view for this model")]
     assert len(said) == 1 and "relative-position" in said[0]

@@ -304,26 +304,26 @@ def test_a_restarted_app_draws_the_page_from_stored_encodings(tiny_engine, tmp_p
                                                                monkeypatch):
     """The app keeps its encodings on disk: after a restart (a new Engine, nothing in memory)
     the same page is drawn, the same figures, without loading any model."""
-    from app import compute
+    from app import engine_access
 
     monkeypatch.setenv("CTXLENS_CACHE", str(tmp_path))
     monkeypatch.setenv("CTXLENS_ENCODING_CACHE_MB", "64")
-    compute.get_engine.clear()
+    engine_access.get_engine.clear()
     try:
         first = page("clusters").run()
         no_failures(first)
         assert list((tmp_path / "encodings").glob("*.npz"))
-        compute.get_engine.clear()                       # the restart
+        engine_access.get_engine.clear()                 # the restart
         again = page("clusters").run()
         no_failures(again)
-        engine = compute.get_engine()
+        engine = engine_access.get_engine()
         assert not any(engine.is_loaded(m) for m in
                        (tiny_engine.elmo, tiny_engine.gpt, tiny_engine.bert))
         assert [(title(f), f["data"]) for f in figures(again)] == \
             [(title(f), f["data"]) for f in figures(first)]
         assert len(figures(again)) == 8                  # 2 per model tab, 2 for separation
     finally:
-        compute.get_engine.clear()                       # later tests: the default engine
+        engine_access.get_engine.clear()                 # later tests: the default engine
 
 
 def test_a_curly_apostrophe_in_the_target_finds_the_word(tiny_engine):
@@ -397,7 +397,7 @@ def test_the_page_opens_on_the_model_and_layer_where_the_senses_separate_best(ti
     (above the input layer) over the preset's labelled senses, said in a caption."""
     import numpy as np
 
-    from app import compute
+    from app import results
     from app.safe import safe_md
 
     at = page("clusters").run()
@@ -407,7 +407,7 @@ def test_the_page_opens_on_the_model_and_layer_where_the_senses_separate_best(ti
         at.session_state["labels"], str) else tuple(at.session_state["labels"])
     best = max(((m, int(np.nanargmax(sil[1:])) + 1, float(np.nanmax(sil[1:])))
                 for m in (tiny_engine.elmo, tiny_engine.gpt, tiny_engine.bert)
-                for sil in [compute.separation(m, *inputs, "mean", labels).silhouette]),
+                for sil in [results.separation(m, *inputs, "mean", labels).silhouette]),
                key=lambda b: b[2])
     said = [c.value for c in at.caption if c.value.startswith("Opened on")]
     assert said == [f"Opened on {safe_md(best[0])}, layer {best[1]}: of the models here, your senses "
@@ -418,11 +418,11 @@ def test_the_page_opens_on_the_model_and_layer_where_the_senses_separate_best(ti
 
 def _best_view(models, sentences, target, labels):
     """(model, layer, silhouette) with the highest silhouette above the input layer."""
-    from app import compute
+    from app import results
 
     return max(((m, int(np.nanargmax(sil[1:])) + 1, float(np.nanmax(sil[1:])))
                 for m in (models.elmo, models.gpt, models.bert)
-                for sil in [compute.separation(m, sentences, target, "mean",
+                for sil in [results.separation(m, sentences, target, "mean",
                                                labels).silhouette]),
                key=lambda b: b[2])
 

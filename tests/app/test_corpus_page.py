@@ -143,17 +143,17 @@ def test_the_grid_side_panel_sends_its_point_to_the_corpus_search(indexes, tiny_
 def test_a_clicked_point_finds_itself_first_from_the_maps_own_vectors(indexes):
     # the click's neighbours search from the map's own vector of that point: the occurrence
     # clicked comes back first, at cosine 1, at its own sentence and position
-    from app import compute
+    from app import corpus_access
     from app.pages.corpus import MAX_POINTS
 
     folder = str(catalog.index_dirs()[0] / "tiny")
-    vec, sids, pos = compute.corpus_occurrences(folder, "bank", 2, MAX_POINTS)
+    vec, sids, pos = corpus_access.corpus_occurrences(folder, "bank", 2, MAX_POINTS)
     for point in (0, len(vec) - 1):
-        hits = compute.corpus_neighbours_of(folder, "bank", 2, MAX_POINTS, point, 5)
+        hits = corpus_access.corpus_neighbours_of(folder, "bank", 2, MAX_POINTS, point, 5)
         assert (hits[0].sentence_id, hits[0].position) == (sids[point], pos[point])
         assert hits[0].cosine > 0.999 and hits[0].word.lower() == "bank"
     with pytest.raises(Exception, match="not on the map"):
-        compute.corpus_neighbours_of(folder, "bank", 2, MAX_POINTS, len(vec), 5)
+        corpus_access.corpus_neighbours_of(folder, "bank", 2, MAX_POINTS, len(vec), 5)
 
 
 def test_every_layer_side_by_side_shows_the_same_occurrences_in_one_panel_a_layer(indexes):
@@ -174,17 +174,17 @@ def test_every_layer_side_by_side_shows_the_same_occurrences_in_one_panel_a_laye
 
 
 def test_a_point_clicked_in_a_panel_finds_itself_first_at_that_panels_layer(indexes):
-    from app import compute
+    from app import corpus_access
     from app.pages.corpus import GRID_POINTS
 
     folder = str(catalog.index_dirs()[0] / "tiny")
-    vec, sids, pos = compute.corpus_layer_occurrences(folder, "bank", GRID_POINTS)
+    vec, sids, pos = corpus_access.corpus_layer_occurrences(folder, "bank", GRID_POINTS)
     for panel, layer in enumerate((0, 1, 2)):
-        hits = compute.corpus_grid_neighbours_of(folder, "bank", GRID_POINTS, 3, panel, 5)
+        hits = corpus_access.corpus_grid_neighbours_of(folder, "bank", GRID_POINTS, 3, panel, 5)
         assert (hits[0].sentence_id, hits[0].position) == (sids[3], pos[3])
         assert hits[0].cosine > 0.999 and hits[0].layer == layer
     with pytest.raises(Exception, match="not on the map"):
-        compute.corpus_grid_neighbours_of(folder, "bank", GRID_POINTS, 0, 3, 5)
+        corpus_access.corpus_grid_neighbours_of(folder, "bank", GRID_POINTS, 0, 3, 5)
 
 
 def test_with_an_index_the_page_builds_brown_for_another_model_at_the_layers_chosen(
@@ -377,16 +377,16 @@ def test_opening_another_index_starts_at_its_top_layer(indexes, tiny_engine, tmp
 def test_a_read_only_server_offers_no_build_or_delete_and_compute_refuses(indexes,
                                                                           monkeypatch):
     """Issue 47, item 7: with CTXLENS_READ_ONLY=1 (a shared server) the page has no build,
-    continue or delete button, says why in one line, and compute refuses both changes even
+    continue or delete button, says why in one line, and corpus_access refuses both changes even
     when asked directly (a hidden button is not a lock)."""
-    from app import compute
+    from app import corpus_access
     from engine.corpus import sources
     from engine.errors import EngineError
 
     monkeypatch.setattr(sources, "brown", lambda build=True, progress=True: sources.Corpus(
         "brown", tuple(_corpus(40, seed=13))))
     folder = catalog.brown_index_path("elmo-brown")
-    compute.build_brown_index("elmo-brown", [0, 1], folder, lambda done, total: None)
+    corpus_access.build_brown_index("elmo-brown", [0, 1], folder, lambda done, total: None)
     monkeypatch.setenv("CTXLENS_READ_ONLY", "1")
     at = _corpus_page(corpus_word="bank", corpus_index=str(folder))
     assert next(s for s in at.selectbox if s.label == "Index").value == str(folder)
@@ -395,10 +395,11 @@ def test_a_read_only_server_offers_no_build_or_delete_and_compute_refuses(indexe
                        "corpus_delete_partial"}, keys
     assert any("CTXLENS_READ_ONLY" in c.value for c in at.caption)
     with pytest.raises(EngineError, match="CTXLENS_READ_ONLY"):
-        compute.remove_index(str(folder))
+        corpus_access.remove_index(str(folder))
     with pytest.raises(EngineError, match="CTXLENS_READ_ONLY"):
-        compute.build_brown_index("elmo-brown", [0], catalog.brown_index_path("elmo-brown", [0]),
-                                  lambda done, total: None)
+        corpus_access.build_brown_index("elmo-brown", [0],
+                                        catalog.brown_index_path("elmo-brown", [0]),
+                                        lambda done, total: None)
     assert (folder / "manifest.json").is_file()
     assert not catalog.brown_index_path("elmo-brown", [0]).exists()
 

@@ -60,14 +60,14 @@ def test_a_read_only_server_fetches_nothing_a_visitor_typed(sized_hub, monkeypat
 
 def test_a_read_only_server_downloads_nothing_even_when_asked(sized_hub, monkeypatch):
     """Behind the button: the app's download itself refuses, so no page can start one."""
-    from app import compute
+    from app import engine_access
     from engine.errors import EngineError
 
     monkeypatch.setenv("CTXLENS_READ_ONLY", "1")
     room(monkeypatch)
-    assert compute.download_plan("org/tiny") is None
+    assert engine_access.download_plan("org/tiny") is None
     with pytest.raises(EngineError, match="not available on this server"):
-        compute.download("org/tiny", bar=None)
+        engine_access.download("org/tiny", bar=None)
     assert sized_hub.requests == []
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import streamlit as st
 
-from app import compute
+from app import engine_access
 
 from tests.app.helpers import figure, messages, no_failures, page
 
@@ -18,7 +18,7 @@ SENTENCES = ("A bat flew out of the cave.\nHe swung the bat hard.\nThe bat slept
 def elmo_page(elmo_fixture_dir, monkeypatch):
     monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(elmo_fixture_dir.parent))
     st.cache_resource.clear()
-    compute.get_engine().results.clear()
+    engine_access.get_engine().results.clear()
 
     def open_page(name):
         at = page(name, timeout=600)
@@ -29,7 +29,7 @@ def elmo_page(elmo_fixture_dir, monkeypatch):
         return at.run()
     yield open_page
     st.cache_resource.clear()
-    compute.get_engine().results.clear()
+    engine_access.get_engine().results.clear()
 
 
 def test_elmo_weights_page_mixes_the_three_elmo_layers_and_learns(elmo_page, elmo_fixture_dir):

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from app import compute
+from app import engine_access
 from tests.app.helpers import no_failures, page
 
 
@@ -22,11 +22,11 @@ def test_freed_heap_memory_is_handed_back_once_after_a_burst_of_runs(monkeypatch
             super().__init__(*args, **kwargs)
             timers.append(self)
 
-    monkeypatch.setattr(compute.threading, "Timer", Recorded)
-    monkeypatch.setattr(compute, "TRIM_DELAY_S", 0.05)
-    monkeypatch.setattr(compute, "trim_heap", lambda: trims.append(1) or done.set())
+    monkeypatch.setattr(engine_access.threading, "Timer", Recorded)
+    monkeypatch.setattr(engine_access, "TRIM_DELAY_S", 0.05)
+    monkeypatch.setattr(engine_access, "trim_heap", lambda: trims.append(1) or done.set())
     for _ in range(3):
-        compute.trim_heap_soon()
+        engine_access.trim_heap_soon()
     assert done.wait(10)
     for t in timers:          # a timer not cancelled would run its trim before it ends
         t.join(10)
@@ -37,7 +37,7 @@ def test_freed_heap_memory_is_handed_back_once_after_a_burst_of_runs(monkeypatch
 @pytest.mark.usefixtures("tiny_engine")
 def test_every_page_run_asks_for_a_trim(monkeypatch):
     asked = []
-    monkeypatch.setattr(compute, "trim_heap_soon", lambda: asked.append(1))
+    monkeypatch.setattr(engine_access, "trim_heap_soon", lambda: asked.append(1))
     at = page("attention").run()
     no_failures(at)
     at.run()
@@ -65,7 +65,7 @@ def test_the_trim_hands_freed_heap_memory_back_to_the_system():
         for b in blocks:
             libc.free(b)
         freed = _resident_bytes()
-        assert compute.trim_heap() is True
+        assert engine_access.trim_heap() is True
         returned = freed - _resident_bytes()
     finally:
         libc.free(pin)

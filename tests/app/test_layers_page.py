@@ -141,7 +141,7 @@ def test_between_two_models_with_one_sentence_says_it_needs_two():
 
 def test_a_rerun_with_nothing_changed_recomputes_nothing(tiny_engine, monkeypatch):
     """#47: a rerun redraws from the Engine's cache; no model, metric or CKA runs again."""
-    from app import compute
+    from app import engine_access, results
     from engine.analysis import model_cka
 
     calls = []
@@ -157,8 +157,8 @@ def test_a_rerun_with_nothing_changed_recomputes_nothing(tiny_engine, monkeypatc
     counted(geometry, "layer_metrics")
     counted(geometry, "linear_cka_matrix")
     counted(model_cka, "compare_models")
-    monkeypatch.setattr(compute, "compare_models", model_cka.compare_models)
-    eng = compute.get_engine()
+    monkeypatch.setattr(results, "compare_models", model_cka.compare_models)
+    eng = engine_access.get_engine()
     for model_id in (tiny_engine.elmo, tiny_engine.gpt, tiny_engine.bert):
         counted(eng.adapter(model_id), "encode")
         counted(eng.hidden_state_encoder(model_id), "encode")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app import compute
+from app import engine_access
 from engine.errors import ModelUnavailable
 from tests.app.helpers import messages, page
 
@@ -22,7 +22,7 @@ def _labels(at) -> list[str]:
 
 @pytest.mark.usefixtures("tiny_engine")
 def test_a_refused_load_leaves_no_loading_box_above_its_refusal(tiny_engine, monkeypatch):
-    eng = compute.get_engine()
+    eng = engine_access.get_engine()
     refusal = f"{tiny_engine.gpt}: cannot load the model: its weights are truncated"
 
     def refuse(model_id, *args, **kwargs):

@@ -118,17 +118,17 @@ def test_masked_lms_are_offered_in_the_registrys_fill_order(tiny_engine, monkeyp
     is the registry's, not a list in app/."""
     from dataclasses import replace
 
-    from app import compute
+    from app import engine_access
 
-    eng = compute.get_engine()
-    offered = compute.models_that("masked_lm")
+    eng = engine_access.get_engine()
+    offered = engine_access.models_that("masked_lm")
     assert offered[:2] == ["minilm-l6-mlm", "bert-brown-mlm"]
     assert tiny_engine.bert_mlm in offered[2:]
     monkeypatch.setitem(eng.registry, "bert-brown-mlm",
                         replace(eng.registry["bert-brown-mlm"], fill_order=0))
-    now = compute.models_that("masked_lm")       # without an order it goes with the rest, by id
+    now = engine_access.models_that("masked_lm")   # without an order it goes with the rest, by id
     assert now[0] == "minilm-l6-mlm" and now[1:] == sorted(offered[1:])
-    assert compute.models_that("masked_lm", current="bert-brown-mlm")[0] == "bert-brown-mlm"
+    assert engine_access.models_that("masked_lm", current="bert-brown-mlm")[0] == "bert-brown-mlm"
 
 
 def _bank_blanks(sentences: str):
@@ -181,9 +181,9 @@ def test_a_token_of_spaces_is_labelled_not_blank():
 
 def test_a_rerun_with_nothing_changed_asks_no_model_again(tiny_engine, monkeypatch):
     """Every prediction and the logit lens ran again on each rerun (6.5 s on SmolLM2)."""
-    from app import compute
+    from app import engine_access
 
-    m, eng = tiny_engine, compute.get_engine()
+    m, eng = tiny_engine, engine_access.get_engine()
     calls = []
     for model_id in (m.gpt, m.elmo, m.bert_mlm):
         adapter = eng.adapter(model_id)

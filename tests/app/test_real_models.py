@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import streamlit as st
 
-from app import compute
+from app import engine_access, results
 
 from tests.app.helpers import figure, messages, no_failures, page
 
@@ -19,7 +19,7 @@ PARAMS = {"sentences": SENTENCES, "target": "bat", "labels": "animal|sport|anima
 @pytest.fixture(scope="module", autouse=True)
 def real_engine():
     st.cache_resource.clear()
-    compute.get_engine().results.clear()
+    engine_access.get_engine().results.clear()
     yield
 
 
@@ -126,7 +126,7 @@ def test_a_baseline_that_differs_only_by_position_says_so():
     notes = [c.value for c in at.caption if "nearly one vector" in c.value]
     assert len(notes) == 1 and notes[0].startswith("embeddings holds the word and its position")
     cos = float(notes[0].split("mean cosine ")[1].split(")")[0])
-    tv = compute.target_vectors("minilm-l6", tuple(SENTENCES.splitlines()), "bat", "mean")
+    tv = results.target_vectors("minilm-l6", tuple(SENTENCES.splitlines()), "bat", "mean")
     u = tv.vectors[0] / np.linalg.norm(tv.vectors[0], axis=1, keepdims=True)
     assert cos == pytest.approx((u @ u.T)[np.triu_indices(3, 1)].mean(), abs=1e-3) and cos > 0.9
     assert any(c.value.startswith("embeddings is context-free: all 3 sentences")

@@ -368,19 +368,19 @@ def test_ctxlens_models_marks_broken_folders_with_why(broken_folders, capsys):
 
 
 def test_the_apps_lists_leave_broken_folders_out_and_say_why(broken_folders):
-    from app import compute
+    from app import engine_access
 
-    listed = compute.available_models("bert")
+    listed = engine_access.available_models("bert")
     assert str(broken_folders["good"]) in listed
     for name, why in WHY.items():
         assert str(broken_folders[name]) not in listed
-        said = compute.model_problem(str(broken_folders[name]), "bert")
+        said = engine_access.model_problem(str(broken_folders[name]), "bert")
         assert said is not None and why in said.why and not said.download, (name, said)
 
 
 def test_a_pickled_only_repo_in_the_hub_cache_says_why_in_the_app(tiny, tmp_path, monkeypatch):
     """Was: "this model needs a download" with no reason and no button, also offline."""
-    from app import compute
+    from app import engine_access
     from tests.arch_zoo import into_hub_cache
 
     folder = tmp_path / "bin-only"
@@ -390,11 +390,11 @@ def test_a_pickled_only_repo_in_the_hub_cache_says_why_in_the_app(tiny, tmp_path
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     into_hub_cache(folder, tmp_path / "hub", "someone/bin-only")
-    compute.get_engine.clear()
+    engine_access.get_engine.clear()
     try:
-        said = compute.model_problem("someone/bin-only", "bert")
+        said = engine_access.model_problem("someone/bin-only", "bert")
     finally:
-        compute.get_engine.clear()
+        engine_access.get_engine.clear()
     assert said is not None and "pickled weights only (pytorch_model.bin)" in said.why, said
     assert not said.download
 

@@ -120,7 +120,7 @@ def test_word_vectors_still_pool_only_the_tokens_that_spell_the_word(tokenizers)
 # the command's and the Attention page's word maps, from a real checkpoint of each tokenizer
 @pytest.mark.parametrize("name", ("roberta", "llama", "gpt2"))
 def test_the_cli_and_the_page_show_one_entry_per_word(tokenizers, tmp_path, monkeypatch, name):
-    from app.analysis import viewed_maps
+    from app.results import viewed_maps
     from engine.api import Engine
     from engine.cli.attention import word_maps
 

@@ -1,0 +1,112 @@
+"""One key and one owner for each result the app keeps (issue 53, part 3): a projection is
+stored once, deleting one corpus index drops that index's results and no other's, an opened
+index is a resource shared by every session, and the app asks the Engine through its public
+methods."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from app import corpus_access, engine_access, results
+from engine.cache import nbytes
+from engine.corpus import catalog
+from engine.corpus import index as corpus_index
+from tests.engine.corpus.test_index import _corpus
+
+ROOT = Path(__file__).resolve().parents[2]
+SENTENCES = ("The bank is open.", "A river bank.", "The bank closed.", "Bank day.")
+
+
+def test_a_projection_computed_once_is_stored_once(tiny_engine):
+    """Its bytes count once against the cache's bound: the app's key is its only key (it was
+    kept a second time by Engine.project, under the vectors' hash)."""
+    eng = engine_access.get_engine()
+    args = (tiny_engine.bert, SENTENCES, "bank", "mean")
+    results.target_vectors(*args)
+    results.occurrences(*args, "target")
+    for project in (lambda: results.project(*args, "pca"),
+                    lambda: results.grid_projection(*args, "target", "pca")):
+        entries, held = len(eng.results), eng.results.nbytes
+        proj = project()
+        assert len(eng.results) == entries + 1
+        assert eng.results.nbytes - held == nbytes(proj)
+        assert project() is proj
+
+
+@pytest.fixture
+def two_indexes(tiny_engine, tmp_path, monkeypatch):
+    """Two indexes of the app's own (under its folder), a and b."""
+    monkeypatch.setenv("CTXLENS_INDEX_DIRS", str(tmp_path / "none"))
+    monkeypatch.setattr(catalog, "DEFAULT_DIR", tmp_path / "default")
+    src = tmp_path / "c.txt"
+    src.write_text("\n".join(_corpus(30, seed=3)))
+    folders = []
+    for name in ("a", "b"):
+        folder = tmp_path / "default" / name
+        corpus_index.build(tiny_engine.bert, str(src), folder, layers="0,1", progress=False)
+        folders.append(str(folder.resolve()))
+    return folders
+
+
+def test_deleting_one_index_keeps_every_other_indexs_results(two_indexes, tiny_engine):
+    """The Engine's cache is every session's: a delete drops the deleted index's results only
+    (it used to clear the whole cache, every session's encodings and analyses with it)."""
+    a, b = two_indexes
+    eng = engine_access.get_engine()
+    for folder in (a, b):
+        corpus_access.corpus_occurrences(folder, "bank", 1, 50)
+    occ = results.occurrences(tiny_engine.bert, SENTENCES, "bank", "mean", "target")
+
+    def kept(folder: str) -> bool:
+        return eng.has_result((corpus_access.INDEX_RESULT, "corpus_occurrences", folder,
+                               "bank", 1, 50))
+
+    assert kept(a) and kept(b)
+    corpus_access.remove_index(a)
+    assert not kept(a) and kept(b)
+    assert results.occurrences(tiny_engine.bert, SENTENCES, "bank", "mean", "target") is occ
+    # the index left still reads from the same opened index
+    assert corpus_access.corpus_manifest(b).layers == [0, 1]
+
+
+def test_an_opened_index_is_one_resource_per_folder_and_build(two_indexes):
+    """Opened once for every session and rerun (st.cache_resource); a folder built again is
+    opened again, not read through the old build's mapped files."""
+    a, _ = two_indexes
+    first = corpus_access._index(a)
+    assert corpus_access._index(a) is first
+    assert corpus_access._index(str(Path(a) / ".." / "a")) is first   # one spelling per folder
+
+
+def test_the_app_reads_no_engine_internals():
+    """The app asks the Engine through its methods (has_result, cached, forget, ...), never
+    its result cache, encoding store or loaded models; the app's tests may."""
+    internals = {"results", "store", "_adapters", "_resolved", "_identities"}
+    found = []
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in internals:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} .{node.attr}")
+    assert found == []
+
+
+def test_each_streamlit_cache_has_one_owner():
+    """st.cache_resource holds the Engine and the opened indexes; st.cache_data only what the
+    Engine does not know (the model catalogue, a hub's listing of a download). Every result
+    is the Engine's (engine_cached), so no page or view caches one of its own."""
+    owners = {}
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef):
+                for d in node.decorator_list:
+                    call = d.func if isinstance(d, ast.Call) else d
+                    if isinstance(call, ast.Attribute) and call.attr.startswith("cache_"):
+                        owners[node.name] = (path.relative_to(ROOT).as_posix(), call.attr)
+    assert owners == {
+        "get_engine": ("app/engine_access.py", "cache_resource"),
+        "_catalogue": ("app/engine_access.py", "cache_data"),
+        "_listing": ("app/engine_access.py", "cache_data"),
+        "_opened": ("app/corpus_access.py", "cache_resource"),
+    }
