@@ -121,16 +121,16 @@ class TracedEncoder:
     def tokenize(self, texts: Sequence[WordText]) -> list[tokens.TokenizedText]:
         from engine.families.bert import with_mask_token
 
-        prepared = [with_mask_token(wt, self.mask_token) for wt in texts]
+        spelled = [with_mask_token(wt, self.mask_token) for wt in texts]
         from engine.text import align_many
 
-        encs = self.tokenizer.encode_batch([wt.text for wt in prepared])
-        t2ws = align_many(prepared, [e.offsets for e in encs])
+        encs = self.tokenizer.encode_batch([wt.text for wt in spelled])
+        t2ws = align_many(spelled, [e.offsets for e in encs])
         return [tokens.tokenized_from(wt, tuple(e.ids), e.offsets, self.max_tokens,
                                       tokens.name_byte_pieces(self.tokenizer.decode, e.ids,
                                                               [self.readable[i] for i in e.ids]),
                                       t2w)
-                for wt, e, t2w in zip(prepared, encs, t2ws)]
+                for wt, e, t2w in zip(spelled, encs, t2ws)]
 
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,
                attentions: bool = False, layers: Sequence[int] | None = None
@@ -230,7 +230,7 @@ def _trace(adapter, folder: Path) -> tuple[TracedEncoder | None, dict]:
     for t in PROBE_TEXTS:       # those the model takes (a small one has few positions)
         wt = to_word_text(t)
         try:
-            tokens.tokenize(adapter.tokenizer, adapter.prepare(wt), adapter.max_tokens)
+            tokens.tokenize(adapter.tokenizer, adapter.spell_mask(wt), adapter.max_tokens)
         except EngineError:
             continue
         texts.append(wt)
@@ -247,7 +247,7 @@ def _trace(adapter, folder: Path) -> tuple[TracedEncoder | None, dict]:
                           meta["n_layers"], meta["max_tokens"], meta["pad_id"], mask_token,
                           folder, readable)
     mine = draft.tokenize(texts)
-    theirs = tokens.tokenize_many(adapter.tokenizer, [adapter.prepare(wt) for wt in texts],
+    theirs = tokens.tokenize_many(adapter.tokenizer, [adapter.spell_mask(wt) for wt in texts],
                                   adapter.max_tokens)
     for a, b in zip(mine, theirs):
         if a.input_ids != b.input_ids or a.tokens != b.tokens or \

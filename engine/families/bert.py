@@ -56,7 +56,8 @@ class BertAdapter:
         # the encoder without the MLM head: no vocabulary projection is computed for encode()
         return self.model.base_model if self.has_mlm else self.model
 
-    def prepare(self, wt: WordText) -> WordText:
+    def spell_mask(self, wt: WordText) -> WordText:
+        """The text with its [MASK] written as this tokenizer's own mask token (<mask>, ...)."""
         return with_mask_token(wt, self.tokenizer.mask_token or MASK)
 
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,
@@ -64,16 +65,16 @@ class BertAdapter:
                ) -> list[Encoding]:
         return forward.encode_texts(self.model_id, "bert", self.encoder, self.tokenizer,
                                     texts, batch_size, self.max_tokens, self.pad_id,
-                                    [self.prepare(wt) for wt in texts], attentions=attentions,
+                                    [self.spell_mask(wt) for wt in texts], attentions=attentions,
                                     layers=layers)
 
     def encode_pooled(self, texts: Sequence[WordText], batch_size: int = 16,
                       layers: Sequence[int] | None = None, pool: str = "mean") -> list:
         return pooling.encode_pooled(self.encoder, self.tokenizer, texts, batch_size,
-                                     self.max_tokens, self.pad_id, pool, self.prepare, layers)
+                                     self.max_tokens, self.pad_id, pool, self.spell_mask, layers)
 
     def query_key(self, text: WordText, layer: int) -> QueryKey:
-        t = tokens.tokenize(self.tokenizer, self.prepare(text), self.max_tokens)
+        t = tokens.tokenize(self.tokenizer, self.spell_mask(text), self.max_tokens)
         return qk.query_key(self.model_id, self.encoder, t, layer, causal=False)
 
     def predict_masked(self, text: WordText, top_k: int = 10, sides: str = "both",
@@ -89,7 +90,7 @@ class BertAdapter:
             raise UnsupportedPrediction("this model has no masked-LM head, so it cannot fill "
                                         "a blank")
         word = text.one_mask()
-        t = tokens.tokenize(self.tokenizer, self.prepare(text), self.max_tokens)
+        t = tokens.tokenize(self.tokenizer, self.spell_mask(text), self.max_tokens)
         pos = [i for i, (tid, w) in enumerate(zip(t.input_ids, t.token_to_word))
                if w == word and tid == self.tokenizer.mask_token_id]
         if len(pos) != 1:

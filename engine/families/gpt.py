@@ -141,7 +141,7 @@ class GPTAdapter:
         # the decoder stack without the vocabulary projection
         return self.model.base_model
 
-    def prepare(self, wt: WordText) -> WordText:
+    def spell_mask(self, wt: WordText) -> WordText:
         return wt                   # a GPT reads the text as it is (no mask token to spell)
 
     def encode(self, texts: Sequence[WordText], batch_size: int = 16,

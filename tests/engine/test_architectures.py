@@ -65,7 +65,7 @@ def own_outputs(folder: str, text: str, engine: Engine, model_id: str):
     from engine.families.hf import tokens
     from engine.text import to_word_text
 
-    t = tokens.tokenize(adapter.tokenizer, adapter.prepare(to_word_text(text)), 512)
+    t = tokens.tokenize(adapter.tokenizer, adapter.spell_mask(to_word_text(text)), 512)
     ids = torch.tensor([t.input_ids])
     with torch.no_grad():
         out = model(input_ids=ids, output_hidden_states=True, output_attentions=True)

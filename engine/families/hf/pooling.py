@@ -18,14 +18,14 @@ from engine.text import WordText
 
 
 def encode_pooled(base_model, tokenizer, texts: Sequence[WordText], batch_size: int,
-                  max_tokens: int, pad_id: int, pool: str, prepare=lambda wt: wt,
+                  max_tokens: int, pad_id: int, pool: str, spell_mask=lambda wt: wt,
                   layers: Sequence[int] | None = None) -> list[np.ndarray]:
     """Each text's word vectors [layers, words, dim] (float32): what
     encode_texts(...)[i].word_vectors(pool) gives, pooled where the model runs."""
     cfg = base_model.config
     check_layers(layers, cfg.num_hidden_layers)
     keep = list(range(cfg.num_hidden_layers + 1)) if layers is None else [int(i) for i in layers]
-    tokenized = tokenize_many(tokenizer, [prepare(wt) for wt in texts], max_tokens,
+    tokenized = tokenize_many(tokenizer, [spell_mask(wt) for wt in texts], max_tokens,
                               readable=False)
     device = next(base_model.parameters()).device
 

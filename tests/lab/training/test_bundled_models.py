@@ -219,7 +219,7 @@ def test_bert_engine_feeds_exactly_the_ids_the_trainer_trained_on(engine):
     _need("bert-brown-mlm")
     adapter = engine.adapter("bert-brown-mlm", progress=False)
     for s in _sentences()[:5] + ["The [MASK] sat on the mat ."]:
-        served = tokens.tokenize(adapter.tokenizer, adapter.prepare(to_word_text(s)),
+        served = tokens.tokenize(adapter.tokenizer, adapter.spell_mask(to_word_text(s)),
                              adapter.max_tokens).input_ids
         pieces = adapter.tokenizer(s, add_special_tokens=False)["input_ids"]
         trained = pad_chunks([pieces], len(pieces) + 2, BROWN_SPECIALS)[0].tolist()
