@@ -125,7 +125,8 @@ def speed_rows(s: dict) -> list[list]:
     if "pca_warm_s" in gr:
         pca = _with_ci(gr, "pca_warm_s", "pca_times_s")
         rows.append([f"layers side by side: every layer's aligned PCA{_grid_scope(gr)}, warm, "
-                     f"median ({len(gr['models'])} models, {_grid_size(gr)})", pca, f"≤ {TARGETS['grid_pca_s']} s",
+                     f"median ({len(gr['models'])} models, {_grid_size(gr)})", pca,
+                     f"≤ {TARGETS['grid_pca_s']} s",
                      _ok(gr["pca_warm_s"] <= TARGETS["grid_pca_s"])])
         rows.append([f"layers side by side: the same with UMAP, first in a fresh process",
                      f"{gr['umap_cold_s']:.2f} s", f"≤ {TARGETS['grid_umap_s']} s",
@@ -307,7 +308,8 @@ def speed_report(s: dict) -> str:
                 f"default models ({', '.join(gr['models'])}), one fresh process with the models "
                 "loaded and the preset encoded: every layer's occurrences, one projection "
                 f"aligned across all layers per model{_grid_scope(gr, ' and the grid figures')} "
-                f"({_grid_size(gr)}) took {_with_ci(gr, 'pca_warm_s', 'pca_times_s')} with PCA (median of "
+                f"({_grid_size(gr)}) took {_with_ci(gr, 'pca_warm_s', 'pca_times_s')} with PCA "
+                "(median of "
                 f"{len(gr.get('pca_times_s', [])) or 3}, no result cache) "
                 f"and {gr['umap_cold_s']:.2f} s with UMAP as the process's first UMAP (import, "
                 "numba kernels from the disk cache `make install` fills). A click's side panel "
