@@ -75,19 +75,6 @@ def test_the_app_never_imports_the_benchmarks():
     assert {k: v for k, v in bad.items() if v} == {}
 
 
-def test_the_benchmarks_load_the_app_only_to_time_it():
-    """bench/ measures the product, the app's figures among it (the speed bench times the
-    grid the Layers page draws, with the page's own choice of layers), so it may import app/
-    inside the function that times it; at the top of a module it never does, so no bench
-    report, the docs or results/benchmarks.json depend on the app."""
-    bad = {name: sorted(i for i in imports(p, True) if i.split(".")[0] == "app")
-           for name, p in modules().items() if name.split(".")[0] == "bench"}
-    assert {k: v for k, v in bad.items() if v} == {}
-    lazy = {name for name, p in modules().items() if name.split(".")[0] == "bench"
-            and any(i.split(".")[0] == "app" for i in imports(p, False))}
-    assert lazy <= {"bench.speed"}
-
-
 # the app's doors to the engine: models, encodings and predictions; the results computed from
 # them; corpus indexes. No other app module imports engine/.
 DOORS = {"app.engine_access", "app.results", "app.corpus_access"}
