@@ -70,19 +70,19 @@ def test_a_new_capability_is_one_change_in_the_family_table(monkeypatch, tmp_pat
     """Declared in the vocabulary, given by the checkpoints that ship it and put in a family's
     row (all three in engine/families/__init__.py): every model of that family has it, the
     engine lists who can, and no other file changes."""
-    monkeypatch.setattr(families, "CAPABILITIES", families.CAPABILITIES | {"attribution"})
-    monkeypatch.setattr(families, "ENCODER", families.ENCODER | {"attribution"})
+    monkeypatch.setattr(families, "CAPABILITIES", families.CAPABILITIES | {"rationale"})
+    monkeypatch.setattr(families, "ENCODER", families.ENCODER | {"rationale"})
     row = families.Family("toy", "Toy", "tests.toy_family",
-                          frozenset({"hidden_states", "attribution"}))
+                          frozenset({"hidden_states", "rationale"}))
     families.register(row)
     try:
         engine = Engine(device="cpu")
         engine.registry["toy-1"] = ModelEntry(id="toy-1", family="toy",
                                               capabilities=families.ENCODER)
-        assert engine.resolved("toy-1").capabilities == {"hidden_states", "attribution"}
-        assert engine.models_that("attribution") == ["toy-1"]
+        assert engine.resolved("toy-1").capabilities == {"hidden_states", "rationale"}
+        assert engine.models_that("rationale") == ["toy-1"]
         # a family whose row lacks it: none of its models has it
-        assert "attribution" not in ModelEntry(id="b", family="bert",
+        assert "rationale" not in ModelEntry(id="b", family="bert",
                                                 capabilities=families.ENCODER).capabilities
     finally:
         families.unregister("toy")

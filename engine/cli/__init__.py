@@ -1,4 +1,5 @@
-"""`ctxlens` command line: models, embed, attention, predict, index, neighbours, stats, compare.
+"""`ctxlens` command line: models, embed, attention, predict, attribute, generate, index,
+neighbours, stats, compare.
 
 Every failure a user can cause ends as one line on stderr and a non-zero exit, never a traceback.
 A command is a module here with an add(sub) that adds its parser and sets `run`, the function
@@ -20,7 +21,8 @@ from engine.text import TextError
 # the modules engine.cli.<name>, in this order in --help; imported when the parser is built
 # (as the family table imports a family's module), so that a command may import the helpers
 # of this package without a cycle through it
-COMMANDS = ("models", "embed", "attention", "predict", "corpus", "compare")
+COMMANDS = ("models", "embed", "attention", "predict", "attribute", "generate", "corpus",
+            "compare")
 
 
 def _parser() -> argparse.ArgumentParser:

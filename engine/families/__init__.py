@@ -28,14 +28,17 @@ CAPABILITIES = frozenset({
     "scalar_mix",      # ELMo's learned mix of its layers
     "logit_lens",      # every layer read through the LM head
     "query_key",       # the query and key vectors behind each attention score (neuron view)
+    "attribution",     # why a prediction came out: its words' attribution (engine/attribution)
+    "generation",      # continues a prompt token by token on its key/value cache
 })
 
 # What a checkpoint gives by what it ships, whichever family reads it (the row then keeps
 # what the family has): every checkpoint its encoder's views, one with a masked-LM head also
 # the masked word, one with a word-predicting LM (a GPT's head, ELMo's softmax) the LM's views.
 ENCODER = frozenset({"hidden_states", "attention", "scalar_mix", "query_key"})
-WITH_MLM_HEAD = ENCODER | {"masked_lm", "fill_blank"}
-WITH_LM = ENCODER | {"fill_blank", "next_word", "previous_word", "logit_lens"}
+WITH_MLM_HEAD = ENCODER | {"masked_lm", "fill_blank", "attribution"}
+WITH_LM = ENCODER | {"fill_blank", "next_word", "previous_word", "logit_lens", "attribution",
+                     "generation"}
 
 
 @dataclass(frozen=True)
@@ -111,10 +114,11 @@ def family(name: str) -> Family:
 
 register(Family("elmo", "ELMo", "engine.families.elmo.adapter",
                 frozenset({"hidden_states", "fill_blank", "next_word", "previous_word",
-                           "scalar_mix"}), folder="engine.families.elmo.folder"))
+                           "scalar_mix", "attribution"}), folder="engine.families.elmo.folder"))
 register(Family("gpt", "GPT", "engine.families.gpt",
                 frozenset({"hidden_states", "attention", "fill_blank", "next_word",
-                           "logit_lens", "query_key"}), reads_gguf=True, traced_encoder=True))
+                           "logit_lens", "query_key", "attribution", "generation"}),
+                reads_gguf=True, traced_encoder=True))
 register(Family("bert", "BERT", "engine.families.bert",
                 frozenset({"hidden_states", "attention", "masked_lm", "fill_blank",
-                           "query_key"}), traced_encoder=True))
+                           "query_key", "attribution"}), traced_encoder=True))

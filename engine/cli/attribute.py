@@ -1,0 +1,54 @@
+"""`ctxlens attribute`: why a model predicts a word — each word's attribution by gradient ×
+input, integrated gradients or occlusion, with its faithfulness, as JSON
+(engine/attribution, docs/attribution.md)."""
+from __future__ import annotations
+
+import sys
+
+from engine.attribution.result import METHODS
+from engine.cli.options import model_args
+from engine.cli.report import to_json
+
+
+def add(sub) -> None:
+    at = sub.add_parser("attribute", help="why a word is predicted: each input word's "
+                        "attribution, with its faithfulness, as JSON")
+    model_args(at)
+    g = at.add_mutually_exclusive_group(required=True)
+    g.add_argument("--text", help='a text with one [MASK], e.g. "He sat on the [MASK] of the '
+                   'river ." (a masked LM: its head; a GPT or ELMo: its filled blank)')
+    g.add_argument("--next", help="a text that ends before the word (a GPT or ELMo: its "
+                   "next-word prediction)")
+    g.add_argument("--previous", help="a text that starts after the word (ELMo's backward LM)")
+    at.add_argument("--target", required=True, help="the word to explain (any word, not only "
+                    "the top prediction)")
+    at.add_argument("--contrast", help="a foil: explain log p(target) − log p(contrast), "
+                    '"why target rather than contrast"')
+    at.add_argument("--method", choices=METHODS, default="ig",
+                    help="gradxinput, ig (integrated gradients; default) or occlusion")
+    at.add_argument("--steps", type=int, help="IG's first number of steps (default 32; raised "
+                    "until the completeness gap is at most 1%% of f(x) − f(baseline))")
+    at.add_argument("--output", help="write the JSON here, not to stdout")
+    at.set_defaults(run=cmd_attribute)
+
+
+def cmd_attribute(args, engine_cls) -> int:
+    engine = engine_cls(device=args.device, dtype=args.dtype, cache_size=0)
+    kind, text = next((k, t) for k, t in (("masked", args.text), ("next", args.next),
+                                          ("previous", args.previous)) if t is not None)
+    att = engine.attribute(args.model, text, args.target, args.contrast, method=args.method,
+                           kind=kind, steps=args.steps)
+    out = to_json({"model": args.model, "kind": kind, **att.to_json(),
+                   "f_means": att.f_means, "absent": att.absent,
+                   **({"baseline": att.baseline, "converged": att.converged}
+                      if att.method == "ig" else {})})
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(out + "\n")
+    else:
+        print(out)
+    if att.method == "ig" and not att.converged:
+        print(f"ctxlens: integrated gradients did not converge: the completeness gap is "
+              f"{att.completeness_gap:.3g} after {att.steps} steps, more than 1% of "
+              f"f(x) − f(baseline) = {att.f - att.f_baseline:.3g}", file=sys.stderr)
+    return 0

@@ -1,0 +1,141 @@
+"""`ctxlens attribute` and `ctxlens generate` (issue #54 part 5) on tiny random checkpoints in
+a configured model folder: the JSON's f is transformers' own log-probability, the word scores
+sum the piece scores, IG's completeness gap is what the JSON's numbers say, the generated
+tokens are model.generate's, and each bad input is one line and exit 2."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from engine.cli import main
+from tests.arch_zoo import save_arch
+
+MASKED = "She sat on the [MASK] of the river ."
+PROMPT = "She sat on the bank of the"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("why-cli")
+    return {"bert": save_arch("bert", root / "bert"), "gpt2": save_arch("gpt2", root / "gpt2")}
+
+
+@pytest.fixture(autouse=True)
+def configured(models, monkeypatch):
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(next(iter(models.values())).parent))
+
+
+def _run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_word_piece(folder, candidates=("river", "bank", "the", "sat")):
+    """A word the tiny tokenizer spells as one piece (so f is one log-probability)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    for w in candidates:
+        if len(tok.tokenize(" " + w if "gpt" in str(folder) else w)) == 1:
+            return tok, w
+    pytest.skip("no one-piece word in the tiny vocabulary")
+
+
+def test_attribute_f_is_the_models_own_log_probability_at_the_blank(models, capsys, tmp_path):
+    from transformers import AutoModelForMaskedLM
+
+    tok, word = _one_word_piece(models["bert"])
+    out = tmp_path / "a.json"
+    code, _, err = _run(capsys, "attribute", "--model", str(models["bert"]), "--text", MASKED,
+                        "--target", word, "--method", "gradxinput", "--output", str(out))
+    assert code == 0, err
+    got = json.loads(out.read_text())
+    model = AutoModelForMaskedLM.from_pretrained(models["bert"]).eval()
+    enc = tok(MASKED.replace("[MASK]", tok.mask_token), return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**enc).logits[0].float()
+    blank = enc["input_ids"][0].tolist().index(tok.mask_token_id)
+    want = torch.log_softmax(logits[blank], -1)[tok.convert_tokens_to_ids(word)].item()
+    assert got["f"] == pytest.approx(want, abs=1e-4)
+    assert got["method"] == "gradxinput" and got["target"] == word and got["contrast"] is None
+    assert len(got["scores"]) == len(got["words"]) == len(MASKED.split())
+    assert len(got["piece_scores"]) == len(got["pieces"])
+    # each word's score is the sum of its pieces' (the pieces of one word are contiguous)
+    assert sum(got["scores"]) == pytest.approx(sum(got["piece_scores"]), abs=1e-4)
+    for key in ("comprehensiveness", "sufficiency", "random_comprehensiveness",
+                "random_sufficiency"):
+        assert isinstance(got[key], float)
+
+
+def test_attribute_contrast_is_the_log_odds_and_ig_reports_its_gap(models, capsys):
+    tok, word = _one_word_piece(models["gpt2"])
+    foil = next(w for w in ("the", "river", "sat", "of") if w != word
+                and len(tok.tokenize(" " + w)) == 1)
+    code, out, err = _run(capsys, "attribute", "--model", str(models["gpt2"]), "--next",
+                          PROMPT, "--target", word, "--method", "ig")
+    assert code == 0, err
+    alone = json.loads(out)
+    code, out, err = _run(capsys, "attribute", "--model", str(models["gpt2"]), "--next",
+                          PROMPT, "--target", word, "--contrast", foil, "--method", "ig")
+    assert code == 0, err
+    got = json.loads(out)
+    code, out, _ = _run(capsys, "attribute", "--model", str(models["gpt2"]), "--next",
+                        PROMPT, "--target", foil, "--method", "gradxinput")
+    assert got["f"] == pytest.approx(alone["f"] - json.loads(out)["f"], abs=1e-4)
+    # the JSON's own numbers: completeness gap = |Σ piece scores − (f − f_baseline)|
+    gap = abs(sum(got["piece_scores"]) - (got["f"] - got["f_baseline"]))
+    assert got["completeness_gap"] == pytest.approx(gap, abs=1e-4)
+    assert got["steps"] >= 32 and got["contrast"] == foil
+
+
+def test_generate_gives_model_generates_tokens(models, capsys):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    code, out, err = _run(capsys, "generate", "--model", str(models["gpt2"]), "--text", PROMPT,
+                          "--tokens", "6")
+    assert code == 0, err
+    got = json.loads(out)
+    tok = AutoTokenizer.from_pretrained(models["gpt2"])
+    model = AutoModelForCausalLM.from_pretrained(models["gpt2"]).eval()
+    ids = tok(PROMPT, return_tensors="pt")["input_ids"]
+    want = model.generate(ids, max_new_tokens=6, do_sample=False,
+                          pad_token_id=tok.eos_token_id)[0, ids.shape[1]:].tolist()
+    assert [s["token_id"] for s in got["steps"]] == want[:len(got["steps"])]
+    assert got["tokens"] == [tok.decode([i]) for i in want][:len(got["tokens"])]
+    for step in got["steps"]:
+        assert 0.0 < step["prob"] <= 1.0 and step["entropy"] >= 0.0
+        assert step["top"][0]["prob"] >= step["prob"] - 1e-6    # greedy takes the top token
+        assert len(step["layer_ranks"]) == len(got["layer_names"])
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["attribute", "--model", "{bert}", "--text", "no blank here .", "--target", "the"],
+     "[MASK]"),
+    (["attribute", "--model", "{bert}", "--text", "a [MASK] and a [MASK] .", "--target", "the"],
+     "[MASK]"),
+    (["attribute", "--model", "{bert}", "--text", MASKED, "--target", "the",
+      "--contrast", "the"], "contrast"),
+    (["attribute", "--model", "{bert}", "--next", PROMPT, "--target", "the"], "next"),
+    (["attribute", "--model", "{gpt2}", "--previous", PROMPT, "--target", "the"], "previous"),
+    (["attribute", "--model", "{bert}", "--text", MASKED, "--target", "the", "--steps", "0"],
+     "steps"),
+    # an encoder without a head: refused from its capabilities, before it loads
+    (["attribute", "--model", "minilm-l6", "--text", MASKED, "--target", "the"],
+     "no masked-word prediction to explain"),
+    (["generate", "--model", "{gpt2}", "--text", PROMPT, "--tokens", "0"], "token"),
+    (["generate", "--model", "{gpt2}", "--text", PROMPT, "--tokens", "10000"], "token"),
+    (["generate", "--model", "{bert}", "--text", PROMPT, "--tokens", "3"], "left to right"),
+    (["generate", "--model", "{gpt2}", "--text", PROMPT, "--sample", "--temperature", "0"],
+     "temperature"),
+])
+def test_bad_input_is_one_line_and_exit_2(models, capsys, args, fragment):
+    args = [a.format(**{k: str(v) for k, v in models.items()}) for a in args]
+    code, out, err = _run(capsys, *args)
+    assert code == 2, (code, out, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ctxlens: error:"), err
+    assert fragment.lower() in lines[0].lower(), lines[0]
+    assert out == ""
