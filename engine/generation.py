@@ -29,11 +29,14 @@ MAX_GENERATED_TOKENS = 200
 
 
 def generate(adapter, prompt: WordText | str, max_tokens: int, sample: bool = False,
-             temperature: float = 1.0, seed: int | None = None, top_k: int = 5) -> Generation:
+             temperature: float = 1.0, seed: int | None = None, top_k: int = 5,
+             layer_ranks: bool = True) -> Generation:
     """Continue `prompt` by up to `max_tokens` tokens (module docstring: how). An empty prompt
     starts from the model's start token (its BOS, or the <|endoftext|> it was trained with
     between documents), and is refused for a model that has none. `temperature` and `seed`
-    are read only when `sample`."""
+    are read only when `sample`. `layer_ranks=False` skips the logit lens: it projects every
+    layer's state through the vocabulary (SmolLM2: 30 x [tokens, 49,152]), about half as long
+    again as the decoding itself on a CPU."""
     import torch
 
     _check_decoder(adapter)
@@ -47,11 +50,12 @@ def generate(adapter, prompt: WordText | str, max_tokens: int, sample: bool = Fa
     if sample and seed is None:
         seed = secrets.randbits(63)         # recorded in the result, so a draw can be repeated
     with torch.inference_mode():
+        lens = layer_ranks and adapter.info.has_logit_lens
         ids, logits, states, sampled = _decode(adapter, prompt_ids, max_tokens,
-                                               temperature if sample else None, seed)
+                                               temperature if sample else None, seed, lens)
         chosen = torch.tensor(ids, device=logits.device)
         prob, entropy, top_ids, top_probs, own_rank = _step_stats(logits, chosen, top_k)
-        ranks = _layer_ranks(adapter, states, chosen, own_rank)
+        ranks = _layer_ranks(adapter, states, chosen, own_rank) if lens else None
     return _result(adapter, text, prompt_ids, ids, prob, entropy, top_ids, top_probs, ranks,
                    sample, temperature, seed, sampled)
 
@@ -96,22 +100,24 @@ def _prompt_ids(adapter, prompt: WordText | str) -> tuple[str, list[int]]:
 
 
 def _decode(adapter, prompt_ids: list[int], n: int, temperature: float | None,
-            seed: int | None):
+            seed: int | None, keep_states: bool = True):
     """The decoding loop: chosen ids, the model's logits at each step [G, V] (float32), the
-    hidden states of every layer at each predicting position [G, layers+1, D], and with
-    sampling the probability each draw was made with ([G], else None)."""
+    hidden states of every layer at each predicting position [G, layers+1, D] (when
+    `keep_states`, else None), and with sampling the probability each draw was made with
+    ([G], else None)."""
     import torch
 
     model, device = adapter.model, adapter.device
     stop = _eos_ids(adapter)
     gen = torch.Generator(device=device).manual_seed(seed) if temperature is not None else None
     out = model(input_ids=torch.tensor([prompt_ids], device=device), use_cache=True,
-                output_hidden_states=True, logits_to_keep=1)
+                output_hidden_states=keep_states, logits_to_keep=1)
     ids, logits, states, sampled = [], [], [], []
     for step in range(n):
         row = out.logits[0, -1].float()      # the model's own logits (soft-capped where it caps)
         logits.append(row)
-        states.append(torch.stack([h[0, -1] for h in out.hidden_states]))      # (L+1, D)
+        if keep_states:
+            states.append(torch.stack([h[0, -1] for h in out.hidden_states]))  # (L+1, D)
         if gen is None:
             nxt = int(row.argmax())
         else:
@@ -122,8 +128,8 @@ def _decode(adapter, prompt_ids: list[int], n: int, temperature: float | None,
         if nxt in stop or step == n - 1:
             break
         out = model(input_ids=torch.tensor([[nxt]], device=device), cache=out.cache,
-                    use_cache=True, output_hidden_states=True)
-    return (ids, torch.stack(logits), torch.stack(states),
+                    use_cache=True, output_hidden_states=keep_states)
+    return (ids, torch.stack(logits), torch.stack(states) if keep_states else None,
             np.array(sampled, np.float32) if gen is not None else None)
 
 
@@ -163,8 +169,6 @@ def _layer_ranks(adapter, states, chosen, own_rank):
     normed). One layer at a time, so only [G, V] logits exist at once."""
     import torch
 
-    if not adapter.info.has_logit_lens:
-        return None
     cols = [_ranks(adapter._logits(adapter.head(adapter.norm(states[:, i]))), chosen)
             for i in range(states.shape[1] - 1)]
     return torch.stack(cols + [own_rank], dim=1)
@@ -177,13 +181,14 @@ def _result(adapter, text, prompt_ids, ids, prob, entropy, top_ids, top_probs, r
     tok = adapter.tokenizer
     readable = tokens.readable_tokens(tok, prompt_ids + ids, sequence=True)
     n_p = len(prompt_ids)
-    contexts = [text + _continuation(tok, prompt_ids, ids[:i]) for i in range(len(ids))]
+    head = tok.decode(prompt_ids, skip_special_tokens=True)
+    contexts = [text + _continuation(tok, prompt_ids, head, ids[:i]) for i in range(len(ids))]
     re_read = tok(contexts)["input_ids"]
     round_trips = [list(r) == prompt_ids + ids[:i] for i, r in enumerate(re_read)]
     n_layers = ranks.shape[1] - 1 if ranks is not None else 0
     return Generation(
         adapter.info.model_id, text, tuple(prompt_ids), readable[:n_p], tuple(ids),
-        readable[n_p:], _continuation(tok, prompt_ids, ids), _np(prob), _np(entropy),
+        readable[n_p:], _continuation(tok, prompt_ids, head, ids), _np(prob), _np(entropy),
         tuple(tokens.readable_tokens(tok, row) for row in top_ids.tolist()), _np(top_probs),
         top_ids.cpu().numpy().astype(np.int64),
         None if ranks is None else ranks.cpu().numpy().astype(np.int64),
@@ -194,14 +199,13 @@ def _result(adapter, text, prompt_ids, ids, prob, entropy, top_ids, top_probs, r
         layer_names=forward.layer_names(n_layers) if ranks is not None else ())
 
 
-def _continuation(tokenizer, prompt_ids: list[int], more: list[int]) -> str:
-    """The decoding of `more` as it reads after the prompt, special tokens left out. Decoded
-    together with the prompt, since SentencePiece decoders drop the space of a text's first
-    piece ("▁raised" alone -> "raised")."""
+def _continuation(tokenizer, prompt_ids: list[int], head: str, more: list[int]) -> str:
+    """The decoding of `more` as it reads after the prompt (`head`: the prompt's own decoding),
+    special tokens left out. Decoded together with the prompt, since SentencePiece decoders
+    drop the space of a text's first piece ("▁raised" alone -> "raised")."""
     if not more:
         return ""
     full = tokenizer.decode(prompt_ids + more, skip_special_tokens=True)
-    head = tokenizer.decode(prompt_ids, skip_special_tokens=True)
     return full[len(head):] if full.startswith(head) else \
         tokenizer.decode(more, skip_special_tokens=True)
 

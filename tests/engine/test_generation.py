@@ -119,6 +119,20 @@ def test_layer_ranks_are_the_logit_lens_rank_at_every_layer(zoo, name):
     assert (gen.layer_ranks[:, :-1] > 1).any()          # and the lower layers are read apart
 
 
+def test_without_a_logit_lens_the_steps_are_the_same_and_ranks_absent(zoo, monkeypatch):
+    from dataclasses import replace
+
+    adapter = zoo[0]["llama"]
+    full = generate(adapter, PROMPT, 5)
+    quick = generate(adapter, PROMPT, 5, layer_ranks=False)
+    assert quick.layer_ranks is None and quick.token_ids == full.token_ids
+    np.testing.assert_array_equal(quick.prob, full.prob)
+    monkeypatch.setattr(adapter, "info", replace(adapter.info, has_logit_lens=False))
+    no_lens = generate(adapter, PROMPT, 5)
+    assert no_lens.layer_ranks is None
+    assert all(s["layer_ranks"] is None for s in no_lens.to_json()["steps"])
+
+
 def test_the_first_step_is_the_next_word_prediction(zoo):
     adapters, _ = zoo
     gen = generate(adapters["llama"], PROMPT, 1, top_k=5)
