@@ -43,11 +43,13 @@ def objective_of(adapter, text: WordText, target: str, contrast: str | None,
 
 
 def attribute(adapter, text: WordText, target: str, contrast: str | None = None,
-              method: str = "ig", kind: str = "masked", steps: int | None = None
-              ) -> Attribution:
+              method: str = "ig", kind: str = "masked", steps: int | None = None,
+              faithful: bool = True) -> Attribution:
     """The attribution of `target` (rather than `contrast`) as `adapter`'s prediction `kind`
     on `text`, by `method`, with its faithfulness. steps: IG's first step count (default 32,
-    raised until complete; see methods.integrated_gradients)."""
+    raised until complete; see methods.integrated_gradients). faithful=False skips the
+    faithfulness measures (36 forward passes, most of a gradient × input's time): a caller
+    that attributes every generated token may measure only the one shown."""
     from engine.attribution import faithfulness, methods
 
     if method not in METHODS:
@@ -72,7 +74,7 @@ def attribute(adapter, text: WordText, target: str, contrast: str | None = None,
         piece, _ = _pooled(obj, by_piece)
         word = np.zeros(len(obj.words), np.float32)
         word[obj.scored_words] = by_word
-    faith = faithfulness.measure(obj, f_x, word)
+    faith = faithfulness.measure(obj, f_x, word) if faithful else faithfulness.UNMEASURED
     return Attribution(
         model_id=adapter.info.model_id, kind=kind, method=method, target=target.strip(),
         contrast=contrast.strip() if contrast else None, words=obj.words, scores=word,

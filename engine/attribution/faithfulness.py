@@ -25,10 +25,13 @@ SEED = 0
 
 @dataclass(frozen=True)
 class Faithfulness:
-    comprehensiveness: float
-    sufficiency: float
-    random_comprehensiveness: float
-    random_sufficiency: float
+    comprehensiveness: float | None
+    sufficiency: float | None
+    random_comprehensiveness: float | None
+    random_sufficiency: float | None
+
+
+UNMEASURED = Faithfulness(None, None, None, None)
 
 
 def top_count(n_words: int, share: float) -> int:

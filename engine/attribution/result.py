@@ -46,10 +46,11 @@ class Attribution:
     f: float
     f_means: str                  # what f is, in words
     absent: str                   # what a removed word's pieces are replaced by
-    comprehensiveness: float
-    sufficiency: float
-    random_comprehensiveness: float
-    random_sufficiency: float
+    # None where the caller skipped the measures (faithfulness=False: 36 more forward passes)
+    comprehensiveness: float | None
+    sufficiency: float | None
+    random_comprehensiveness: float | None
+    random_sufficiency: float | None
     f_baseline: float | None = None
     steps: int | None = None
     completeness_gap: float | None = None
@@ -68,8 +69,9 @@ class Attribution:
         _require(bool(np.all((self.piece_to_word >= -1)
                              & (self.piece_to_word < len(self.words)))), "piece_to_word",
                  "entries must be -1 or a word index")
-        numbers = [self.f, self.comprehensiveness, self.sufficiency,
-                   self.random_comprehensiveness, self.random_sufficiency]
+        numbers = [x for x in (self.f, self.comprehensiveness, self.sufficiency,
+                               self.random_comprehensiveness, self.random_sufficiency)
+                   if x is not None]
         _require(bool(np.isfinite(self.scores).all() and np.isfinite(self.piece_scores).all()
                       and np.isfinite(numbers).all()), "scores", "must be finite")
         if self.method == "ig":
@@ -77,7 +79,8 @@ class Attribution:
                      "f_baseline", "IG reports f_baseline, steps and completeness_gap")
 
     def to_json(self) -> dict:
-        """The keys of issue #54 part 5: IG's three only for IG."""
+        """The keys of issue #54 part 5: IG's three only for IG; the faithfulness numbers null
+        where they were not measured."""
         out = {"words": list(self.words), "scores": self.scores.tolist(),
                "pieces": list(self.pieces), "piece_scores": self.piece_scores.tolist(),
                "method": self.method, "target": self.target, "contrast": self.contrast,
@@ -85,8 +88,7 @@ class Attribution:
         if self.method == "ig":
             out.update(f_baseline=float(self.f_baseline), steps=int(self.steps),
                        completeness_gap=float(self.completeness_gap))
-        out.update(comprehensiveness=float(self.comprehensiveness),
-                   sufficiency=float(self.sufficiency),
-                   random_comprehensiveness=float(self.random_comprehensiveness),
-                   random_sufficiency=float(self.random_sufficiency))
+        out.update(comprehensiveness=self.comprehensiveness, sufficiency=self.sufficiency,
+                   random_comprehensiveness=self.random_comprehensiveness,
+                   random_sufficiency=self.random_sufficiency)
         return out

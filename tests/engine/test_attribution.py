@@ -279,6 +279,9 @@ def test_json_holds_exactly_the_keys_of_issue_54(mlm):
     occ = attribute(mlm, split_words(MASKED), "river", method="occlusion").to_json()
     assert set(occ) == common and occ["contrast"] is None
     assert len(ig["scores"]) == len(ig["words"]) and len(ig["piece_scores"]) == len(ig["pieces"])
+    quick = attribute(mlm, split_words(MASKED), "river", method="gradxinput", faithful=False)
+    assert set(quick.to_json()) == common and quick.to_json()["sufficiency"] is None
+    assert quick.f == pytest.approx(occ["f"])
 
 
 def test_rollout_scores_are_the_rollout_row_at_the_blank(mlm):
