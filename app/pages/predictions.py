@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import engine_access, export, figures, state, ui
+from app import engine_access, export, figures, state, ui, why
 from app.engine_access import JOINER_RE, MASK, joined_forms, split_words, word_key
 from app.safe import safe_md
 
@@ -81,6 +81,8 @@ def prediction(kind: str, model_id: str, text: str, title: str, inputs, name: st
     ui.plotly_chart(fig, key=f"pred-{name}")
     if pred.method:
         st.caption(pred.method)
+    SHOWN.append(why.Shown(model_id, kind, text, title, name,
+                           tuple(w for c in pred.candidates if (w := c.token.strip()))))
     export.figure_downloads(fig, f"pred-{name}", table,
                             inputs.settings(model=model_id, kind=kind, context=text, sides=sides,
                                             method=pred.method,
@@ -180,6 +182,9 @@ def logit_lens(inputs, model_id: str, prefix: str) -> None:
 
 
 PREDICTS = ("masked_lm", "fill_blank", "next_word", "previous_word")
+# the predictions drawn in this run, for the why-view under them (the page script runs anew
+# at every rerun, so the list starts empty each time)
+SHOWN: list[why.Shown] = []
 
 
 def render(inputs: state.Inputs) -> None:
@@ -197,6 +202,7 @@ def render(inputs: state.Inputs) -> None:
     for col, name in zip(st.columns(len(shown)), shown):
         with col:
             model_column(inputs, name, chosen.get(name), masked, prefix, suffix)
+    why.predictions_view(inputs, SHOWN)
     for name, model_id in models:
         if "logit_lens" in engine_access.capabilities(model_id):
             logit_lens(inputs, model_id, prefix)
