@@ -18,6 +18,7 @@ pages = [
     st.Page(PAGES / "elmo_weights.py", title="ELMo layer weights", url_path="elmo"),
     st.Page(PAGES / "attention.py", title="Attention", url_path="attention"),
     st.Page(PAGES / "predictions.py", title="Predictions", url_path="predictions"),
+    st.Page(PAGES / "generation.py", title="Generation", url_path="generation"),
     st.Page(PAGES / "corpus.py", title="Corpus", url_path="corpus"),
 ]
 if (PAGES / "benchmarks.py").exists():  # owned by the benchmark work

@@ -39,9 +39,10 @@ class Shown:
     candidates: tuple[str, ...]   # its predicted words, best first
 
 
-def question(prefix: str, predicted: tuple[str, ...] = ()) -> tuple[str, str | None, list[str]]:
-    """The target (typed, or picked among `predicted`), the contrast (None when empty) and the
-    methods, each in the link under `prefix`."""
+def question(prefix: str, predicted: tuple[str, ...] = (), ask_target: bool = True,
+             ) -> tuple[str, str | None, list[str]]:
+    """The target (typed, or picked among `predicted`; "" when not `ask_target`), the contrast
+    (None when empty) and the methods, each in the link under `prefix`."""
     target_key = f"{prefix}_target"
     if predicted:
         pick_key = f"{prefix}_pick"
@@ -55,7 +56,8 @@ def question(prefix: str, predicted: tuple[str, ...] = ()) -> tuple[str, str | N
     target = state.url_text_input(
         c1, "Target word", target_key, 50,
         placeholder="each model's top word" if predicted else "",
-        help="The word whose prediction is explained: any word the model's vocabulary spells.")
+        help="The word whose prediction is explained: any word the model's vocabulary "
+             "spells.") if ask_target else ""
     contrast = state.url_text_input(
         c2, "Rather than (optional)", f"{prefix}_contrast", 50,
         help="A contrast word makes f = log p(target) − log p(contrast): why this word rather "
@@ -78,7 +80,8 @@ def explain(model_id: str, text: str, kind: str, target: str, contrast: str | No
         except engine_access.UnsupportedPrediction as exc:
             st.info(ui.one_line(exc))
             return
-        except engine_access.EngineError as exc:   # a target it cannot spell, contrast = target
+        except (engine_access.EngineError, engine_access.TextError) as exc:
+            # a target it cannot spell, contrast = target, a text past the caps
             st.warning(ui.one_line(exc))
             return
         attribution_map(att, f"{name}-{method}", {**settings, "method": method})

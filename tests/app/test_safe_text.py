@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app import figures
+from app import explain_figures, figures
 from app.safe import safe_label, safe_md
 from tests.app.helpers import figure, messages, page
 from tests.app.test_corpus_page import indexes  # noqa: F401 - a fixture
@@ -69,6 +69,10 @@ def _figures_of(label: str) -> list:
         figures.attention_row([label, "b"], np.ones(2) / 2, 0.1, 0, label),
         figures.neuron_view([label, "b"], np.ones(2), np.ones((2, 2)), np.ones((2, 2)),
                             np.ones(2), np.ones(2) / 2, 0, label),
+        explain_figures.attribution_words([label, "b"], np.array([0.5, -0.5]), label),
+        explain_figures.attribution_bars([label, "b"], np.array([0.5, -0.5]), label),
+        explain_figures.generation_steps([label, "b"], np.ones(2) / 2, np.ones(2), label),
+        explain_figures.layer_ranks(np.ones((2, 2), int), [label, "b"], [label, "b"], label),
     ]
 
 

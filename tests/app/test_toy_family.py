@@ -12,7 +12,8 @@ from engine.registry import ModelEntry, load_registry
 from tests import toy_family
 from tests.app.helpers import ROOT, figures, messages, no_failures
 
-PAGES = ("clusters", "layers", "grid", "attention", "predictions", "elmo_weights", "corpus")
+PAGES = ("clusters", "layers", "grid", "attention", "predictions", "generation", "elmo_weights",
+         "corpus")
 
 
 @pytest.fixture
@@ -58,6 +59,8 @@ def test_a_new_family_renders_on_every_page_without_app_edits(toy_registered, pa
     if page == "attention":
         # the id as the page writes it: escaped, so a model id is never read as markdown
         assert r"toy\-1 (Toy) has no attention maps" in shown
+    if page == "generation":       # the toy family writes nothing: not offered, no complaint
+        assert "toy-1" not in at.selectbox(key="gen_model").options and "Toy" not in shown
     if page == "elmo_weights":
         assert "Choose an ELMo model" in shown     # no toy model can mix layers
     if page == "grid":
