@@ -46,8 +46,8 @@ def attribute(adapter, text: WordText, target: str, contrast: str | None = None,
               method: str = "ig", kind: str = "masked", steps: int | None = None,
               faithful: bool = True) -> Attribution:
     """The attribution of `target` (rather than `contrast`) as `adapter`'s prediction `kind`
-    on `text`, by `method`, with its faithfulness. steps: IG's first step count (default 32,
-    raised until complete; see methods.integrated_gradients). faithful=False skips the
+    on `text`, by `method`, with its faithfulness. steps: IG's step count (default: 32, raised
+    to 64, 128, 256 until complete; methods.integrated_gradients); named, exactly that many. faithful=False skips the
     faithfulness measures (36 forward passes, most of a gradient × input's time): a caller
     that attributes every generated token may measure only the one shown."""
     from engine.attribution import faithfulness, methods

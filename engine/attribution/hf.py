@@ -3,6 +3,7 @@ decoder's next word and a decoder's filled blank, each as the log-probability th
 softmax gives, read through the model transformers loaded (inputs_embeds in, logits out)."""
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -33,11 +34,16 @@ def _head_at(model, positions):
     """The output projection applied at `positions` only, by a pre-hook on the module
     transformers itself calls last (a masked LM's decoder, a causal LM's lm_head): the same
     logits there, without a [batch, tokens, vocabulary] tensor for every position. `fired`
-    is empty when the model never called that module (then the caller indexes the logits)."""
+    is empty when the model never called that module (then the caller indexes the logits).
+    The hook acts for the calling thread only: the app's other sessions may run the same model
+    meanwhile (as forward.hidden_until's hooks do)."""
     head = model.get_output_embeddings()
     fired: list[bool] = []
+    me = threading.get_ident()
 
     def sliced(module, args):
+        if threading.get_ident() != me:
+            return None
         fired.append(True)
         return (args[0][:, positions], *args[1:])
 

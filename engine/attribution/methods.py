@@ -15,7 +15,7 @@ from engine.errors import EngineError
 
 # IG's steps are raised along this ladder until the completeness gap is at most GAP_SHARE of
 # |f(x) − f(baseline)| (or GAP_FLOOR, the float32 noise of an f of a few nats, when f hardly
-# moves); a caller's own steps start the ladder there
+# moves); a caller who names the steps gets exactly those, with their gap
 STEP_LADDER = (32, 64, 128, 256)
 GAP_SHARE = 0.01
 GAP_FLOOR = 1e-5
@@ -58,11 +58,10 @@ def gradxinput(obj: Objective) -> np.ndarray:
 def integrated_gradients(obj: Objective, steps: int | None = None) -> IGResult:
     """Sundararajan et al. 2017 from obj.absent to obj.x; Captum's IntegratedGradients with its
     Gauss-Legendre rule and its convergence delta Σ attributions − (f(x) − f(baseline)),
-    steps raised along STEP_LADDER until that gap is small enough."""
+    steps raised along STEP_LADDER until that gap is small enough (or exactly `steps`)."""
     from captum.attr import IntegratedGradients
 
-    ladder = [s for s in STEP_LADDER if steps is None or s > steps]
-    ladder = ([steps] if steps else []) + ladder
+    ladder = STEP_LADDER if steps is None else (steps,)
     ig = IntegratedGradients(obj.value)
     f_x, f_base = (float(v) for v in f_of(obj, torch.cat([obj.x, obj.absent])))
     if not np.isfinite([f_x, f_base]).all():

@@ -411,3 +411,27 @@ def test_ig_is_complete_on_every_architecture(arch, tmp_path):
     assert a.converged, (a.steps, a.completeness_gap, a.f - a.f_baseline)
     total = float(a.piece_scores.astype(np.float64).sum())
     assert abs(total - (a.f - a.f_baseline)) <= 0.01 * abs(a.f - a.f_baseline) + 1e-5
+
+
+# -- the bundled models ----------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("model_id,text,kind", [
+    ("minilm-l6-mlm", "He sat on the river [MASK] and watched the water .", "masked"),
+    ("smollm2-135m", "He sat on the river bank and watched the", "next")])
+def test_bundled_models_explain_their_own_top_prediction(model_id, text, kind):
+    """MiniLM's trained MLM-head overlay and SmolLM2 dequantised from GGUF: f is the log of the
+    probability the Predictions page shows for the top word, and IG is complete."""
+    from engine.api import Engine
+    from engine.errors import ModelUnavailable
+
+    engine = Engine(device="cpu")
+    try:
+        adapter = engine.adapter(model_id, progress=False)
+    except ModelUnavailable as err:
+        pytest.skip(str(err))
+    predict = adapter.predict_masked if kind == "masked" else adapter.predict_next
+    top = predict(split_words(text), top_k=1).candidates[0]
+    a = attribute(adapter, split_words(text), top.token.strip(), method="ig", kind=kind)
+    assert len(a.target_pieces) == 1
+    assert a.f == pytest.approx(math.log(top.prob), abs=1e-4)
+    assert a.converged and a.completeness_gap <= 0.01 * abs(a.f - a.f_baseline)
