@@ -54,7 +54,7 @@ def question(prefix: str, predicted: tuple[str, ...] = (), ask_target: bool = Tr
                      on_change=copy_pick, format_func=lambda w: w or "(choose one)")
     c1, c2, c3 = st.columns([2, 2, 3])
     target = state.url_text_input(
-        c1, "Target word", target_key, 50,
+        c1, "Word to explain", target_key, 50,
         placeholder="each model's top word" if predicted else "",
         help="The word whose prediction is explained: any word the model's vocabulary "
              "spells.") if ask_target else ""

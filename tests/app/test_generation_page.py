@@ -4,8 +4,9 @@ explained over the text before it, and the page lives in the link."""
 import numpy as np
 import pytest
 
+from app.figures import visible_token
 from engine.api import Engine
-from tests.app.helpers import figure, messages, no_failures, page, title, figures
+from tests.app.helpers import figure, figures, messages, no_failures, page, title
 
 pytestmark = pytest.mark.usefixtures("tiny_engine")
 PROMPT = "The bank is"
@@ -31,7 +32,6 @@ def test_the_generated_tokens_are_engine_generates(tiny_engine):
     at = _generated(tiny_engine)
     no_failures(at)
     gen = Engine().generate(tiny_engine.gpt, PROMPT, 6)
-    from app.figures import visible_token
     assert _shown_tokens(at) == [visible_token(t) for t in gen.tokens]
     assert any(t.value == PROMPT + gen.text for t in at.text)
     steps = figure(at, "Each generated token")
@@ -43,11 +43,10 @@ def test_the_generated_tokens_are_engine_generates(tiny_engine):
     assert figure(at, "Attention of generated tokens")
 
 
-def test_sampling_with_a_seed_repeats_and_another_seed_may_differ(tiny_engine):
+def test_a_seeded_draw_is_engine_generates_with_that_seed(tiny_engine):
     at = _generated(tiny_engine, tokens=8, sample=True, seed=3)
     no_failures(at)
     gen = Engine().generate(tiny_engine.gpt, PROMPT, 8, sample=True, temperature=1.0, seed=3)
-    from app.figures import visible_token
     assert _shown_tokens(at) == [visible_token(t) for t in gen.tokens]
     assert any("seed 3" in c.value for c in at.caption)
 
