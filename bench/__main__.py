@@ -1,7 +1,8 @@
 """`python -m bench` (make bench): every reproduction and measurement, written to results/.
 
     python -m bench [--quick]
-                    [--only layers|cloze|speed|grid|bank|embed|app|bad-input|soak|corpus|reports]
+                    [--only layers|cloze|speed|grid|bank|embed|app|bad-input|soak|corpus|
+                            attribution|reports]
                     [--models id,id] [--fresh]
                     [--mix-layer-norm]
 
@@ -177,6 +178,29 @@ def rebuild_reports() -> None:
         write_layer_reports(json.loads(layers.read_text()))
     if speed.exists():
         (RESULTS / "speed.md").write_text(speed_report(json.loads(speed.read_text())))
+    if (RESULTS / "attribution.json").exists():
+        from bench.attribution import report
+
+        (RESULTS / "attribution.md").write_text(report())
+
+
+def run_attribution(models: list[str] | None, quick: bool) -> None:
+    """results/attribution.json: in a run over every model the speeds first, then the
+    faithfulness across held-out sentences model by model (only `models` when given), each
+    written as it finishes, so an interrupted run keeps what it measured."""
+    from bench import attribution, attribution_speed
+    from bench.meta import meta
+
+    now = meta("python -m bench " + " ".join(sys.argv[1:]))
+    if models is None:
+        speed = attribution_speed.run_speed(quick=quick, log=log)
+        attribution.write(RESULTS, speed={**speed, "meta": now})
+    for mid, *_ in attribution.MODELS:
+        if models and mid not in models:
+            continue
+        faith = attribution.run_faithfulness([mid], quick=quick, log=log)
+        attribution.write(RESULTS, faithfulness=[{**r, "meta": now} for r in faith])
+        (RESULTS / "attribution.md").write_text(attribution.report())
 
 
 def write_readme() -> None:
@@ -199,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small inputs (minutes)")
     ap.add_argument("--only", choices=("layers", "cloze", "speed", "grid", "bank", "embed",
-                                       "app", "bad-input", "soak", "corpus", "reports"),
+                                       "app", "bad-input", "soak", "corpus", "attribution",
+                                       "reports"),
                     help="run one part (grid, bank, embed, app: only the layers-side-by-side, "
                     "the bank-preset, the embedding or the app-start timings, merged into "
                     "results/speed.json; "
@@ -241,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
 
         run_part_only(RESULTS, args.only, log=log)
         stamp("speed.json", parts=True)
+    if args.only in (None, "attribution"):
+        run_attribution(args.models.split(",") if args.models else None, args.quick)
     if args.only in (None, "bad-input"):
         from bench import bad_input
 

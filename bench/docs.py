@@ -28,12 +28,12 @@ PAGES = {
         "reproduced only when the interval of the claimed difference excludes 0 on the claimed "
         "side. The published number each one echoes is beside it (bench/published.py). The "
         "app's Benchmarks page draws the same results with charts.",
-        ("summary", "senses", "geometry", "pos", "cloze", "elmo_distill")),
+        ("summary", "senses", "geometry", "pos", "cloze", "elmo_distill", "attribution")),
     "performance.md": (
         "Performance: speed, memory, many users, bad input",
         "How fast ctxlens is against its targets, on a GPU, in corpus mode, under many "
         "sessions at once, and what a user sees after bad input.",
-        ("speed", "gpu", "corpus", "soak", "bad_input")),
+        ("speed", "attribution_speed", "gpu", "corpus", "soak", "bad_input")),
 }
 # Each number once: the findings table is in the summary only (the page repeats it in each
 # topic's tab); every model's per-layer table is in the full reports.

@@ -15,6 +15,8 @@ REPORTS = {"geometry": "How contextual is each layer? Ethayarajh (2019) geometry
            "pos": "Part-of-speech linear probe per layer (Brown)",
            "cloze": "Everyday cloze: filling one blank, every family",
            "elmo_distill": "A stronger ELMo offline: distillation candidates",
+           "attribution": "Attribution: faithfulness across held-out sentences, attention "
+                          "against occlusion, speed",
            "speed": "Speed and memory against the targets",
            "gpu": "GPU batch embedding: the engine against plain Hugging Face",
            "bad_input": "Bad input in the browser: cases and what the user sees",

@@ -160,6 +160,19 @@ TOPICS: tuple[Topic, ...] = (
     Topic("speed", "Speed", "Ratios against a baseline measured in the same run (plain "
           "Hugging Face loops, the FLOP bound) and times against the targets, on 2 CPU cores.",
           ("speed.json",), "python -m bench --only speed"),
+    Topic("attribution", "Why this word: faithfulness", "How far to trust each attribution "
+          "map, across held-out everyday sentences (not the app's presets), each explaining the "
+          "model's own top word: ERASER comprehensiveness (how much f drops when the map's top "
+          "10/20/50% of words are removed; higher is better) and sufficiency (how much it drops "
+          "when only they are kept; lower is better), in units of f (log-probability), beside "
+          "the same for random orders of the words; and how well attention and rollout agree "
+          "with occlusion (Kendall τ), Jain & Wallace's (2019) check.",
+          ("attribution.json",), "python -m bench --only attribution"),
+    Topic("attribution_speed", "Attribution and generation speed", "One attribution of a "
+          "20-word sentence per method on 2 CPU cores against the targets, beside Captum's "
+          "LayerIntegratedGradients, and SmolLM2's generation beside model.generate, each "
+          "measured in the same run.", ("attribution.json",),
+          "python -m bench --only attribution"),
     Topic("gpu", "GPU", "Batch embedding on a GPU: tokens per second and model FLOP "
           "utilisation (MFU: the share of the chip's peak the model's matrix products use) for "
           "the engine, a plain Hugging Face loop and its bare forward passes, same run.",
@@ -741,9 +754,22 @@ def _corpus(results: Path) -> View:
                        rows, note)], measured=_measured([c]))
 
 
+def _attribution(results: Path) -> View:
+    from bench.attribution_views import faithfulness_view
+
+    return faithfulness_view(load("attribution.json", results) or {})
+
+
+def _attribution_speed(results: Path) -> View:
+    from bench.attribution_views import speed_view
+
+    return speed_view(load("attribution.json", results) or {})
+
+
 BUILDERS = {"summary": _summary, "senses": _senses, "geometry": _geometry, "pos": _pos,
             "cloze": _cloze, "elmo_distill": _elmo, "speed": _speed, "gpu": _gpu,
-            "bad_input": _bad_input, "soak": _soak, "corpus": _corpus}
+            "bad_input": _bad_input, "soak": _soak, "corpus": _corpus,
+            "attribution": _attribution, "attribution_speed": _attribution_speed}
 
 
 # -- markdown, for the docs -------------------------------------------------------------------
