@@ -3,7 +3,7 @@ the docs and the Benchmarks page: faithfulness per method and model, attention a
 occlusion (Jain & Wallace 2019), and the speeds against their targets. Light: json and numpy."""
 from __future__ import annotations
 
-from bench.views import Est, Table, View, _measured
+from bench.view_types import Est, Table, View, _measured
 
 METHOD_NAMES = {"gradxinput": "gradient × input", "ig": "integrated gradients",
                 "occlusion": "occlusion", "attention": "last-layer attention",
