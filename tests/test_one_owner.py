@@ -128,7 +128,8 @@ def _root_name(node: ast.AST) -> str | None:
 
 
 def _writes_to_modules(path: Path, project: set[str]) -> list[str]:
-    """`module.NAME = ...` (+=, del, `a.b.NAME`) and `setattr(module, ...)` in one file."""
+    """`module.NAME = ...` (+=, del, `a.b.NAME`), `setattr(module, ...)` and
+    `mock.patch.object(module, ...)` in one file."""
     tree = ast.parse(path.read_text())
     modules = _module_names(tree, project)
     where = path.relative_to(ROOT).as_posix()
@@ -145,6 +146,10 @@ def _writes_to_modules(path: Path, project: set[str]) -> list[str]:
                 and node.func.id in ("setattr", "delattr") and node.args
                 and _root_name(node.args[0]) in modules):
             found.append(f"{where}:{node.lineno} {node.func.id}({ast.unparse(node.args[0])}, ...)")
+        # unittest.mock's patch.object(module, "NAME", ...) is the same write, for a while
+        if (isinstance(node, ast.Call) and ast.unparse(node.func).endswith("patch.object")
+                and node.args and _root_name(node.args[0]) in modules):
+            found.append(f"{where}:{node.lineno} patch.object({ast.unparse(node.args[0])}, ...)")
     return found
 
 
