@@ -170,8 +170,8 @@ def default_model(family: str) -> str | None:
         return None
 
 
-def family(model_id: str) -> str:
-    return get_engine().family(model_id)
+def family_name(model_id: str) -> str:
+    return get_engine().family_name(model_id)
 
 
 def family_rows() -> dict[str, Family]:

@@ -110,7 +110,7 @@ def run(models: list[str] | None = None, log=print, path: Path = ITEMS) -> list[
         # a left-to-right LM's fill can also draw its candidates from the left alone, without
         # the fill-in-the-blank prompt (LEFT_POOL)
         sides = (("both", RESCORED) if masked_lm else
-                 ("both", LEFT_POOL, "left") if FAMILIES[engine.family(mid)].left_to_right
+                 ("both", LEFT_POOL, "left") if FAMILIES[engine.family_name(mid)].left_to_right
                  else ("both", "left"))
         for side in sides:
             try:

@@ -97,7 +97,7 @@ class Engine:
                 self._resolved[model_id] = resolve(model_id, self.registry)
             return self._resolved[model_id]
 
-    def family(self, model_id: str) -> str:
+    def family_name(self, model_id: str) -> str:
         return self.resolved(model_id).family
 
     def is_loaded(self, model_id: str) -> bool:
@@ -197,7 +197,7 @@ class Engine:
         from engine import traced
         from engine.registry import cache_dir
 
-        family_name = self.family(model_id)
+        family_name = self.family_name(model_id)
         if not family(family_name).traced_encoder or \
                 not traced.usable(self.options.device, self.options.dtype):
             return None
@@ -409,7 +409,7 @@ class Engine:
         try:
             predict = getattr(adapter, f"predict_{which}", None)
             if predict is None:
-                raise UnsupportedPrediction(f"{family(self.family(model_id)).label} models "
+                raise UnsupportedPrediction(f"{family(self.family_name(model_id)).label} models "
                                             f"cannot predict the {which} word")
             return predict(to_word_text(text), top_k=top_k)
         except UnsupportedPrediction as exc:

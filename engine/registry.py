@@ -220,7 +220,7 @@ def resolve(model_id: str, registry: dict[str, ModelEntry] | None = None) -> Mod
     if is_path(model_id):
         path = resolve_local_dir(model_id)
         fam = family_of_dir(path)
-        gives = family(fam).folder_probe().gives_of_dir(path)
+        gives = family_row(fam).folder_probe().gives_of_dir(path)
         return ModelEntry(id=str(path), family=fam, name=path.name, folder=str(path),
                           capabilities=gives.capabilities, cannot=gives.cannot)
     if not hub.looks_like_repo_id(model_id):
@@ -233,10 +233,12 @@ def resolve(model_id: str, registry: dict[str, ModelEntry] | None = None) -> Mod
                       description=kind.architecture)
 
 
-def family(name: str):
-    from engine.families import family as family_row
+def family_row(name: str):
+    """The family table's row `name` (imported here, not at the top: the table's modules
+    import the registry)."""
+    from engine.families import family
 
-    return family_row(name)
+    return family(name)
 
 
 def resolve_local_dir(model_id: str) -> Path:

@@ -32,7 +32,7 @@ def overlap_notes(inputs, model_id: str, tv, layer: int, overlaps) -> None:
     shared = overlaps[1]
     if layer == 0 or not shared:
         return
-    left_to_right = engine_access.family_row(engine_access.family(model_id)).left_to_right
+    left_to_right = engine_access.family_row(engine_access.family_name(model_id)).left_to_right
     sizes = ", ".join(str(len(g)) for g in shared)
     lines = "; ".join(", ".join(str(tv.rows[i] + 1) for i in g) for g in shared)
     why = (f"they share the words before '{safe_md(inputs.target)}', and a left-to-right "
@@ -86,7 +86,7 @@ def opening_view(inputs, models, labels) -> tuple[str, int, float] | None:
     return first
 
 
-def model_view(inputs, model_id, method, labels,
+def model_tab(inputs, model_id, method, labels,
                best_layer: int | None = None) -> results.TargetVectors | None:
     tv = results.target_vectors(model_id, inputs.sentences, inputs.target, inputs.pool)
     if not tv.rows:     # render said which sentences lack the target, once for every tab
@@ -182,7 +182,7 @@ def render(inputs: state.Inputs) -> None:
     for tab, (family, model_id) in zip(tabs, models):
         with tab, ui.guarded():          # a failing model keeps the other models' tabs
             layer = best[1] if best and best[0] == model_id else None
-            if ui.prepared(model_id, inputs) and model_view(inputs, model_id, method,
+            if ui.prepared(model_id, inputs) and model_tab(inputs, model_id, method,
                                                             labels, layer) is not None:
                 shown.append((family, model_id))
     if shown:

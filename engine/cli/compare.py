@@ -74,7 +74,7 @@ def cmd_compare(args, engine_cls) -> int:
     models, texts = _compare_inputs(args)
     engine = engine_cls(device=args.device, dtype=args.dtype, cache_size=0)
     for m in models:        # an unknown second model is said before the first one loads
-        engine.family(m)
+        engine.family_name(m)
     encs = [engine.encode_words(m, texts) for m in models]
     res = compare_models(encs[0], encs[1], pool=args.pool, n_resamples=args.resamples)
     np.savez(out, cka=res.cka.astype(np.float32), ci_low=res.low.astype(np.float32),

@@ -59,7 +59,7 @@ def own_outputs(folder: str, text: str, engine: Engine, model_id: str):
     feeds the model (eager attention, so that the maps exist)."""
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
-    auto = AutoModelForMaskedLM if engine.family(model_id) == "bert" else AutoModelForCausalLM
+    auto = AutoModelForMaskedLM if engine.family_name(model_id) == "bert" else AutoModelForCausalLM
     model = auto.from_pretrained(folder, attn_implementation="eager").eval()
     adapter = engine.adapter(model_id)
     from engine.families.hf import tokens

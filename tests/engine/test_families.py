@@ -60,7 +60,7 @@ def test_a_local_folder_of_a_new_family_is_recognised_by_its_own_probe(toy_famil
     folder.mkdir()
     (folder / "toy.json").write_text("{}")
     engine = Engine(cache_size=0)
-    assert engine.family(str(folder)) == "toy"
+    assert engine.family_name(str(folder)) == "toy"
     assert engine.resolved(str(folder)).capabilities == {"hidden_states"}
     assert engine.encode(str(folder), ["The bank ."])[0].family == "toy"
     assert toy_family == [folder]
@@ -68,7 +68,7 @@ def test_a_local_folder_of_a_new_family_is_recognised_by_its_own_probe(toy_famil
     empty.mkdir()
     with pytest.raises(ModelUnavailable, match="no model files that a known family reads "
                                                r"\(ELMo, GPT, BERT, Toy\)"):
-        engine.family(str(empty))
+        engine.family_name(str(empty))
 
 
 def test_an_unknown_family_is_one_clear_error():

@@ -46,7 +46,7 @@ def test_a_user_registry_entry_needs_only_family_and_hub(tmp_path, hub_cache, mo
     user.write_text('[models.mine]\nfamily = "gpt"\nhub = "me/tiny-gpt"\n')
     monkeypatch.setenv("CTXLENS_REGISTRY", str(user))
     engine = Engine(device="cpu")
-    assert engine.entry("mine").name == "" and engine.family("mine") == "gpt"
+    assert engine.entry("mine").name == "" and engine.family_name("mine") == "gpt"
     assert engine.predict_next("mine", "The bank", top_k=2).candidates
     user.write_text('[models.bad]\nhub = "me/tiny-gpt"\n')
     with pytest.raises(EngineError, match="no `family`"):
@@ -101,7 +101,7 @@ def test_a_checkpoint_that_needs_its_own_code_is_refused(tmp_path, model_dir):
                      model_type="my_model", auto_map={"AutoModelForCausalLM": "modeling.M"})
     (folder / "modeling.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     with pytest.raises(ModelUnavailable, match="own modelling code.*never runs"):
-        Engine(device="cpu").family(str(folder))
+        Engine(device="cpu").family_name(str(folder))
     assert not marker.exists()
 
 
@@ -109,11 +109,11 @@ def test_kinds_ctxlens_does_not_show_are_said(model_dir):
     t5 = _config(model_dir / "t5", architectures=["T5ForConditionalGeneration"],
                  model_type="t5", is_encoder_decoder=True)
     with pytest.raises(ModelUnavailable, match="encoder-decoder"):
-        Engine(device="cpu").family(str(t5))
+        Engine(device="cpu").family_name(str(t5))
     cls = _config(model_dir / "cls", architectures=["LlamaForSequenceClassification"],
                   model_type="llama")
     with pytest.raises(ModelUnavailable, match="decoder without its LM head"):
-        Engine(device="cpu").family(str(cls))
+        Engine(device="cpu").family_name(str(cls))
 
 
 def _sparse_safetensors(path: Path, shape: tuple[int, int]) -> None:
