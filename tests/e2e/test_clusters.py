@@ -163,9 +163,17 @@ def test_every_sense_label_typed_in_a_row_is_kept(server, browser):
         return parse_qs(urlparse(page.url).query).get("labels", [""])[0].split("|")
 
     for row, label in enumerate(["alpha ", "beta", "gamma", "delta"]):
-        box = editor.bounding_box()
-        page.mouse.dblclick(box["x"] + 30, box["y"] + 35 * (row + 1) + 17)   # the sense column
-        page.wait_for_timeout(800)
+        # the label is typed once, into an open cell editor: a double click that lands while
+        # the table redraws after the last edit opens none, and is made again (up to 3 times)
+        for _ in range(3):
+            box = editor.bounding_box()
+            page.mouse.dblclick(box["x"] + 30, box["y"] + 35 * (row + 1) + 17)   # sense column
+            try:
+                page.wait_for_selector("textarea.gdg-input", state="visible", timeout=4000)
+                break
+            except Exception:    # noqa: BLE001 - playwright's TimeoutError: no editor yet
+                _settle(page, 500)
+        page.wait_for_timeout(300)
         page.keyboard.press("Control+a")
         page.keyboard.type(label, delay=30)
         page.keyboard.press("Enter")
