@@ -7,7 +7,7 @@ import sys
 
 from engine.attribution.result import METHODS
 from engine.cli.options import model_args
-from engine.cli.report import to_json
+from engine.cli.report import emit_json
 
 
 def add(sub) -> None:
@@ -38,15 +38,9 @@ def cmd_attribute(args, engine_cls) -> int:
                                           ("previous", args.previous)) if t is not None)
     att = engine.attribute(args.model, text, args.target, args.contrast, method=args.method,
                            kind=kind, steps=args.steps)
-    out = to_json({"model": args.model, "kind": kind, **att.to_json(),
-                   "f_means": att.f_means, "absent": att.absent,
-                   **({"baseline": att.baseline, "converged": att.converged}
-                      if att.method == "ig" else {})})
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(out + "\n")
-    else:
-        print(out)
+    emit_json({"model": args.model, "kind": kind, **att.to_json(), "f_means": att.f_means,
+               "absent": att.absent, **({"baseline": att.baseline, "converged": att.converged}
+                                        if att.method == "ig" else {})}, args.output)
     if att.method == "ig" and not att.converged:
         print(f"ctxlens: integrated gradients did not converge: the completeness gap is "
               f"{att.completeness_gap:.3g} after {att.steps} steps, more than 1% of "

@@ -3,7 +3,7 @@ probability, entropy, alternatives and the chosen token's rank at every layer, a
 from __future__ import annotations
 
 from engine.cli.options import model_args
-from engine.cli.report import to_json
+from engine.cli.report import emit_json
 
 
 def add(sub) -> None:
@@ -31,10 +31,5 @@ def cmd_generate(args, engine_cls) -> int:
     engine = engine_cls(device=args.device, dtype=args.dtype, cache_size=0)
     gen = engine.generate(args.model, args.text, args.tokens, sample=args.sample,
                           temperature=args.temperature, seed=args.seed, top_k=args.top_k)
-    out = to_json(gen.to_json())
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(out + "\n")
-    else:
-        print(out)
+    emit_json(gen.to_json(), args.output)
     return 0

@@ -24,6 +24,16 @@ def to_json(obj) -> str:
     return json.dumps(obj, ensure_ascii=False).translate(JS_LINE_ENDS)
 
 
+def emit_json(obj, output: str | None) -> None:
+    """One JSON object (to_json) to the file `output`, or to stdout without one."""
+    line = to_json(obj)
+    if output:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+    else:
+        print(line)
+
+
 @contextlib.contextmanager
 def progress(total: int, unit: str, desc: str, done_verb: str):
     """Yields step(n): tqdm's bar on a terminal; elsewhere (a log file, a pipe, a batch job),
