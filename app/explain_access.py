@@ -14,11 +14,7 @@ from engine.generation import MAX_GENERATED_TOKENS
 from engine.generation_result import PROB_CONVENTION, RANK_CONVENTION, Generation
 
 __all__ = ["METHODS", "MAX_GENERATED_TOKENS", "PROB_CONVENTION", "RANK_CONVENTION",
-           "Attribution", "Generation", "EXPLAINS"]
-
-# the capability a prediction of each kind needs, as Engine.attribute checks it
-EXPLAINS = {"masked": "fill_blank", "next": "next_word", "previous": "previous_word"}
-
+           "Attribution", "Generation"]
 
 def _explaining(model_id: str, text: str, target: str, contrast: str | None = None,
                 method: str = "gradxinput", kind: str = "masked", steps: int | None = None) -> str:
