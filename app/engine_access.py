@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import inspect
 import os
 import threading
 from typing import Callable, Mapping
@@ -65,6 +66,26 @@ def engine_cached(spinner: str | Callable[..., str] | None = None, kind: str = "
             with st.spinner(safe_md(text)):
                 return eng.cached(key, lambda: fn(*args, **kwargs))
         return cached
+    return wrap
+
+
+def engine_spinner(key_of: Callable[..., tuple], spinner: Callable[..., str]):
+    """For a function whose result the Engine keeps itself, under `key_of(args)`: the spinner
+    while that result is missing, and no second copy of it in the cache (engine_cached would
+    store the same object again under the app's key, counting its bytes twice)."""
+    def wrap(fn):
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def shown(*args, **kwargs):
+            # the door's defaults, not key_of's, are what the Engine is asked with
+            call = signature.bind(*args, **kwargs)
+            call.apply_defaults()
+            if get_engine().has_result(key_of(**call.arguments)):
+                return fn(*args, **kwargs)
+            with st.spinner(safe_md(spinner(*args, **kwargs))):
+                return fn(*args, **kwargs)
+        return shown
     return wrap
 
 

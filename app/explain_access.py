@@ -3,12 +3,15 @@ writes (engine/generation.py): attributions, attention rollout onto words, gener
 the attention over them. A fourth door module (tests/test_layering.py's DOORS) so that
 app/engine_access.py keeps to the models themselves.
 
-Every result is kept in the Engine's result cache through engine_access.engine_cached, under
-the function's name and its plain arguments, like every other app result.
+Attributions and generations are kept by the Engine itself (Engine.attribute_key and
+generate_key), so this door only shows a spinner while one is missing (engine_spinner); the
+rollouts and the attention it derives are kept through engine_access.engine_cached, like every
+other app result.
 """
 from __future__ import annotations
 
-from app.engine_access import engine_cached, get_engine
+from app.engine_access import engine_cached, engine_spinner, get_engine
+from engine.api import Engine
 from engine.attribution.result import METHODS, Attribution
 from engine.generation import MAX_GENERATED_TOKENS
 from engine.generation_result import PROB_CONVENTION, RANK_CONVENTION, Generation
@@ -21,7 +24,7 @@ def _explaining(model_id: str, text: str, target: str, contrast: str | None = No
     return f"Explaining {model_id}'s {target!r} ({method}) …"
 
 
-@engine_cached(_explaining)
+@engine_spinner(Engine.attribute_key, _explaining)
 def attribute(model_id: str, text: str, target: str, contrast: str | None = None,
               method: str = "gradxinput", kind: str = "masked",
               steps: int | None = None) -> Attribution:
@@ -47,7 +50,7 @@ def _generating(model_id: str, prompt: str, max_tokens: int, sample: bool = Fals
     return f"{model_id} is writing {max_tokens} tokens …"
 
 
-@engine_cached(_generating)
+@engine_spinner(Engine.generate_key, _generating)
 def generate(model_id: str, prompt: str, max_tokens: int, sample: bool = False,
              temperature: float = 1.0, seed: int | None = None, top_k: int = 5) -> Generation:
     """`model_id`'s continuation of `prompt` (engine.generation_result.Generation). The page

@@ -457,7 +457,7 @@ class Engine:
                     + (f" ({why})" if why else "") + "; models that can: "
                     + ", ".join(m for m in self.models_that(needed)
                                 if "attribution" in self.resolved(m).capabilities))
-        key = ("attribute", model_id, text, target, contrast, method, kind, steps)
+        key = self.attribute_key(model_id, text, target, contrast, method, kind, steps)
         return self.cached(key, lambda: attribute(self.adapter(model_id), to_word_text(text),
                                                   target, contrast, method=method, kind=kind,
                                                   steps=steps))
@@ -477,5 +477,18 @@ class Engine:
                       temperature=temperature, seed=seed, top_k=top_k)
         if sample and seed is None:
             return run()
-        return self.cached(("generate", model_id, prompt, max_tokens, sample,
-                            temperature if sample else None, seed, top_k), run)
+        return self.cached(self.generate_key(model_id, prompt, max_tokens, sample,
+                                             temperature, seed, top_k), run)
+
+    @staticmethod
+    def attribute_key(model_id: str, text: str, target: str, contrast: str | None = None,
+                      method: str = "ig", kind: str = "masked", steps: int | None = None):
+        """The key attribute() keeps its result under (the app asks has_result() with it)."""
+        return ("attribute", model_id, text, target, contrast, method, kind, steps)
+
+    @staticmethod
+    def generate_key(model_id: str, prompt: str, max_tokens: int, sample: bool = False,
+                     temperature: float = 1.0, seed: int | None = None, top_k: int = 5):
+        """The key generate() keeps a greedy run or a seeded draw under."""
+        return ("generate", model_id, prompt, max_tokens, sample,
+                temperature if sample else None, seed, top_k)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app import corpus_access, engine_access, results
+from app import corpus_access, engine_access, explain_access, results
 from engine.cache import nbytes
 from engine.corpus import catalog
 from engine.corpus import index as corpus_index
@@ -33,6 +33,20 @@ def test_a_projection_computed_once_is_stored_once(tiny_engine):
         assert len(eng.results) == entries + 1
         assert eng.results.nbytes - held == nbytes(proj)
         assert project() is proj
+
+
+def test_an_attribution_and_a_generation_are_stored_once(tiny_engine):
+    """The Engine keeps both itself: the door kept the same object a second time under its own
+    key, so each counted twice against the cache's bound."""
+    eng = engine_access.get_engine()
+    for ask in (lambda: explain_access.attribute(tiny_engine.bert_mlm, "Your [MASK] likes cheese.",
+                                                 "mouse"),
+                lambda: explain_access.generate(tiny_engine.gpt, "The cat", 4)):
+        entries, held = len(eng.results), eng.results.nbytes
+        result = ask()
+        assert len(eng.results) == entries + 1
+        assert eng.results.nbytes - held == nbytes(result)
+        assert ask() is result
 
 
 @pytest.fixture
