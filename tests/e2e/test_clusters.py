@@ -163,19 +163,32 @@ def test_every_sense_label_typed_in_a_row_is_kept(server, browser):
         return parse_qs(urlparse(page.url).query).get("labels", [""])[0].split("|")
 
     for row, label in enumerate(["alpha ", "beta", "gamma", "delta"]):
-        # the label is typed once, into an open cell editor: a double click that lands while
-        # the table redraws after the last edit opens none, and is made again (up to 3 times)
+        # the label is typed once, into an open cell editor that holds it before Enter: a
+        # double click that lands while the table redraws after the last edit, or on a row
+        # scrolled out of the window, opens none and is made again (up to 3 times); the keys
+        # never go to no editor, so a label missing from the link below is one the app lost
+        opened = False
         for _ in range(3):
+            editor.scroll_into_view_if_needed()
             box = editor.bounding_box()
-            page.mouse.dblclick(box["x"] + 30, box["y"] + 35 * (row + 1) + 17)   # sense column
+            y = box["y"] + 35 * (row + 1) + 17                      # the row's middle
+            if not 0 < y < page.viewport_size["height"]:
+                page.mouse.wheel(0, y - page.viewport_size["height"] / 2)
+                page.wait_for_timeout(300)
+                box = editor.bounding_box()
+                y = box["y"] + 35 * (row + 1) + 17
+            page.mouse.dblclick(box["x"] + 30, y)                   # sense column
             try:
                 page.wait_for_selector("textarea.gdg-input", state="visible", timeout=4000)
+                opened = True
                 break
             except Exception:    # noqa: BLE001 - playwright's TimeoutError: no editor yet
                 _settle(page, 500)
+        assert opened, f"no cell editor opened on row {row + 1}"
         page.wait_for_timeout(300)
         page.keyboard.press("Control+a")
         page.keyboard.type(label, delay=30)
+        assert page.locator("textarea.gdg-input").input_value() == label
         page.keyboard.press("Enter")
         _settle(page, 1000)
         # the link is written at the end of the rerun the edit starts, which under load can
