@@ -366,11 +366,12 @@ class Engine:
 
     # -- predictions --------------------------------------------------------------------
     def predict_masked(self, model_id: str, text: str, top_k: int = 10,
-                       sides: str = "both", rescore: bool = False) -> Prediction:
+                       sides: str = "both", rescore: bool = False, ablate: str | None = None,
+                       ablate_mode: str = "zero") -> Prediction:
         """Fill the one [MASK]: a BERT's MLM head, a GPT's re-ranked left-context words, or
         ELMo's forward x backward LM; sides="left" reads only the words before the blank.
         rescore (masked LMs): the head's likeliest words re-ranked by the pseudo-log-likelihood
-        of the sentence each makes."""
+        of the sentence each makes. ablate: the parts knocked out meanwhile (ablated())."""
         wt = to_word_text(text)
         wt.one_mask()
         if rescore and "masked_lm" not in self.resolved(model_id).capabilities:
@@ -379,7 +380,9 @@ class Engine:
                 "that have one: " + ", ".join(self.models_that("masked_lm")))
         extra = {"rescore": True} if rescore else {}
         try:
-            return self.adapter(model_id).predict_masked(wt, top_k=top_k, sides=sides, **extra)
+            with self.ablated(model_id, ablate, ablate_mode):
+                return self.adapter(model_id).predict_masked(wt, top_k=top_k, sides=sides,
+                                                             **extra)
         except UnsupportedPrediction as exc:
             # the adapter knows why (no MLM head, no LM softmax); the engine knows who can
             # (the masked LMs first)
@@ -396,14 +399,16 @@ class Engine:
         return [e.id for e, where in catalogue(self.registry)
                 if (e.id in self.registry or where in USABLE) and capability in e.capabilities]
 
-    def predict_next(self, model_id: str, text: str, top_k: int = 10) -> Prediction:
-        return self._lm_prediction("next_word", model_id, text, top_k)
+    def predict_next(self, model_id: str, text: str, top_k: int = 10,
+                     ablate: str | None = None, ablate_mode: str = "zero") -> Prediction:
+        return self._lm_prediction("next_word", model_id, text, top_k, ablate, ablate_mode)
 
-    def predict_previous(self, model_id: str, text: str, top_k: int = 10) -> Prediction:
-        return self._lm_prediction("previous_word", model_id, text, top_k)
+    def predict_previous(self, model_id: str, text: str, top_k: int = 10,
+                         ablate: str | None = None, ablate_mode: str = "zero") -> Prediction:
+        return self._lm_prediction("previous_word", model_id, text, top_k, ablate, ablate_mode)
 
-    def _lm_prediction(self, capability: str, model_id: str, text: str,
-                       top_k: int) -> Prediction:
+    def _lm_prediction(self, capability: str, model_id: str, text: str, top_k: int,
+                       ablate: str | None = None, ablate_mode: str = "zero") -> Prediction:
         adapter = self.adapter(model_id)
         which = "next" if capability == "next_word" else "previous"
         try:
@@ -411,7 +416,8 @@ class Engine:
             if predict is None:
                 raise UnsupportedPrediction(f"{family(self.family_name(model_id)).label} models "
                                             f"cannot predict the {which} word")
-            return predict(to_word_text(text), top_k=top_k)
+            with self.ablated(model_id, ablate, ablate_mode):
+                return predict(to_word_text(text), top_k=top_k)
         except UnsupportedPrediction as exc:
             # the adapter knows why; the engine knows who can
             raise UnsupportedPrediction(f"{model_id}: {exc}; models that can: "
@@ -438,7 +444,8 @@ class Engine:
     EXPLAINS = {"masked": "fill_blank", "next": "next_word", "previous": "previous_word"}
 
     def attribute(self, model_id: str, text: str, target: str, contrast: str | None = None,
-                  method: str = "ig", kind: str = "masked", steps: int | None = None):
+                  method: str = "ig", kind: str = "masked", steps: int | None = None,
+                  ablate: str | None = None, ablate_mode: str = "zero"):
         """Why `model_id` predicts `target` (rather than `contrast`) for the blank (kind
         "masked"), the next or the previous word of `text`: each word's attribution by
         `method`, with its faithfulness (engine.attribution.result.Attribution), cached."""
@@ -457,10 +464,14 @@ class Engine:
                     + (f" ({why})" if why else "") + "; models that can: "
                     + ", ".join(m for m in self.models_that(needed)
                                 if "attribution" in self.resolved(m).capabilities))
-        key = self.attribute_key(model_id, text, target, contrast, method, kind, steps)
-        return self.cached(key, lambda: attribute(self.adapter(model_id), to_word_text(text),
-                                                  target, contrast, method=method, kind=kind,
-                                                  steps=steps))
+        key = self.attribute_key(model_id, text, target, contrast, method, kind, steps, ablate,
+                                 ablate_mode)
+
+        def run():
+            with self.ablated(model_id, ablate, ablate_mode):
+                return attribute(self.adapter(model_id), to_word_text(text), target, contrast,
+                                 method=method, kind=kind, steps=steps)
+        return self.cached(key, run)
 
     def generate(self, model_id: str, prompt: str, max_tokens: int, sample: bool = False,
                  temperature: float = 1.0, seed: int | None = None, top_k: int = 5):
@@ -482,9 +493,11 @@ class Engine:
 
     @staticmethod
     def attribute_key(model_id: str, text: str, target: str, contrast: str | None = None,
-                      method: str = "ig", kind: str = "masked", steps: int | None = None):
+                      method: str = "ig", kind: str = "masked", steps: int | None = None,
+                      ablate: str | None = None, ablate_mode: str = "zero"):
         """The key attribute() keeps its result under (the app asks has_result() with it)."""
-        return ("attribute", model_id, text, target, contrast, method, kind, steps)
+        return ("attribute", model_id, text, target, contrast, method, kind, steps,
+                ablate or None, ablate_mode if ablate else None)
 
     @staticmethod
     def generate_key(model_id: str, prompt: str, max_tokens: int, sample: bool = False,
@@ -492,3 +505,64 @@ class Engine:
         """The key generate() keeps a greedy run or a seeded draw under."""
         return ("generate", model_id, prompt, max_tokens, sample,
                 temperature if sample else None, seed, top_k)
+
+    # -- what each part does: knocked out, patched, read straight into the logit ------------
+    def _able(self, model_id: str, capability: str, doing: str) -> None:
+        """UnsupportedPrediction naming the models that can, unless `model_id` can."""
+        entry = self.resolved(model_id)
+        if capability not in entry.capabilities:
+            why = entry.cannot.get(capability)
+            raise UnsupportedPrediction(
+                f"{model_id} cannot {doing}" + (f" ({why})" if why else "")
+                + "; models that can: " + ", ".join(self.models_that(capability)))
+
+    def ablated(self, model_id: str, ablate: str | None, mode: str = "zero"):
+        """A context in which `model_id` runs with the parts `ablate` names knocked out
+        ("L.H" heads, "L.*" a layer's attention, "L.mlp" a feed-forward block, from 1, comma
+        separated; engine.components.ablation), by zeroing them or (mode "mean") putting in
+        their mean over the reference sentences. Nothing when `ablate` is empty."""
+        from contextlib import nullcontext
+
+        if not ablate:
+            return nullcontext()
+        from engine.components import ablation
+
+        self._able(model_id, "ablation", "knock out heads or blocks")
+        return ablation.ablated(self.adapter(model_id), ablation.parse(
+            ablate, ablation.sites(self.adapter(model_id))), mode)
+
+    def head_importance(self, model_id: str, text: str, target: str,
+                        contrast: str | None = None, kind: str = "masked"):
+        """How much f drops when each head alone is knocked out, and Michel et al.'s gradient
+        estimate of it (engine.components.importance.HeadImportance), cached."""
+        from engine.components.importance import head_importance
+
+        self._able(model_id, "ablation", "knock out heads")
+        return self.cached(("head_importance", model_id, text, target, contrast, kind),
+                           lambda: head_importance(self.adapter(model_id), to_word_text(text),
+                                                   target, contrast, kind))
+
+    def patch(self, model_id: str, clean: str, corrupt: str | None, target: str,
+              contrast: str | None = None, site: str = "residual", kind: str = "next",
+              noise_words: str | None = None, seeds: int = 5):
+        """Activation patching (engine.components.patching.Patching): f of the corrupted run
+        with one layer × position cell of `site` taken from the clean run, for every cell. No
+        `corrupt`: the clean text with the words `noise_words` noised (Meng et al. 2022)."""
+        from engine.components.patching import patch
+
+        self._able(model_id, "patching", "patch activations")
+        key = ("patch", model_id, clean, corrupt, target, contrast, site, kind, noise_words,
+               seeds)
+        return self.cached(key, lambda: patch(self.adapter(model_id), clean, corrupt, target,
+                                              contrast, site=site, kind=kind,
+                                              noise_words=noise_words, seeds=seeds))
+
+    def components(self, model_id: str, text: str, target: str, contrast: str | None = None):
+        """Each component's direct effect on the next word's logit
+        (engine.components.dla.Components), cached."""
+        from engine.components.dla import components
+
+        self._able(model_id, "direct_logit", "split its logit into its parts")
+        return self.cached(("components", model_id, text, target, contrast),
+                           lambda: components(self.adapter(model_id), to_word_text(text),
+                                              target, contrast))

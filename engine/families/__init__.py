@@ -30,15 +30,18 @@ CAPABILITIES = frozenset({
     "query_key",       # the query and key vectors behind each attention score (neuron view)
     "attribution",     # why a prediction came out: its words' attribution (engine/attribution)
     "generation",      # continues a prompt token by token on its key/value cache
+    "ablation",        # heads and feed-forward blocks knocked out for any prediction
+    "patching",        # a clean run's activations patched into a corrupted run's
+    "direct_logit",    # each head's and block's direct effect on a logit (pre-norm decoders)
 })
 
 # What a checkpoint gives by what it ships, whichever family reads it (the row then keeps
 # what the family has): every checkpoint its encoder's views, one with a masked-LM head also
 # the masked word, one with a word-predicting LM (a GPT's head, ELMo's softmax) the LM's views.
 ENCODER = frozenset({"hidden_states", "attention", "scalar_mix", "query_key"})
-WITH_MLM_HEAD = ENCODER | {"masked_lm", "fill_blank", "attribution"}
+WITH_MLM_HEAD = ENCODER | {"masked_lm", "fill_blank", "attribution", "ablation", "patching"}
 WITH_LM = ENCODER | {"fill_blank", "next_word", "previous_word", "logit_lens", "attribution",
-                     "generation"}
+                     "generation", "ablation", "patching", "direct_logit"}
 
 
 @dataclass(frozen=True)
@@ -117,8 +120,10 @@ register(Family("elmo", "ELMo", "engine.families.elmo.adapter",
                            "scalar_mix", "attribution"}), folder="engine.families.elmo.folder"))
 register(Family("gpt", "GPT", "engine.families.gpt",
                 frozenset({"hidden_states", "attention", "fill_blank", "next_word",
-                           "logit_lens", "query_key", "attribution", "generation"}),
+                           "logit_lens", "query_key", "attribution", "generation", "ablation",
+                           "patching", "direct_logit"}),
                 reads_gguf=True, traced_encoder=True))
 register(Family("bert", "BERT", "engine.families.bert",
                 frozenset({"hidden_states", "attention", "masked_lm", "fill_blank",
-                           "query_key", "attribution"}), traced_encoder=True))
+                           "query_key", "attribution", "ablation", "patching"}),
+                traced_encoder=True))
