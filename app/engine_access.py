@@ -390,21 +390,24 @@ def query_key(model_id: str, text: str, layer: int):
 
 
 def _asking(kind: str, model_id: str, text: str, top_k: int = 10, sides: str = "both",
-            rescore: bool = False) -> str:
-    return (f"Asking {model_id}, then scoring each candidate's sentence …" if rescore
-            else f"Asking {model_id} …")
+            rescore: bool = False, ablate: str | None = None, ablate_mode: str = "zero") -> str:
+    off = f" with {ablate} off" if ablate else ""
+    return (f"Asking {model_id}{off}, then scoring each candidate's sentence …" if rescore
+            else f"Asking {model_id}{off} …")
 
 
 @engine_cached(_asking)
 def predict(kind: str, model_id: str, text: str, top_k: int = 10, sides: str = "both",
-            rescore: bool = False):
+            rescore: bool = False, ablate: str | None = None, ablate_mode: str = "zero"):
     # cached like every page's results: a rerun with the same blank asks no model (a GPT's
     # re-ranked fill runs it once per candidate, seconds on a CPU)
     eng = get_engine()
+    off = {"ablate": ablate, "ablate_mode": ablate_mode} if ablate else {}
     if kind == "masked":
-        return eng.predict_masked(model_id, text, top_k=top_k, sides=sides, rescore=rescore)
+        return eng.predict_masked(model_id, text, top_k=top_k, sides=sides, rescore=rescore,
+                                  **off)
     fn = {"next": eng.predict_next, "previous": eng.predict_previous}[kind]
-    return fn(model_id, text, top_k=top_k)
+    return fn(model_id, text, top_k=top_k, **off)
 
 
 @engine_cached(lambda model_id, text: f"Reading {model_id}'s layers …")

@@ -13,25 +13,31 @@ from __future__ import annotations
 from app.engine_access import engine_cached, engine_spinner, get_engine
 from engine.api import Engine
 from engine.attribution.result import METHODS, Attribution
+from engine.components.result import ABLATION_MODES, SITES, Components, HeadImportance, Patching
 from engine.generation import MAX_GENERATED_TOKENS
 from engine.generation_result import PROB_CONVENTION, RANK_CONVENTION, Generation
 
 __all__ = ["METHODS", "MAX_GENERATED_TOKENS", "PROB_CONVENTION", "RANK_CONVENTION",
-           "Attribution", "Generation"]
+           "Attribution", "Generation", "ABLATION_MODES", "SITES", "Components",
+           "HeadImportance", "Patching"]
 
 def _explaining(model_id: str, text: str, target: str, contrast: str | None = None,
-                method: str = "gradxinput", kind: str = "masked", steps: int | None = None) -> str:
-    return f"Explaining {model_id}'s {target!r} ({method}) …"
+                method: str = "gradxinput", kind: str = "masked", steps: int | None = None,
+                ablate: str | None = None, ablate_mode: str = "zero") -> str:
+    off = f" with {ablate} off" if ablate else ""
+    return f"Explaining {model_id}'s {target!r} ({method}){off} …"
 
 
 @engine_spinner(Engine.attribute_key, _explaining)
 def attribute(model_id: str, text: str, target: str, contrast: str | None = None,
-              method: str = "gradxinput", kind: str = "masked",
-              steps: int | None = None) -> Attribution:
+              method: str = "gradxinput", kind: str = "masked", steps: int | None = None,
+              ablate: str | None = None, ablate_mode: str = "zero") -> Attribution:
     """Why `model_id` predicts `target` (rather than `contrast`) for the blank, the next or the
-    previous word of `text` (engine.attribution.result.Attribution)."""
+    previous word of `text` (engine.attribution.result.Attribution), with the parts `ablate`
+    names knocked out."""
     return get_engine().attribute(model_id, text, target, contrast=contrast, method=method,
-                                  kind=kind, steps=steps)
+                                  kind=kind, steps=steps, ablate=ablate or None,
+                                  ablate_mode=ablate_mode)
 
 
 @engine_cached(lambda model_id, text, kind: f"Rolling out {model_id}'s attention …")
@@ -70,6 +76,35 @@ def generation_attention(model_id: str, prompt: str, max_tokens: int, sample: bo
     gen = generate(model_id, prompt, max_tokens, sample=sample, temperature=temperature,
                    seed=seed, top_k=top_k)
     return attention(get_engine().adapter(model_id), gen)
+
+
+@engine_spinner(Engine.head_importance_key, lambda model_id, text, target, contrast=None,
+                kind="masked": f"Knocking out each of {model_id}'s heads in turn …")
+def head_importance(model_id: str, text: str, target: str, contrast: str | None = None,
+                    kind: str = "masked") -> HeadImportance:
+    """Each head's importance for one prediction, knocked out and by gradient
+    (engine.components.result.HeadImportance)."""
+    return get_engine().head_importance(model_id, text, target, contrast, kind)
+
+
+@engine_spinner(Engine.patch_key, lambda model_id, clean, corrupt, target, contrast=None,
+                site="residual", kind="next", noise_words=None, seeds=5:
+                f"Patching {model_id}'s {site} at every layer and position …")
+def patch(model_id: str, clean: str, corrupt: str | None, target: str,
+          contrast: str | None = None, site: str = "residual", kind: str = "next",
+          noise_words: str | None = None, seeds: int = 5) -> Patching:
+    """Activation patching of the clean run into the corrupted one, every layer × position
+    (engine.components.result.Patching)."""
+    return get_engine().patch(model_id, clean, corrupt, target, contrast, site=site, kind=kind,
+                              noise_words=noise_words, seeds=seeds)
+
+
+@engine_spinner(Engine.components_key, lambda model_id, text, target, contrast=None:
+                f"Splitting {model_id}'s logit into its parts …")
+def components(model_id: str, text: str, target: str, contrast: str | None = None) -> Components:
+    """Each head's and block's direct effect on the next word's logit
+    (engine.components.result.Components)."""
+    return get_engine().components(model_id, text, target, contrast)
 
 
 def explained_target(token: str) -> tuple[str, bool]:

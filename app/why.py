@@ -71,9 +71,11 @@ def question(prefix: str, predicted: tuple[str, ...] = (), ask_target: bool = Tr
 
 
 def explain(model_id: str, text: str, kind: str, target: str, contrast: str | None,
-            methods: list[str], name: str, settings: dict) -> None:
+            methods: list[str], name: str, settings: dict,
+            off: tuple[str, str] | None = None) -> None:
     """Every chosen method's map of one prediction, then rollout beside them; a question the
-    model cannot answer is one line."""
+    model cannot answer is one line. `off` (parts knocked out, their mode): each map beside
+    the same with those parts off."""
     for method in methods:
         try:
             att = explain_access.attribute(model_id, text, target, contrast, method, kind)
@@ -84,7 +86,24 @@ def explain(model_id: str, text: str, kind: str, target: str, contrast: str | No
             # a target it cannot spell, contrast = target, a text past the caps
             st.warning(ui.one_line(exc))
             return
-        attribution_map(att, f"{name}-{method}", {**settings, "method": method})
+        if off is None:
+            attribution_map(att, f"{name}-{method}", {**settings, "method": method})
+            continue
+        on_col, off_col = st.columns(2)
+        with on_col:
+            st.caption("Every part on")
+            attribution_map(att, f"{name}-{method}", {**settings, "method": method})
+        with off_col:
+            st.caption(f"With {off[0]} off ({off[1]})")
+            try:
+                gone = explain_access.attribute(model_id, text, target, contrast, method, kind,
+                                                ablate=off[0], ablate_mode=off[1])
+            except (engine_access.UnsupportedPrediction, engine_access.EngineError) as exc:
+                st.warning(ui.one_line(exc))
+                continue
+            attribution_map(gone, f"{name}-{method}-off", {**settings, "method": method,
+                                                           "ablate": off[0],
+                                                           "ablate_mode": off[1]})
     with ui.guarded("Attention rollout"):
         rollout_map(model_id, text, kind, name, settings)
 
@@ -157,9 +176,10 @@ def rollout_map(model_id: str, text: str, kind: str, name: str, settings: dict) 
                             {**settings, "method": "rollout"})
 
 
-def predictions_view(inputs: state.Inputs, shown: list[Shown]) -> None:
+def predictions_view(inputs: state.Inputs, shown: list[Shown],
+                     off: tuple[str, str] | None = None) -> None:
     """The Predictions page's section: the predictions of one kind, every model side by side,
-    each explained for the same question."""
+    each explained for the same question (and with the parts `off` knocked out, beside)."""
     st.subheader("Why this word?")
     able = [s for s in shown if "attribution" in engine_access.capabilities(s.model_id)]
     if not st.toggle("Explain these predictions", key=state.url_key("why", bool, default=False),
@@ -187,4 +207,4 @@ def predictions_view(inputs: state.Inputs, shown: list[Shown]) -> None:
                 continue
             explain(s.model_id, s.text, kind, word, contrast, methods, s.name,
                     inputs.settings(model=s.model_id, kind=kind, context=s.text, target=word,
-                                    contrast=contrast))
+                                    contrast=contrast), off)

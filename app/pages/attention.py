@@ -4,7 +4,7 @@ contributions are shown instead."""
 import pandas as pd
 import streamlit as st
 
-from app import engine_access, export, figures, neuron_view, results, state, ui
+from app import engine_access, export, figures, knockout, neuron_view, results, state, ui
 from app import selection as sel
 from app.safe import safe_md
 
@@ -111,12 +111,24 @@ def model_view(enc, words: bool, hide: bool, n: int, settings: dict) -> None:
                 f"draws at most {figures.MODEL_VIEW_MAX_CELLS:,}. Pick a layer and head above "
                 "to see them in the Head view and Heatmap tabs.")
         return
+    clicks = st.radio("A click on a thumbnail", CLICKS, horizontal=True,
+                      key=state.url_key("att_click", str, default=CLICKS[0], choices=CLICKS),
+                      help="Switch a head off to see, on the Predictions page, every "
+                           "prediction with it knocked out beside the original.")
     st.caption("Every layer (rows) and head (columns): click a thumbnail (or pick a layer "
-               "and head above) to open it in the head view and heatmap.")
+               "and head above) to " + ("open it in the head view and heatmap."
+                                        if clicks == CLICKS[0] else "switch that head off, "
+                                        "or on again."))
+    off = knockout.heads_of(knockout.current())
+    if off:
+        st.caption("Switched off: " + ", ".join(f"{l}.{h}" for l, h in sorted(off))
+                   + " (layer.head, from 1).")
+        st.page_link("app/pages/predictions.py", label="See the predictions with them off",
+                     icon="🔌")
     maps, labels = results.viewed_maps(enc, words, hide)              # [L, H, n, n]
     grid = figures.attention_grid(maps, [f"layer {l + 1}" for l in range(len(maps))])
     ui.plotly_chart(grid, key="model-view", selection_mode="points",
-                    on_select=lambda: open_head(n_heads))
+                    on_select=lambda: clicked_head(n_heads, clicks == CLICKS[1]))
     export.figure_downloads(grid, "model-view", None, settings,
                             arrays=export.attention_arrays(enc.model_id, maps, labels, words))
 
@@ -129,10 +141,19 @@ def focus_token(options: list[str]) -> None:
             st.session_state.get("att_focus", options[0]), options, clicked[0])
 
 
-def open_head(n_heads: int) -> None:
-    """Model-view click: its thumbnails are a layer a row, a head a column."""
+CLICKS = ("opens it", "switches the head off")
+
+
+def clicked_head(n_heads: int, switch: bool) -> None:
+    """Model-view click: its thumbnails are a layer a row, a head a column. It opens that head,
+    or switches it off (on again when it was off) for every prediction (app/knockout.py)."""
     cell = sel.clicked_cell(st.session_state.get("model-view"), n_heads)
-    if cell:
+    if not cell:
+        return
+    if switch:
+        knockout.set_spec(knockout.toggled(knockout.current(), cell[0] + 1,
+                                           cell[1] + 1))
+    else:
         st.session_state.update(att_layer=cell[0] + 1, att_head=cell[1], att_average=False)
 
 

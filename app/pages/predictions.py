@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import engine_access, export, figures, state, ui, why
+from app import engine_access, export, figures, knockout, state, ui, why
 from app.engine_access import JOINER_RE, MASK, joined_forms, split_words, word_key
 from app.safe import safe_md
 
@@ -76,18 +76,40 @@ def prediction(kind: str, model_id: str, text: str, title: str, inputs, name: st
     except engine_access.EngineError as exc:   # e.g. a blank this model cannot start a text with
         st.warning(f"{title}: {ui.one_line(exc)}")
         return False
+    settings = inputs.settings(model=model_id, kind=kind, context=text, sides=sides,
+                               method=pred.method, **({"rescore": True} if rescore else {}))
+    SHOWN.append(why.Shown(model_id, kind, text, title, name,
+                           tuple(w for c in pred.candidates if (w := c.token.strip()))))
+    if OFF is None or "ablation" not in engine_access.capabilities(model_id):
+        bars(pred, title, name, settings)
+        if OFF is not None:
+            st.caption(f"{safe_md(model_id)} has no attention heads or feed-forward blocks to "
+                       "knock out: shown as it is.")
+        return True
+    spec, mode = OFF
+    on_col, off_col = st.columns(2)
+    with on_col:
+        bars(pred, f"{title} · every part on", name, settings)
+    with off_col:
+        try:
+            gone = engine_access.predict(kind, model_id, text, top_k=st.session_state["top_k"],
+                                         sides=sides, rescore=rescore, ablate=spec,
+                                         ablate_mode=mode)
+        except (engine_access.UnsupportedPrediction, engine_access.EngineError) as exc:
+            st.warning(f"With {spec} off: {ui.one_line(exc)}")   # e.g. a layer it lacks
+            return True
+        bars(gone, f"{title} · {spec} off ({mode})", f"{name}-off",
+             {**settings, "ablate": spec, "ablate_mode": mode})
+    return True
+
+
+def bars(pred, title: str, name: str, settings: dict) -> None:
     table = pd.DataFrame(pred.as_json())
     fig = figures.prediction_bars(table["token"].tolist(), table["prob"].tolist(), title)
     ui.plotly_chart(fig, key=f"pred-{name}")
     if pred.method:
         st.caption(pred.method)
-    SHOWN.append(why.Shown(model_id, kind, text, title, name,
-                           tuple(w for c in pred.candidates if (w := c.token.strip()))))
-    export.figure_downloads(fig, f"pred-{name}", table,
-                            inputs.settings(model=model_id, kind=kind, context=text, sides=sides,
-                                            method=pred.method,
-                                            **({"rescore": True} if rescore else {})))
-    return True
+    export.figure_downloads(fig, f"pred-{name}", table, settings)
 
 
 def masked_lm(sidebar_bert: str | None, label: str) -> str | None:
@@ -185,6 +207,8 @@ PREDICTS = ("masked_lm", "fill_blank", "next_word", "previous_word")
 # the predictions drawn in this run, for the why-view under them (the page script runs anew
 # at every rerun, so the list starts empty each time)
 SHOWN: list[why.Shown] = []
+# the parts knocked out in this run (app/knockout.py), (spec, mode), or None
+OFF: tuple[str, str] | None = None
 
 
 def render(inputs: state.Inputs) -> None:
@@ -194,6 +218,13 @@ def render(inputs: state.Inputs) -> None:
         return
     masked, prefix, suffix = choose_blank(inputs)
     st.text(f"The blank: {masked}")     # typed text: never read as markdown ("bank(s)", *x*)
+    global OFF
+    with st.expander("Knock out heads or blocks", expanded=bool(knockout.current())):
+        spec, mode = knockout.controls()
+        st.caption(knockout.SYNTAX + " Each prediction and its \"why\" are shown with every "
+                   "part on and with these off, side by side; a head can also be clicked off "
+                   "in the Attention page's model view.")
+    OFF = (spec, mode) if spec else None
     chosen = dict(models)
     # one column per family that can predict, masked LMs first (they read both sides at once)
     families = engine_access.family_rows()
@@ -202,7 +233,7 @@ def render(inputs: state.Inputs) -> None:
     for col, name in zip(st.columns(len(shown)), shown):
         with col:
             model_column(inputs, name, chosen.get(name), masked, prefix, suffix)
-    why.predictions_view(inputs, SHOWN)
+    why.predictions_view(inputs, SHOWN, OFF)
     for name, model_id in models:
         if "logit_lens" in engine_access.capabilities(model_id):
             logit_lens(inputs, model_id, prefix)
