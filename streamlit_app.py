@@ -19,6 +19,7 @@ pages = [
     st.Page(PAGES / "attention.py", title="Attention", url_path="attention"),
     st.Page(PAGES / "predictions.py", title="Predictions", url_path="predictions"),
     st.Page(PAGES / "generation.py", title="Generation", url_path="generation"),
+    st.Page(PAGES / "components.py", title="What each part does", url_path="components"),
     st.Page(PAGES / "corpus.py", title="Corpus", url_path="corpus"),
 ]
 if (PAGES / "benchmarks.py").exists():  # owned by the benchmark work
