@@ -1,0 +1,112 @@
+"""The "What each part does" page and the knock-out box on the Predictions page, on the tiny
+random checkpoints: every map drawn is the Engine's own result for the same question, a head
+knocked out changes the predictions shown beside the originals, bad input is one line that
+keeps what was typed, and the link keeps it all."""
+import numpy as np
+import pytest
+
+from engine.api import Engine
+from tests.app.helpers import figure, figures, messages, no_failures, page, title
+
+pytestmark = pytest.mark.usefixtures("tiny_engine")
+TEXT, TARGET = "The bank is", "open"
+
+
+def _parts(model: str, view: str, **boxes):
+    at = page("components")
+    at.query_params["parts_model"] = model
+    at.query_params["parts_view"] = view
+    for key, value in boxes.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def test_head_importance_maps_are_the_engines(tiny_engine):
+    at = _parts(tiny_engine.gpt, "Head importance", imp_text_next=TEXT, imp_target_next=TARGET)
+    no_failures(at)
+    imp = Engine().head_importance(tiny_engine.gpt, TEXT, TARGET, None, "next")
+    drop = figure(at, "Drop in f with the head knocked out")
+    grad = figure(at, "Gradient estimate")
+    assert np.allclose(np.array(drop["data"][0]["z"], float), imp.knocked, atol=1e-6)
+    assert np.allclose(np.array(grad["data"][0]["z"], float), imp.gradient, atol=1e-6)
+    assert any(f"{imp.spearman:.2f}" in c.value for c in at.caption)
+
+
+def test_the_patching_grid_is_the_engines_restored_share(tiny_engine):
+    at = _parts(tiny_engine.gpt, "Activation patching", patch_text_next=TEXT,
+                patch_target_next=TARGET, patch_how="noise on words", patch_noise_next="bank")
+    no_failures(at)
+    p = Engine().patch(tiny_engine.gpt, TEXT, None, TARGET, None, site="residual",
+                       kind="next", noise_words="bank")
+    grid = figure(at, "residual: share of f restored")
+    shown = np.array(grid["data"][0]["z"], float)
+    assert shown.shape == p.patched.shape == (len(grid["data"][0]["y"]), len(p.tokens))
+    assert np.allclose(shown, p.restored, atol=1e-6, equal_nan=True)
+
+
+def test_tokens_of_other_lengths_are_one_line_and_keep_both_texts(tiny_engine):
+    long = "The bank is open and the river is wide and"
+    at = _parts(tiny_engine.gpt, "Activation patching", patch_text_next=TEXT,
+                patch_target_next=TARGET, patch_corrupt_next=long)
+    assert not at.exception and not at.error
+    warned = messages(at)["warning"]
+    assert len(warned) == 1 and "length" in warned[0].lower(), warned
+    assert at.text_input(key="patch_corrupt_next").value == long
+    assert at.text_input(key="patch_text_next").value == TEXT
+
+
+def test_the_direct_effects_are_the_engines_and_add_up(tiny_engine):
+    at = _parts(tiny_engine.gpt, "Direct logit attribution", dla_text_next=TEXT,
+                dla_target_next=TARGET)
+    no_failures(at)
+    c = Engine().components(tiny_engine.gpt, TEXT, TARGET)
+    heads = figure(at, "Each head's direct effect")
+    assert np.allclose(np.array(heads["data"][0]["z"], float), c.heads, atol=1e-6)
+    blocks = figure(at, "Each block's direct effect")
+    assert np.allclose(blocks["data"][0]["y"][0], c.embed, atol=1e-6)
+    said = [x.value for x in at.caption if "The parts add up" in x.value]
+    assert said and f"{c.logit:.3f}" in said[0]
+
+
+def test_a_masked_lm_says_why_it_has_no_direct_logit_attribution(tiny_engine):
+    at = _parts(tiny_engine.bert_mlm, "Direct logit attribution")
+    assert not at.exception and not at.error
+    info = messages(at)["info"]
+    assert any("no direct logit attribution" in m for m in info), info
+    assert not [f for f in figures(at) if title(f).startswith("Each head")]
+
+
+def _predicted(at) -> dict[str, dict]:
+    return {title(f): f for f in figures(at) if title(f).startswith("Next word")}
+
+
+def test_a_head_knocked_out_shows_its_predictions_beside_the_originals(tiny_engine):
+    at = page("predictions")
+    at.query_params["ablate"] = "1.1, 2.mlp"
+    at.run()
+    no_failures(at)
+    shown = _predicted(at)
+    on = [f for t, f in shown.items() if t.endswith("every part on")]
+    off = [f for t, f in shown.items() if "1.1, 2.mlp off" in t]
+    assert len(on) == 1 and len(off) == 1, list(shown)
+    prefix = [c.value for c in at.get("text") if c.value.startswith("The blank: ")][0]
+    context = prefix.removeprefix("The blank: ").split("[MASK]")[0].strip()
+    eng = Engine()
+    for fig, ablate in ((on[0], None), (off[0], "1.1, 2.mlp")):
+        pred = eng.predict_next(tiny_engine.gpt, context, top_k=8, ablate=ablate)
+        # horizontal bars, the likeliest at the top: x is the probabilities, last first
+        assert np.allclose(fig["data"][0]["x"][::-1], [c.prob for c in pred.candidates],
+                           atol=1e-6)
+    assert not np.allclose(on[0]["data"][0]["x"], off[0]["data"][0]["x"])
+
+
+def test_a_head_out_of_range_is_one_line_and_keeps_the_box(tiny_engine):
+    at = page("predictions")
+    at.query_params["ablate"] = "99.1"
+    at.run()
+    assert not at.exception and not at.error
+    warned = messages(at)["warning"]
+    assert warned and all("99" in w and "out of range" in w for w in warned), warned
+    assert at.text_input(key="ablate").value == "99.1"
+    # the predictions with every part on are still drawn
+    assert [t for t in _predicted(at) if t.endswith("every part on")]
