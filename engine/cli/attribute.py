@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from engine.attribution.result import METHODS
-from engine.cli.options import model_args
+from engine.cli.options import ablate_args, ablated_fields, model_args
 from engine.cli.report import emit_json
 
 
@@ -29,6 +29,7 @@ def add(sub) -> None:
     at.add_argument("--steps", type=int, help="IG's first number of steps (default 32; raised "
                     "until the completeness gap is at most 1%% of f(x) − f(baseline))")
     at.add_argument("--output", help="write the JSON here, not to stdout")
+    ablate_args(at)
     at.set_defaults(run=cmd_attribute)
 
 
@@ -37,8 +38,11 @@ def cmd_attribute(args, engine_cls) -> int:
     kind, text = next((k, t) for k, t in (("masked", args.text), ("next", args.next),
                                           ("previous", args.previous)) if t is not None)
     att = engine.attribute(args.model, text, args.target, args.contrast, method=args.method,
-                           kind=kind, steps=args.steps)
-    emit_json({"model": args.model, "kind": kind, **att.to_json(), "f_means": att.f_means,
+                           kind=kind, steps=args.steps, ablate=args.ablate,
+                           ablate_mode=args.ablate_mode)
+    emit_json({"model": args.model, "kind": kind,
+               **ablated_fields(engine, args.model, args.ablate, args.ablate_mode),
+               **att.to_json(), "f_means": att.f_means,
                "absent": att.absent, **({"baseline": att.baseline, "converged": att.converged}
                                         if att.method == "ig" else {})}, args.output)
     if att.method == "ig" and not att.converged:

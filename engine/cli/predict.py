@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from engine.cli.inputs import read_lines
-from engine.cli.options import model_args
+from engine.cli.options import ablate_args, ablated_fields, model_args
 from engine.cli.report import EXIT_USAGE, progress, to_json
 from engine.errors import EngineError
 from engine.text import TextError
@@ -37,19 +37,22 @@ def add(sub) -> None:
                          "blank, --rescore) ranks a fixed set of words (its method line says "
                          "how many) and lists at most those")
     pr.add_argument("--output", help="with --input: write the JSON lines here, not to stdout")
+    ablate_args(pr)
     pr.set_defaults(run=cmd_predict)
 
 
 def _predict_one(engine, model: str, kind: str, text: str, top_k: int, sides: str,
-                 rescore: bool = False):
+                 rescore: bool = False, ablate: str | None = None, ablate_mode: str = "zero"):
+    off = {"ablate": ablate, "ablate_mode": ablate_mode}
     if kind == "masked":
-        return engine.predict_masked(model, text, top_k=top_k, sides=sides, rescore=rescore)
+        return engine.predict_masked(model, text, top_k=top_k, sides=sides, rescore=rescore,
+                                     **off)
     if rescore:
         raise EngineError("--rescore re-ranks a masked LM's fillers of a [MASK]; it does not "
                           "apply to next- or previous-word predictions")
     if kind == "next":
-        return engine.predict_next(model, text, top_k=top_k)
-    return engine.predict_previous(model, text, top_k=top_k)
+        return engine.predict_next(model, text, top_k=top_k, **off)
+    return engine.predict_previous(model, text, top_k=top_k, **off)
 
 
 def cmd_predict(args, engine_cls) -> int:
@@ -62,8 +65,12 @@ def cmd_predict(args, engine_cls) -> int:
     engine = engine_cls(device=args.device, dtype=args.dtype)
     kind, text = next((k, t) for k, t in (("masked", args.text), ("next", args.next),
                                           ("previous", args.previous)) if t is not None)
-    pred = _predict_one(engine, args.model, kind, text, args.top_k, args.sides, args.rescore)
+    pred = _predict_one(engine, args.model, kind, text, args.top_k, args.sides, args.rescore,
+                        args.ablate, args.ablate_mode)
     print(to_json(pred.as_json()))
+    if args.ablate:       # stdout stays the candidates' list; what was off is said here
+        spec = ablated_fields(engine, args.model, args.ablate, args.ablate_mode)["ablated"]
+        print(f"ctxlens: with {spec} knocked out ({args.ablate_mode})", file=sys.stderr)
     if pred.method:       # how it was filled, and what "<UNK>" means when it is listed
         print(f"ctxlens: {pred.method}", file=sys.stderr)
     if pred.ranked_among and len(pred.candidates) < args.top_k:
@@ -82,6 +89,8 @@ def _predict_batch(args, engine_cls) -> int:
         raise EngineError(f"input file {args.input} holds no texts")
     engine = engine_cls(device=args.device, dtype=args.dtype, cache_size=0)
     engine.adapter(args.model)      # a model that cannot load is one error, not one per line
+    # a bad --ablate is one error too, before any line runs
+    ablated = ablated_fields(engine, args.model, args.ablate, args.ablate_mode)
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     errors = 0
     try:
@@ -90,8 +99,10 @@ def _predict_batch(args, engine_cls) -> int:
                 row: dict = {"line": n, "text": text}
                 try:
                     pred = _predict_one(engine, args.model, args.kind, text, args.top_k,
-                                        args.sides, args.rescore)
-                    row.update(kind=pred.kind, method=pred.method, candidates=pred.as_json())
+                                        args.sides, args.rescore, args.ablate,
+                                        args.ablate_mode)
+                    row.update(kind=pred.kind, method=pred.method, **ablated,
+                               candidates=pred.as_json())
                 except (EngineError, TextError) as e:
                     errors += 1
                     row["error"] = str(e)

@@ -1,0 +1,126 @@
+"""The component commands and flags of the CLI (issue 55) on tiny random checkpoints in a
+configured model folder: what they print is the Engine's own result, and each bad input is one
+line and exit 2."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from engine.api import Engine
+from engine.cli import main
+from tests.arch_zoo import HEADS, LAYERS, save_arch
+
+MASKED = "She sat on the river [MASK] and watched the water ."
+PREFIX = "She sat on the river bank and watched the"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("components-cli")
+    return {"bert": save_arch("bert", root / "bert"), "gpt2": save_arch("gpt2", root / "gpt2")}
+
+
+@pytest.fixture(autouse=True)
+def configured(models, monkeypatch, tmp_path):
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(next(iter(models.values())).parent))
+    monkeypatch.setenv("CTXLENS_CACHE", str(tmp_path / "cache"))
+
+
+def _run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- --ablate on predict and attribute; `ctxlens heads` (issue 55 parts 1-2) ---------------
+def test_predict_with_ablate_is_the_engines_ablated_prediction(models, capsys):
+    bert = str(models["bert"])
+    code, plain, _ = _run(capsys, "predict", "--model", bert, "--text", MASKED, "--top-k", "5")
+    assert code == 0
+    code, out, err = _run(capsys, "predict", "--model", bert, "--text", MASKED, "--top-k", "5",
+                          "--ablate", "1.*,2.mlp", "--ablate-mode", "mean")
+    assert code == 0, err
+    assert out != plain
+    want = Engine(device="cpu").predict_masked(bert, MASKED, top_k=5, ablate="1.*,2.mlp",
+                                               ablate_mode="mean").as_json()
+    got = json.loads(out)
+    assert [c["token"] for c in got] == [c["token"] for c in want]
+    assert [c["prob"] for c in got] == pytest.approx([c["prob"] for c in want], abs=1e-6)
+    assert "with 1.*,2.mlp knocked out (mean)" in err
+
+
+def test_predict_next_with_ablate_from_a_file_of_texts(models, capsys, tmp_path):
+    gpt2 = str(models["gpt2"])
+    texts = tmp_path / "texts.txt"
+    texts.write_text(PREFIX + "\n")
+    code, out, err = _run(capsys, "predict", "--model", gpt2, "--input", str(texts), "--kind",
+                          "next", "--top-k", "3", "--ablate", "2.1, 1.4")
+    assert code == 0, err
+    row = json.loads(out)
+    assert row["ablated"] == "1.4,2.1" and row["ablate_mode"] == "zero"
+    want = Engine(device="cpu").predict_next(gpt2, PREFIX, top_k=3, ablate="1.4,2.1")
+    assert [c["prob"] for c in row["candidates"]] == pytest.approx(
+        [c.prob for c in want.candidates], abs=1e-6)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("99.1", f"layer 99 is out of range: this model has layers 1-{LAYERS}"),
+    ("1.x", "ablate entries are L.H, L.* or L.mlp, from 1: got '1.x'"),
+    ("1.*,2.*", "knocking out every head leaves no attention at all; keep at least one"),
+])
+def test_a_bad_ablate_is_one_line_and_exit_2(models, capsys, spec, message):
+    for command in (["predict", "--text", MASKED],
+                    ["attribute", "--text", MASKED, "--target", "river"]):
+        code, out, err = _run(capsys, *command, "--model", str(models["bert"]), "--ablate",
+                              spec)
+        assert code == 2 and out == ""
+        assert err.strip().splitlines() == [f"ctxlens: error: {message}"]
+
+
+def test_attribute_with_ablate_is_computed_with_those_parts_off(models, capsys):
+    gpt2 = str(models["gpt2"])
+    args = ["attribute", "--model", gpt2, "--next", PREFIX, "--target", "water",
+            "--method", "gradxinput"]
+    code, out, err = _run(capsys, *args)
+    assert code == 0, err
+    plain = json.loads(out)
+    assert "ablated" not in plain
+    code, out, err = _run(capsys, *args, "--ablate", "1.2,1.mlp")
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["ablated"] == "1.2,1.mlp" and got["ablate_mode"] == "zero"
+    want = Engine(device="cpu").attribute(gpt2, PREFIX, "water", method="gradxinput",
+                                          kind="next", ablate="1.2,1.mlp")
+    assert got["f"] == pytest.approx(want.f, abs=1e-5) and got["f"] != plain["f"]
+    assert got["scores"] == pytest.approx(list(want.scores), abs=1e-5)
+    assert set(got) - {"ablated", "ablate_mode"} == set(plain)    # otherwise the same shape
+
+
+@pytest.mark.parametrize("suffix", [".json", ".npz"])
+def test_heads_writes_the_engines_head_importance(models, capsys, tmp_path, suffix):
+    gpt2 = str(models["gpt2"])
+    out = tmp_path / f"h{suffix}"
+    code, _, err = _run(capsys, "heads", "--model", gpt2, "--text", PREFIX, "--target", "water",
+                        "--contrast", "river", "--kind", "next", "--output", str(out))
+    assert code == 0, err
+    want = Engine(device="cpu").head_importance(gpt2, PREFIX, "water", "river", "next")
+    got = json.loads(out.read_text()) if suffix == ".json" else np.load(out)
+    assert np.asarray(got["knocked"]).shape == (LAYERS, HEADS)
+    np.testing.assert_allclose(np.asarray(got["knocked"]), want.knocked, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(got["gradient"]), want.gradient, rtol=1e-5)
+    assert float(got["spearman"]) == pytest.approx(want.spearman)
+    assert float(got["f"]) == pytest.approx(want.f, abs=1e-6)
+    assert "Spearman" in err
+
+
+def test_heads_refuses_a_bad_output_and_a_previous_word_model_in_one_line(models, capsys):
+    code, out, err = _run(capsys, "heads", "--model", str(models["bert"]), "--text", MASKED,
+                          "--target", "river", "--output", "h.csv")
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == ["ctxlens: error: --output must end in .json or .npz, "
+                                        "not 'h.csv'"]
+    code, out, err = _run(capsys, "heads", "--model", str(models["bert"]), "--text", PREFIX,
+                          "--target", "river", "--kind", "next")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
