@@ -507,11 +507,13 @@ class Engine:
                 temperature if sample else None, seed, top_k)
 
     # -- what each part does: knocked out, patched, read straight into the logit ------------
-    def _able(self, model_id: str, capability: str, doing: str) -> None:
-        """UnsupportedPrediction naming the models that can, unless `model_id` can."""
+    def _able(self, model_id: str, capability: str, doing: str,
+              why_not: dict[str, str] | None = None) -> None:
+        """UnsupportedPrediction naming the models that can, unless `model_id` can; the reason
+        is its architecture's (entry.cannot), else its family's in `why_not` (family -> why)."""
         entry = self.resolved(model_id)
         if capability not in entry.capabilities:
-            why = entry.cannot.get(capability)
+            why = entry.cannot.get(capability) or (why_not or {}).get(entry.family)
             raise UnsupportedPrediction(
                 f"{model_id} cannot {doing}" + (f" ({why})" if why else "")
                 + "; models that can: " + ", ".join(self.models_that(capability)))
@@ -560,9 +562,9 @@ class Engine:
     def components(self, model_id: str, text: str, target: str, contrast: str | None = None):
         """Each component's direct effect on the next word's logit
         (engine.components.dla.Components), cached."""
-        from engine.components.dla import components
+        from engine.components.dla import WHY_NOT, components
 
-        self._able(model_id, "direct_logit", "split its logit into its parts")
+        self._able(model_id, "direct_logit", "split its logit into its parts", WHY_NOT)
         return self.cached(("components", model_id, text, target, contrast),
                            lambda: components(self.adapter(model_id), to_word_text(text),
                                               target, contrast))

@@ -60,9 +60,21 @@ NOT_QUERY_KEY = {
 }
 
 
-def _gives(capabilities: frozenset[str], mtype: str) -> Gives:
+# Decoders whose blocks normalise the residual stream after each addition (post-norm), by
+# model_type, and OPT's post-norm variant (opt-350m: do_layer_norm_before = false): the final
+# stream is no sum of the heads' and blocks' outputs, so no direct logit attribution
+POST_NORM = frozenset({"bert", "roberta", "xlm-roberta", "electra", "camembert",
+                       "bert-generation"})
+NOT_A_SUM = ("a post-norm decoder normalises the residual stream after every attention and "
+             "feed-forward addition, so its logit is no sum of its heads' and blocks' outputs")
+
+
+def _gives(capabilities: frozenset[str], mtype: str, cfg: dict | None = None) -> Gives:
     why = NOT_QUERY_KEY.get(mtype)
-    return Gives(capabilities, {"query_key": why} if why else {})
+    cannot = {"query_key": why} if why else {}
+    if cfg is not None and (mtype in POST_NORM or cfg.get("do_layer_norm_before") is False):
+        cannot["direct_logit"] = NOT_A_SUM
+    return Gives(capabilities, cannot)
 
 
 def read_config(folder: Path) -> dict | None:
@@ -145,7 +157,7 @@ def kind_of(cfg: dict, where: str = "the model") -> Kind:
     if any(a.endswith("ForMaskedLM") for a in archs):
         return Kind("bert", _gives(WITH_MLM_HEAD, mtype), name)
     if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
-        return Kind("gpt", _gives(WITH_LM, mtype), name)
+        return Kind("gpt", _gives(WITH_LM, mtype, cfg), name)
     if not archs and not mtype:
         raise ModelUnavailable(f"{where}: its config.json names no architecture or model_type")
     masked, causal, known = _mappings()
@@ -158,7 +170,7 @@ def kind_of(cfg: dict, where: str = "the model") -> Kind:
                                "language models (BERT-like encoders, GPT-like decoders)")
     if mtype in causal and mtype not in masked:
         if not archs:
-            return Kind("gpt", _gives(WITH_LM, mtype), mtype)
+            return Kind("gpt", _gives(WITH_LM, mtype, cfg), mtype)
         raise ModelUnavailable(f"{where} is a decoder without its LM head ({name}); ctxlens "
                                "reads decoders through their LM head: use the *ForCausalLM "
                                "checkpoint it was fine-tuned from")
