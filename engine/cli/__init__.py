@@ -22,7 +22,7 @@ from engine.text import TextError
 # (as the family table imports a family's module), so that a command may import the helpers
 # of this package without a cycle through it
 COMMANDS = ("models", "embed", "attention", "predict", "attribute", "generate", "corpus",
-            "compare", "heads", "patch")
+            "compare", "heads", "components", "patch")
 
 
 def _parser() -> argparse.ArgumentParser:
