@@ -285,6 +285,7 @@ def _components(adapter, text: WordText, target: str, contrast: str | None) -> C
             rest += float(post_attn.bias @ r) + float(post_ff.bias @ r)
         proj = sites.attn_out[layer]
         Wo = proj.weight.detach()
+        Wo = Wo if Wo.dtype == torch.float64 else Wo.float()    # no 16-bit sums of products
         # GPT-2's Conv1D keeps its weight as [in, out]; nn.Linear as [out, in]
         q_dir = r_attn.to(Wo)
         q = Wo @ q_dir if type(proj).__name__ == "Conv1D" else Wo.T @ q_dir
