@@ -1,6 +1,6 @@
 """Knocking heads and feed-forward blocks out of a Hugging Face transformer for the predictions
-made meanwhile (Michel et al. 2019, "Are Sixteen Heads Really Better than One?": a head's output multiplied
-by a gate ξ_h = 0).
+made meanwhile (Michel et al. 2019, "Are Sixteen Heads Really Better than One?": a head's
+output multiplied by a gate ξ_h = 0).
 
 A head is removed where it enters its layer's attention output projection (its slice
 [h·head_dim, (h+1)·head_dim) of that projection's input; engine/components/sites.py), so the

@@ -1,6 +1,7 @@
 """Each attention head's importance for one prediction, two ways (Michel et al. 2019, "Are
-Sixteen Heads Really Better than One?", §4): the drop in f when that head alone is knocked out,
-and their cheap estimate of it, |∂f/∂ξ_h| for a gate ξ_h = 1 that multiplies the head's output.
+Sixteen Heads Really Better than One?", §4): the drop in f when that head alone is knocked
+out, and their cheap estimate of it, |∂f/∂ξ_h| for a gate ξ_h = 1 that multiplies the head's
+output.
 
 f is the prediction's log-probability (minus the contrast's; engine/attribution/explain.py
 objective_of). A head's output is its slice of its layer's attention output projection's input
