@@ -1,0 +1,49 @@
+"""bench/patching.py: nnsight's grid (the reference the speed is measured against) is the
+engine's own on a tiny Llama; the regions of a made-up grid worked out by hand; every fact in
+bench/sample/facts.txt names a subject the patching can noise."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.patching import _ids, load_facts, nnsight_grid, regions
+from engine.components import patching
+from engine.text import to_word_text
+from tests.arch_zoo import save_arch
+
+CLEAN = "She sat on the river bank and watched the"
+CORRUPT = "She sat on the water bank and watched the"
+
+
+def test_nnsight_grid_is_the_engine_grid(tmp_path, monkeypatch):
+    pytest.importorskip("nnsight")
+    from engine.api import Engine
+
+    folder = save_arch("llama", tmp_path / "llama")
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(tmp_path))
+    adapter = Engine(device="cpu").adapter(str(folder))
+    ours = patching.patch(adapter, CLEAN, CORRUPT, "water", chunk=7)
+    target = adapter.tokenizer(" water")["input_ids"][-1]
+    theirs = nnsight_grid(adapter.model, _ids(adapter, CLEAN), _ids(adapter, CORRUPT),
+                          target, chunk=7)
+    assert theirs.shape == ours.patched.shape
+    assert np.ptp(theirs) > 1e-3                        # the grid is not one number
+    np.testing.assert_allclose(theirs, ours.patched, atol=1e-5)
+
+
+def test_regions_average_thirds_of_the_rows_by_place():
+    g = np.arange(6 * 4, dtype=float).reshape(6, 4)    # 6 rows, 4 tokens; subject at 1
+    r = regions(g, 1)
+    assert r["early"] == {"last_subject": (1 + 5) / 2, "last_token": (3 + 7) / 2,
+                          "other": (0 + 2 + 4 + 6) / 4}
+    assert r["late"]["last_subject"] == (17 + 21) / 2
+
+
+def test_every_fact_names_a_subject_of_its_prompt():
+    facts = load_facts()
+    assert len(facts) >= 40
+    for prompt, subject, answer in facts:
+        words = to_word_text(prompt).words
+        n = len(subject.split())
+        assert any(list(words[i:i + n]) == subject.split() for i in range(len(words))), prompt
+        assert len(answer.split()) == 1
