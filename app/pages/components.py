@@ -188,8 +188,10 @@ def render(inputs: state.Inputs) -> None:
         return
     model_id, kind = chosen
     # one view at a time: each runs the model many times (tabs would run all three)
+    # the direct effects first: one forward pass, where the others run the model hundreds of
+    # times (a page opened by mistake stays quick)
     view = st.radio("View", list(VIEWS), horizontal=True, key=state.url_key(
-        "parts_view", str, default=next(iter(VIEWS)), choices=tuple(VIEWS)))
+        "parts_view", str, default="Direct logit attribution", choices=tuple(VIEWS)))
     with ui.guarded():
         VIEWS[view](inputs, model_id, kind)
 

@@ -14,7 +14,7 @@ def test_every_page_renders_through_navigation_without_errors():
     assert at.title[0].value == "Polysemy clusters"
     for name, heading in (("layers", "Compare layers"), ("elmo_weights", "ELMo layer weights"),
                           ("attention", "Attention"), ("predictions", "Predictions"),
-                          ("generation", "Generation")):
+                          ("generation", "Generation"), ("components", "What each part does")):
         at.switch_page(f"app/pages/{name}.py").run()
         no_failures(at)
         assert at.title[0].value == heading and figures(at)

@@ -12,8 +12,8 @@ from engine.registry import ModelEntry, load_registry
 from tests import toy_family
 from tests.app.helpers import ROOT, figures, messages, no_failures
 
-PAGES = ("clusters", "layers", "grid", "attention", "predictions", "generation", "elmo_weights",
-         "corpus")
+PAGES = ("clusters", "layers", "grid", "attention", "predictions", "generation", "components",
+         "elmo_weights", "corpus")
 
 
 @pytest.fixture
@@ -61,6 +61,8 @@ def test_a_new_family_renders_on_every_page_without_app_edits(toy_registered, pa
         assert r"toy\-1 (Toy) has no attention maps" in shown
     if page == "generation":       # the toy family writes nothing: not offered, no complaint
         assert "toy-1" not in at.selectbox(key="gen_model").options and "Toy" not in shown
+    if page == "components":       # the toy family has no heads to open up: not offered
+        assert "toy-1" not in at.selectbox(key="parts_model").options and "Toy" not in shown
     if page == "elmo_weights":
         assert "Choose an ELMo model" in shown     # no toy model can mix layers
     if page == "grid":
