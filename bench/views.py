@@ -84,6 +84,11 @@ TOPICS: tuple[Topic, ...] = (
           "LayerIntegratedGradients, and SmolLM2's generation beside model.generate, each "
           "measured in the same run.", ("attribution.json",),
           "python -m bench --only attribution"),
+    Topic("components_speed", "Direct logit attribution speed", "One direct logit "
+          "attribution (each head's and feed-forward block's direct effect on the next word's "
+          "logit) beside a plain forward pass of the same model, same run, and the heads it "
+          "finds for one example.", ("components_speed.json",),
+          "python -m bench.components_speed"),
     Topic("gpu", "GPU", "Batch embedding on a GPU: tokens per second and model FLOP "
           "utilisation (MFU: the share of the chip's peak the model's matrix products use) for "
           "the engine, a plain Hugging Face loop and its bare forward passes, same run.",
@@ -663,10 +668,17 @@ def _attribution_speed(results: Path) -> View:
     return speed_view(load("attribution.json", results) or {})
 
 
+def _components_speed(results: Path) -> View:
+    from bench.components_speed import speed_view
+
+    return speed_view(load("components_speed.json", results))
+
+
 BUILDERS = {"summary": _summary, "senses": _senses, "geometry": _geometry, "pos": _pos,
             "cloze": _cloze, "elmo_distill": _elmo, "speed": _speed, "gpu": _gpu,
             "bad_input": _bad_input, "soak": _soak, "corpus": _corpus,
-            "attribution": _attribution, "attribution_speed": _attribution_speed}
+            "attribution": _attribution, "attribution_speed": _attribution_speed,
+            "components_speed": _components_speed}
 
 
 # -- markdown, for the docs -------------------------------------------------------------------
