@@ -540,7 +540,7 @@ class Engine:
         from engine.components.importance import head_importance
 
         self._able(model_id, "ablation", "knock out heads")
-        return self.cached(("head_importance", model_id, text, target, contrast, kind),
+        return self.cached(self.head_importance_key(model_id, text, target, contrast, kind),
                            lambda: head_importance(self.adapter(model_id), to_word_text(text),
                                                    target, contrast, kind))
 
@@ -553,8 +553,8 @@ class Engine:
         from engine.components.patching import patch
 
         self._able(model_id, "patching", "patch activations")
-        key = ("patch", model_id, clean, corrupt, target, contrast, site, kind, noise_words,
-               seeds)
+        key = self.patch_key(model_id, clean, corrupt, target, contrast, site, kind,
+                             noise_words, seeds)
         return self.cached(key, lambda: patch(self.adapter(model_id), clean, corrupt, target,
                                               contrast, site=site, kind=kind,
                                               noise_words=noise_words, seeds=seeds))
@@ -565,6 +565,22 @@ class Engine:
         from engine.components.dla import WHY_NOT, components
 
         self._able(model_id, "direct_logit", "split its logit into its parts", WHY_NOT)
-        return self.cached(("components", model_id, text, target, contrast),
+        return self.cached(self.components_key(model_id, text, target, contrast),
                            lambda: components(self.adapter(model_id), to_word_text(text),
                                               target, contrast))
+
+    @staticmethod
+    def head_importance_key(model_id: str, text: str, target: str, contrast: str | None = None,
+                            kind: str = "masked"):
+        return ("head_importance", model_id, text, target, contrast, kind)
+
+    @staticmethod
+    def patch_key(model_id: str, clean: str, corrupt: str | None, target: str,
+                  contrast: str | None = None, site: str = "residual", kind: str = "next",
+                  noise_words: str | None = None, seeds: int = 5):
+        return ("patch", model_id, clean, corrupt, target, contrast, site, kind, noise_words,
+                seeds)
+
+    @staticmethod
+    def components_key(model_id: str, text: str, target: str, contrast: str | None = None):
+        return ("components", model_id, text, target, contrast)
