@@ -235,7 +235,7 @@ def _components(adapter, text: WordText, target: str, contrast: str | None) -> C
     sandwich = [_sandwich(b) for b in sites.blocks]
     extra = [n for pair in sandwich if pair for n in pair]
 
-    L, H, hd = sites.n_layers, sites.n_heads, sites.head_dim
+    L = sites.n_layers
     z, mlp_out, embed_in = [None] * L, [None] * L, []
 
     def take_z(layer, x):
@@ -275,6 +275,30 @@ def _components(adapter, text: WordText, target: str, contrast: str | None) -> C
     if bias is not None:
         rest += float(bias[t_id] - (bias[c_id] if c_id is not None else 0.0))
 
+    heads, mlp, more = _layer_parts(sites, sandwich, seen, z, mlp_out, r, half)
+    rest += more
+    embed = float(embed_in[0] @ r)
+    total = embed + heads.sum() + mlp.sum() + rest
+    tol = HALF_TOLERANCE * (1.0 + abs(logit)) if half else TOLERANCE
+    if not abs(total - logit) <= tol:
+        raise UnsupportedPrediction(
+            f"the parts do not add up to {arch}'s logit (Σ parts {total:.6g}, the model's "
+            f"{logit:.6g}): its blocks do more than add their heads' and feed-forward outputs "
+            "to the residual stream, so their direct effects would be misstated")
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    return Components(model_id=adapter.info.model_id, target=target, contrast=contrast,
+                      tokens=tuple(pieces), heads=heads.astype(np.float32),
+                      mlp=mlp.astype(np.float32), embed=embed, rest=rest, logit=logit,
+                      logit_means=_means(tok, spelled, target, contrast, cap))
+
+
+def _layer_parts(sites, sandwich, seen, z, mlp_out, r, half):
+    """Each layer's heads' and feed-forward block's direct effects along the readout `r`, and
+    the biases they add (their output projections', Gemma-2's frozen sandwich norms')."""
+    import torch
+
+    L, H, hd = sites.n_layers, sites.n_heads, sites.head_dim
+    rest = 0.0
     heads = np.zeros((L, H), np.float64)
     mlp = np.zeros(L, np.float64)
     for layer in range(L):
@@ -293,16 +317,4 @@ def _components(adapter, text: WordText, target: str, contrast: str | None) -> C
         if getattr(proj, "bias", None) is not None:
             rest += float(proj.bias.detach().double().cpu() @ r_attn)
         mlp[layer] = float(mlp_out[layer] @ r_mlp)
-    embed = float(embed_in[0] @ r)
-    total = embed + heads.sum() + mlp.sum() + rest
-    tol = HALF_TOLERANCE * (1.0 + abs(logit)) if half else TOLERANCE
-    if not abs(total - logit) <= tol:
-        raise UnsupportedPrediction(
-            f"the parts do not add up to {arch}'s logit (Σ parts {total:.6g}, the model's "
-            f"{logit:.6g}): its blocks do more than add their heads' and feed-forward outputs "
-            "to the residual stream, so their direct effects would be misstated")
-    cap = getattr(model.config, "final_logit_softcapping", None)
-    return Components(model_id=adapter.info.model_id, target=target, contrast=contrast,
-                      tokens=tuple(pieces), heads=heads.astype(np.float32),
-                      mlp=mlp.astype(np.float32), embed=embed, rest=rest, logit=logit,
-                      logit_means=_means(tok, spelled, target, contrast, cap))
+    return heads, mlp, rest
