@@ -16,7 +16,9 @@ output: the same cell, before the projection's bias); "mlp", each feed-forward b
 
 The cells run in batches: each row of a batch is the corrupted input with a different cell
 patched (`grid`), in chunks sized so a chunk's activations stay under half the weights' bytes
-(peak memory about 1.5 × a plain forward's)."""
+(peak memory about 1.5 × a plain forward's). A cell whose activation the corruption left as
+it is (a decoder's positions before the first corrupted token) is not run: putting back what
+is there gives the corrupted run's f."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -127,17 +129,41 @@ def chunk_size(model, n_tokens: int, n_cells: int) -> int:
     return int(max(1, min(n_cells, 512, weights // 2 // per_row)))
 
 
+def unchanged(acts, bad_acts, layout: Layout) -> np.ndarray:
+    """[rows, columns] True where the clean and corrupted runs' activations are the same in
+    every reading (a decoder's positions before the first corrupted token, the embeddings of
+    the tokens left alone): patching such a cell puts back what is there, so its f is the
+    corrupted run's, exactly."""
+    rows = len(acts[0])
+    same = np.ones((rows, layout.length), bool)
+    for a, b in zip(acts, bad_acts):
+        at = layout.positions(next(iter(a.values())).shape[0])
+        for layer in range(rows):
+            if a[layer].shape != b[layer].shape:
+                same[layer] = False
+                continue
+            eq = (a[layer] == b[layer]).all(-1).cpu().numpy()
+            same[layer] &= np.where(at >= 0, eq[np.clip(at, 0, None)], True)
+    return same
+
+
 def grid(model, sites, site: str, value, x_corrupt, acts, layout: Layout,
-         chunk: int | None = None) -> np.ndarray:
+         chunk: int | None = None, corrupt: tuple | None = None) -> np.ndarray:
     """[rows, columns] f of `value` on the corrupted input x_corrupt (1, N, D) with each cell
-    (row, column) of `site` replaced by the clean run's (`acts`, from `record`)."""
+    (row, column) of `site` replaced by the clean run's (`acts`, from `record`). corrupt: the
+    corrupted run's (f, acts) from `record`; then the cells `unchanged` leaves alone take its f
+    without a run."""
     import torch
 
     rows, cols = rows_of(sites, site), layout.length
-    cells = np.array([(r, c) for r in range(rows) for c in range(cols)])
-    size = chunk or chunk_size(model, cols, len(cells))
+    out = np.empty((rows, cols), np.float64)
+    skip = np.zeros((rows, cols), bool)
+    if corrupt is not None:
+        skip = unchanged(acts, corrupt[1], layout)
+        out[skip] = corrupt[0]
+    cells = np.argwhere(~skip)                                        # (n, 2) row, column
+    size = chunk or chunk_size(model, cols, max(len(cells), 1))
     maps = [layout.positions(next(iter(a.values())).shape[0]) for a in acts]
-    out = np.empty(len(cells), np.float64)
     device = x_corrupt.device
     for lo in range(0, len(cells), size):
         part = cells[lo:lo + size]                                    # (B, 2) row, column
@@ -155,8 +181,8 @@ def grid(model, sites, site: str, value, x_corrupt, acts, layout: Layout,
 
             with hooked(model, sites, **{_edit_kw(site): put}):
                 f = value(x_corrupt.expand(len(part), -1, -1))
-        out[lo:lo + len(part)] = f.detach().double().cpu().numpy()
-    return out.reshape(rows, cols)
+        out[part[:, 0], part[:, 1]] = f.detach().double().cpu().numpy()
+    return out
 
 
 def _layout(obj, text: WordText, kind: str, length: int) -> Layout:
@@ -245,9 +271,9 @@ def patch(adapter, clean: str, corrupt: str | None, target: str, contrast: str |
                                         len(bad.pieces)).start != layout.start:
             raise EngineError("the [MASK] sits at another token in the corrupted text than "
                               "in the clean one: put it at the same place")
-        with torch.no_grad():
-            f_corrupt = float(bad.value(bad.x)[0])
-        patched = grid(model, sites, site, bad.value, bad.x, acts, layout, chunk)
+        f_corrupt, bad_acts = record(model, sites, site, bad.value, bad.x)
+        patched = grid(model, sites, site, bad.value, bad.x, acts, layout, chunk,
+                       (f_corrupt, bad_acts))
         corruption = f"the text {corrupt!r}"
     else:
         slots = noised_slots(obj, text, noise_words)
@@ -259,10 +285,9 @@ def patch(adapter, clean: str, corrupt: str | None, target: str, contrast: str |
             x = obj.x.clone()
             x[0, torch.from_numpy(slots).to(x.device)] += (NOISE_SCALE * std * noise).to(
                 x.device, x.dtype)
-            with torch.no_grad():
-                fs.append(float(obj.value(x)[0]))
-            grids.append(grid(model, sites, site, obj.value, x, acts, layout, chunk))
-        f_corrupt, patched = float(np.mean(fs)), np.mean(grids, axis=0)
+            fs.append(record(model, sites, site, obj.value, x))
+            grids.append(grid(model, sites, site, obj.value, x, acts, layout, chunk, fs[-1]))
+        f_corrupt, patched = float(np.mean([f for f, _ in fs])), np.mean(grids, axis=0)
         corruption = (f"Gaussian noise of σ = {NOISE_SCALE:g} × {std:.3g} (the std of the "
                       f"input embedding matrix) on the input embeddings of {noise_words!r} "
                       f"({len(slots)} pieces); f averaged over {seeds} seeds")

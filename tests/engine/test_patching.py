@@ -249,3 +249,40 @@ def test_a_masked_lm_refuses_the_next_word(zoo):
     engine, folders = zoo
     with pytest.raises(EngineError, match="kind 'next' is not supported.*\\[MASK\\]"):
         engine.patch(folders["bert"], *MASKED, "bank", kind="next")
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert"])
+def test_cells_the_corruption_leaves_alone_are_not_rerun(zoo, name):
+    engine, folders = zoo
+    adapter = engine.adapter(folders[name])
+    model, sites = adapter.model, sites_of(adapter.model)
+    texts, kind = case(name)
+    target = "bank" if kind == "masked" else "water"
+    clean, bad = (objective_of(adapter, to_word_text(t), target, None, kind) for t in texts)
+    layout = patching.Layout.single(len(clean.pieces))
+    f_clean, acts = patching.record(model, sites, "residual", clean.value, clean.x)
+    f_bad, bad_acts = patching.record(model, sites, "residual", bad.value, bad.x)
+    rows = []
+    handle = model.register_forward_pre_hook(
+        lambda m, args, kwargs: rows.append((kwargs.get("inputs_embeds") if "inputs_embeds"
+                                             in kwargs else args[0]).shape[0]),
+        with_kwargs=True)
+    try:
+        full = patching.grid(model, sites, "residual", bad.value, bad.x, acts, layout)
+        n_full, rows[:] = sum(rows), []
+        skipped = patching.grid(model, sites, "residual", bad.value, bad.x, acts, layout,
+                                corrupt=(f_bad, bad_acts))
+        n_skipped = sum(rows)
+    finally:
+        handle.remove()
+    np.testing.assert_allclose(skipped, full, atol=1e-5)
+    same = patching.unchanged(acts, bad_acts, layout)
+    assert n_full == full.size and n_skipped == full.size - same.sum()
+    # a decoder's positions before "river"/"water" are the same in both runs at every layer;
+    # a masked LM's attention sees the changed word from everywhere, so only its input
+    # embeddings of the other words stay the same
+    first = next(i for i, (a, b) in enumerate(zip(clean.pieces, bad.pieces)) if a != b)
+    if kind == "next":
+        assert same[:, :first].all() and not same[1:, first:].any()
+    else:
+        assert same[0].sum() == len(clean.pieces) - 1 and not same[1:].any()
