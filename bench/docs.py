@@ -33,8 +33,8 @@ PAGES = {
         "Performance: speed, memory, many users, bad input",
         "How fast ctxlens is against its targets, on a GPU, in corpus mode, under many "
         "sessions at once, and what a user sees after bad input.",
-        ("speed", "attribution_speed", "components_speed", "gpu", "corpus", "soak",
-         "bad_input")),
+        ("speed", "attribution_speed", "components_speed", "patching", "gpu", "corpus",
+         "soak", "bad_input")),
 }
 # Each number once: the findings table is in the summary only (the page repeats it in each
 # topic's tab); every model's per-layer table is in the full reports.

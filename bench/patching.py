@@ -43,7 +43,7 @@ RUNS, QUICK_RUNS = 5, 2
 SEEDS, QUICK_SEEDS = 5, 1
 QUICK_FACTS = 4
 REGIONS = ("early", "middle", "late")
-PLACES = ("last_subject", "last_token", "other")
+PLACES = ("last_subject", "other_subject", "after_subject", "last_token")
 
 
 # -- speed --------------------------------------------------------------------------------
@@ -114,6 +114,7 @@ def speed(runs: int, log=print) -> dict:
     peak = {w: float(np.median([r["peak_mb"] for r in got[w]])) for w in got}
     return {"model": MODEL, "clean": CLEAN, "corrupt": CORRUPT, "target": TARGET,
             "tokens": got["ours"][0]["tokens"], "cells": int(ours.size),
+            "cells_left_alone": cells_left_alone(),
             "rows_per_batch": got["ours"][0]["rows_per_batch"], "device": plain["device"],
             "threads": torch_threads(), "ours_s": median_ci(ours_s),
             "nnsight_s": median_ci(theirs_s),
@@ -125,6 +126,25 @@ def speed(runs: int, log=print) -> dict:
                        "added_over_plain": {
                            w: float(np.median([r["added_mb"] for r in got[w]]))
                            / max(plain["added_mb"], 1e-9) for w in got}}}
+
+
+def cells_left_alone() -> int:
+    """How many cells of the speed pair's residual grid the corruption leaves as they are
+    (engine.components.patching.unchanged): ctxlens does not run them, nnsight's grid does."""
+    from engine.api import Engine
+    from engine.attribution.explain import objective_of
+    from engine.components import patching
+    from engine.components.sites import sites_of
+    from engine.text import to_word_text
+
+    adapter = Engine().adapter(MODEL)
+    sites = sites_of(adapter.model)
+    runs = []
+    for text in (CLEAN, CORRUPT):
+        obj = objective_of(adapter, to_word_text(text), TARGET, None, "next")
+        runs.append(patching.record(adapter.model, sites, "residual", obj.value, obj.x)[1])
+    return int(patching.unchanged(runs[0], runs[1],
+                                  patching.Layout.single(len(obj.pieces))).sum())
 
 
 def torch_threads() -> int:
@@ -224,14 +244,14 @@ def speed_view(data: dict | None):
         return View()
     mem = sp["memory"]
     peak = {w: float(np.median([r["peak_mb"] for r in mem[w]])) for w in ("ours", "nnsight")}
+    added = {w: float(np.median([r["added_mb"] for r in mem[w]])) for w in ("ours", "nnsight")}
     ratio = sp["ours_over_nnsight"]
     rows = [["ctxlens (engine.components.patching.patch, the whole call)", _time(sp["ours_s"]),
              f"{peak['ours']:.0f} MB", f"{mem['peak_over_plain']['ours']:.2f}×"],
             ["nnsight 0.8.1, same grid and batches", _time(sp["nnsight_s"]),
              f"{peak['nnsight']:.0f} MB", f"{mem['peak_over_plain']['nnsight']:.2f}×"],
-            ["a plain forward pass, same ids", Est(mem["plain"]["seconds"], digits=2,
-                                                   unit=" s"),
-             f"{mem['plain']['peak_mb']:.0f} MB", "1.00×"],
+            ["a plain forward pass, same ids", "", f"{mem['plain']['peak_mb']:.0f} MB",
+             "1.00×"],
             ["ctxlens / nnsight", Est(ratio["median"], *ratio["ci"], digits=2, unit="×"),
              "", ""]]
     runs = len(sp["ours_s"]["runs"])
@@ -242,8 +262,13 @@ def speed_view(data: dict | None):
         f"“{sp['target']}”: {sp['cells']} cells, {sp['rows_per_batch']} rows per batch, on "
         f"{sp['device']} with {sp['threads']} threads. Median of {runs} runs each, "
         "interleaved, each in a fresh process, 95% bootstrap interval of the median; peak "
-        f"memory: {mem['plain']['memory_is']}, weights included. The two grids differ by at "
-        f"most {sp['max_abs_diff']:.1e}.")], measured=_measured([sp]))
+        f"memory: {mem['plain']['memory_is']}, weights included (what the runs add to the "
+        f"loaded model: ctxlens {added['ours']:.0f} MB, nnsight {added['nnsight']:.0f} MB, the "
+        f"plain forward {mem['plain']['added_mb']:.0f} MB). ctxlens does not run the "
+        f"{sp['cells_left_alone']} cells whose activation the corruption leaves as it is (the "
+        "positions before the first changed token, the embeddings of unchanged tokens): "
+        "their f is the corrupted run's. The two grids differ by at most "
+        f"{sp['max_abs_diff']:.1e}.")], measured=_measured([sp]))
 
 
 # -- causal tracing -------------------------------------------------------------------------
@@ -269,35 +294,36 @@ def known(adapter, facts) -> list[tuple[str, str, str]]:
     return kept
 
 
-def last_subject_token(adapter, prompt: str, subject: str) -> int:
-    """The position (among the pieces read) of the subject's last piece."""
+def subject_span(adapter, prompt: str, subject: str) -> tuple[int, int]:
+    """The positions (among the pieces read) of the subject's first and last piece."""
     from engine.attribution.explain import objective_of
     from engine.components.patching import noised_slots
     from engine.text import to_word_text
 
     text = to_word_text(prompt)
     obj = objective_of(adapter, text, "x", None, "next")
-    return int(obj.slots[noised_slots(obj, text, subject)[-1]])
+    slots = obj.slots[noised_slots(obj, text, subject)]
+    return int(slots[0]), int(slots[-1])
 
 
-def regions(restored: np.ndarray, subject_at: int) -> dict:
-    """Mean restored share per third of the rows at the last subject token, the last token
-    and the other positions."""
+def regions(restored: np.ndarray, first: int, last: int) -> dict:
+    """Mean restored share per third of the rows at Meng et al.'s places: the subject's last
+    piece, its other pieces, the pieces after it but the last, and the last piece (the
+    positions before the subject are the corrupted run's, exactly)."""
     rows, cols = restored.shape
     edges = np.linspace(0, rows, 4).round().astype(int)
-    other = [c for c in range(cols) if c not in (subject_at, cols - 1)]
-    out = {}
-    for name, lo, hi in zip(REGIONS, edges[:-1], edges[1:]):
-        band = restored[lo:hi]
-        out[name] = {"last_subject": float(band[:, subject_at].mean()),
-                     "last_token": float(band[:, -1].mean()),
-                     "other": float(band[:, other].mean()) if other else float("nan")}
-    return out
+    places = {"last_subject": [last], "other_subject": list(range(first, last)),
+              "after_subject": list(range(last + 1, cols - 1)), "last_token": [cols - 1]}
+    return {name: {place: float(restored[lo:hi][:, at].mean()) if at else float("nan")
+                   for place, at in places.items()}
+            for name, lo, hi in zip(REGIONS, edges[:-1], edges[1:])}
 
 
-def trace(n_facts: int | None, seeds: int, log=print, save=lambda part: None) -> dict:
+def trace(n_facts: int | None, seeds: int, log=print, save=lambda part: None,
+          done: list[dict] | None = None) -> dict:
     """The causal traces of the known facts; `save` gets the result so far after each fact
-    (a run stopped early keeps the facts it finished)."""
+    (a run stopped early keeps the facts it finished); `done`: facts traced by an earlier run
+    with the same seeds, kept rather than traced again."""
     from engine.api import Engine
     from engine.components import patching
 
@@ -306,19 +332,27 @@ def trace(n_facts: int | None, seeds: int, log=print, save=lambda part: None) ->
     kept = known(adapter, facts)
     log(f"SmolLM2 knows {len(kept)} of {len(facts)} facts")
     chosen = kept[:n_facts] if n_facts else kept
-    per_fact: list[dict] = []
+    per_fact: list[dict] = [f for f in done or () if (f["prompt"], f["subject"], f["answer"])
+                            in chosen]
+    for f in per_fact:         # an earlier run's grids, read with today's places
+        f["subject_span"] = list(subject_span(adapter, f["prompt"], f["subject"]))
+        for site in ("residual", "attention", "mlp"):
+            f[site]["regions"] = regions(np.array(f[site]["restored"]), *f["subject_span"])
     head = {"model": MODEL, "facts": len(facts), "known": len(kept),
             "known_facts": [k[0] + " → " + k[2] for k in kept], "chosen": len(chosen),
             "seeds": seeds, "noise": f"{patching.NOISE_SCALE:g} × the embedding matrix's std"}
     for i, (prompt, subject, answer) in enumerate(chosen):
-        at = last_subject_token(adapter, prompt, subject)
-        row = {"prompt": prompt, "subject": subject, "answer": answer, "last_subject": at}
+        if any(f["prompt"] == prompt for f in per_fact):
+            continue
+        first, last = subject_span(adapter, prompt, subject)
+        row = {"prompt": prompt, "subject": subject, "answer": answer,
+               "subject_span": [first, last]}
         for site in ("residual", "attention", "mlp"):
             t = time.perf_counter()
             p = patching.patch(adapter, prompt, None, answer, site=site, kind="next",
                                noise_words=subject, seeds=seeds)
             row[site] = {"clean": p.clean, "corrupt": p.corrupt,
-                         "regions": regions(p.restored, at),
+                         "regions": regions(p.restored, first, last),
                          "restored": np.round(p.restored, 4).tolist()}
             log(f"fact {i + 1}/{len(chosen)} {site}: {time.perf_counter() - t:.0f} s")
         per_fact.append(row)
@@ -343,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help=f"{QUICK_RUNS} speed runs; "
                     f"{QUICK_FACTS} facts, {QUICK_SEEDS} seed")
     ap.add_argument("--part", choices=("speed", "trace"), help="only this part")
+    ap.add_argument("--facts", type=int, help="trace this many of the known facts (those of "
+                    "an earlier run with the same seeds are kept)")
+    ap.add_argument("--seeds", type=int, help="noise draws per fact")
     ap.add_argument("--measure", choices=("plain", "ours", "nnsight"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     import torch
@@ -355,9 +392,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.part in (None, "speed"):
         _write("speed", speed(QUICK_RUNS if args.quick else RUNS, log), args.quick)
     if args.part in (None, "trace"):
-        _write("trace", trace(QUICK_FACTS if args.quick else None,
-                              QUICK_SEEDS if args.quick else SEEDS, log,
-                              lambda part: _write("trace", part, args.quick)), args.quick)
+        seeds = args.seeds or (QUICK_SEEDS if args.quick else SEEDS)
+        path = RESULTS / "patching.json"
+        before = (json.loads(path.read_text()).get("trace") or {}) if path.exists() else {}
+        done = before.get("per_fact") if before.get("seeds") == seeds else None
+        _write("trace", trace(args.facts or (QUICK_FACTS if args.quick else None), seeds, log,
+                              lambda part: _write("trace", part, args.quick), done),
+               args.quick)
     log(f"wrote {RESULTS / 'patching.json'}")
     return 0
 

@@ -89,6 +89,11 @@ TOPICS: tuple[Topic, ...] = (
           "logit) beside a plain forward pass of the same model, same run, and the heads it "
           "finds for one example.", ("components_speed.json",),
           "python -m bench.components_speed"),
+    Topic("patching", "Activation patching speed", "The whole residual activation-patching "
+          "grid of SmolLM2-135M (every layer × position cell from a clean run into a "
+          "corrupted one) beside nnsight 0.8 doing the same grid in the same run, and the peak "
+          "memory of each beside a plain forward pass.", ("patching.json",),
+          "python -m bench.patching --part speed"),
     Topic("gpu", "GPU", "Batch embedding on a GPU: tokens per second and model FLOP "
           "utilisation (MFU: the share of the chip's peak the model's matrix products use) for "
           "the engine, a plain Hugging Face loop and its bare forward passes, same run.",
@@ -674,11 +679,17 @@ def _components_speed(results: Path) -> View:
     return speed_view(load("components_speed.json", results))
 
 
+def _patching(results: Path) -> View:
+    from bench.patching import speed_view
+
+    return speed_view(load("patching.json", results))
+
+
 BUILDERS = {"summary": _summary, "senses": _senses, "geometry": _geometry, "pos": _pos,
             "cloze": _cloze, "elmo_distill": _elmo, "speed": _speed, "gpu": _gpu,
             "bad_input": _bad_input, "soak": _soak, "corpus": _corpus,
             "attribution": _attribution, "attribution_speed": _attribution_speed,
-            "components_speed": _components_speed}
+            "components_speed": _components_speed, "patching": _patching}
 
 
 # -- markdown, for the docs -------------------------------------------------------------------

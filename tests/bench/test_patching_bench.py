@@ -32,11 +32,12 @@ def test_nnsight_grid_is_the_engine_grid(tmp_path, monkeypatch):
 
 
 def test_regions_average_thirds_of_the_rows_by_place():
-    g = np.arange(6 * 4, dtype=float).reshape(6, 4)    # 6 rows, 4 tokens; subject at 1
-    r = regions(g, 1)
-    assert r["early"] == {"last_subject": (1 + 5) / 2, "last_token": (3 + 7) / 2,
-                          "other": (0 + 2 + 4 + 6) / 4}
-    assert r["late"]["last_subject"] == (17 + 21) / 2
+    g = np.arange(6 * 6, dtype=float).reshape(6, 6)    # 6 rows, 6 tokens; subject at 1-2
+    r = regions(g, 1, 2)
+    assert r["early"] == {"last_subject": (2 + 8) / 2, "other_subject": (1 + 7) / 2,
+                          "after_subject": (3 + 4 + 9 + 10) / 4, "last_token": (5 + 11) / 2}
+    assert r["late"]["last_subject"] == (26 + 32) / 2
+    assert np.isnan(regions(g, 2, 2)["middle"]["other_subject"])   # a one-piece subject
 
 
 def test_every_fact_names_a_subject_of_its_prompt():
