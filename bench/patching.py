@@ -362,10 +362,22 @@ def trace(n_facts: int | None, seeds: int, log=print, save=lambda part: None,
             "per_fact": per_fact}
 
 
+def mean_ci(values) -> dict:
+    """Mean of the finite values with a 95% percentile-bootstrap interval (the fact as unit),
+    as bench/attribution.py's (not imported: bench.views, which bench.attribution imports,
+    imports this module)."""
+    from engine.analysis.bootstrap import interval, ratio_replicates, resample_counts
+
+    x = np.array(values, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return {"mean": None, "ci": None, "n": 0}
+    lo, hi = interval(ratio_replicates(x, np.ones(len(x)), resample_counts(len(x))))
+    return {"mean": float(x.mean()), "ci": [float(lo), float(hi)], "n": int(len(x))}
+
+
 def summarise(per_fact: list[dict]) -> dict:
     """site -> third of the layers -> place -> mean over facts with its 95% interval."""
-    from bench.attribution import mean_ci
-
     return {site: {reg: {place: mean_ci([f[site]["regions"][reg][place] for f in per_fact])
                          for place in PLACES} for reg in REGIONS}
             for site in ("residual", "attention", "mlp")}

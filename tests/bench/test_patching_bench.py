@@ -48,3 +48,11 @@ def test_every_fact_names_a_subject_of_its_prompt():
         n = len(subject.split())
         assert any(list(words[i:i + n]) == subject.split() for i in range(len(words))), prompt
         assert len(answer.split()) == 1
+
+
+def test_mean_ci_is_bench_attribution_s():
+    from bench import attribution, patching as bench_patching
+
+    values = [0.1, 0.5, -0.2, 0.9, float("nan"), 0.3]
+    assert bench_patching.mean_ci(values) == attribution.mean_ci(values)
+    assert bench_patching.mean_ci([float("nan")]) == {"mean": None, "ci": None, "n": 0}
