@@ -99,8 +99,8 @@ def rows_of(sites, site: str) -> int:
 
 
 def record(model, sites, site: str, value, x):
-    """f(x) (a float) and the clean activations of `site`: per forward pass (reading) a list,
-    per row, of [tokens, width] tensors."""
+    """f(x) (a float) and the activations of `site` on x: per forward pass (reading) a dict,
+    row -> [tokens, width]."""
     import torch
 
     acts: list[dict[int, object]] = []
@@ -285,9 +285,11 @@ def patch(adapter, clean: str, corrupt: str | None, target: str, contrast: str |
             x = obj.x.clone()
             x[0, torch.from_numpy(slots).to(x.device)] += (NOISE_SCALE * std * noise).to(
                 x.device, x.dtype)
-            fs.append(record(model, sites, site, obj.value, x))
-            grids.append(grid(model, sites, site, obj.value, x, acts, layout, chunk, fs[-1]))
-        f_corrupt, patched = float(np.mean([f for f, _ in fs])), np.mean(grids, axis=0)
+            f, bad_acts = record(model, sites, site, obj.value, x)
+            grids.append(grid(model, sites, site, obj.value, x, acts, layout, chunk,
+                              (f, bad_acts)))
+            fs.append(f)
+        f_corrupt, patched = float(np.mean(fs)), np.mean(grids, axis=0)
         corruption = (f"Gaussian noise of σ = {NOISE_SCALE:g} × {std:.3g} (the std of the "
                       f"input embedding matrix) on the input embeddings of {noise_words!r} "
                       f"({len(slots)} pieces); f averaged over {seeds} seeds")
