@@ -376,11 +376,44 @@ def mean_ci(values) -> dict:
     return {"mean": float(x.mean()), "ci": [float(lo), float(hi)], "n": int(len(x))}
 
 
+# Meng et al. 2022's findings as differences per fact (site, third of the layers, place,
+# minus place): the restored share at the last subject piece beats the other pieces from the
+# subject on in the middle layers, in the residual stream and the MLPs; late, the last piece
+# beats the last subject piece (the "late site"), in the residual stream and the attention
+CLAIMS = (("residual", "middle", "last_subject", "others"),
+          ("mlp", "middle", "last_subject", "others"),
+          ("residual", "late", "last_token", "last_subject"),
+          ("attention", "late", "last_token", "last_subject"))
+
+
+def _place(f: dict, site: str, region: str, place: str) -> float:
+    """One fact's mean restored share over a third of the rows at a place; "others": every
+    piece from the subject's first to the one before the last, but the last subject piece."""
+    restored = np.array(f[site]["restored"])
+    first, last = f["subject_span"]
+    rows, cols = restored.shape
+    edges = np.linspace(0, rows, 4).round().astype(int)
+    lo, hi = edges[REGIONS.index(region)], edges[REGIONS.index(region) + 1]
+    at = {"last_subject": [last], "last_token": [cols - 1],
+          "others": [c for c in range(first, cols - 1) if c != last]}[place]
+    return float(restored[lo:hi][:, at].mean()) if at else float("nan")
+
+
 def summarise(per_fact: list[dict]) -> dict:
-    """site -> third of the layers -> place -> mean over facts with its 95% interval."""
-    return {site: {reg: {place: mean_ci([f[site]["regions"][reg][place] for f in per_fact])
-                         for place in PLACES} for reg in REGIONS}
-            for site in ("residual", "attention", "mlp")}
+    """site -> third of the layers -> place -> mean over facts with its 95% interval; and
+    each of CLAIMS: the mean difference with its interval, reproduced when the interval is
+    above 0."""
+    out = {site: {reg: {place: mean_ci([f[site]["regions"][reg][place] for f in per_fact])
+                        for place in PLACES} for reg in REGIONS}
+           for site in ("residual", "attention", "mlp")}
+    claims = []
+    for site, region, a, b in CLAIMS:
+        d = mean_ci([_place(f, site, region, a) - _place(f, site, region, b)
+                     for f in per_fact])
+        claims.append({"claim": f"{site}, {region} layers: {a} − {b} > 0", "difference": d,
+                       "reproduced": bool(d["ci"] and d["ci"][0] > 0)})
+    out["claims"] = claims
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -392,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--facts", type=int, help="trace this many of the known facts (those of "
                     "an earlier run with the same seeds are kept)")
     ap.add_argument("--seeds", type=int, help="noise draws per fact")
+    ap.add_argument("--summarise", action="store_true", help="only summarise the traced "
+                    "facts of results/patching.json again")
     ap.add_argument("--measure", choices=("plain", "ours", "nnsight"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     import torch
@@ -403,6 +438,12 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda s: print(s, file=sys.stderr, flush=True)          # noqa: E731
     if args.part in (None, "speed"):
         _write("speed", speed(QUICK_RUNS if args.quick else RUNS, log), args.quick)
+    if args.summarise:          # the stored grids read again (a run stopped early, say)
+        path = RESULTS / "patching.json"
+        result = json.loads(path.read_text())
+        result["trace"]["summary"] = summarise(result["trace"]["per_fact"])
+        path.write_text(json.dumps(result, indent=1) + "\n")
+        return 0
     if args.part in (None, "trace"):
         seeds = args.seeds or (QUICK_SEEDS if args.quick else SEEDS)
         path = RESULTS / "patching.json"

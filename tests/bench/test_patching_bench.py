@@ -56,3 +56,27 @@ def test_mean_ci_is_bench_attribution_s():
     values = [0.1, 0.5, -0.2, 0.9, float("nan"), 0.3]
     assert bench_patching.mean_ci(values) == attribution.mean_ci(values)
     assert bench_patching.mean_ci([float("nan")]) == {"mean": None, "ci": None, "n": 0}
+
+
+def test_a_claim_is_reproduced_when_its_interval_is_above_zero():
+    from bench.patching import summarise
+
+    def fact(bump: float) -> dict:
+        g = np.zeros((6, 6))                           # subject at 1-2, last token 5
+        g[2:4, 2] = 0.5 + bump                         # middle rows, last subject piece
+        g[4:, 5] = 0.8                                 # late rows, last token
+        sites = {s: {"restored": g.tolist(), "regions": regions(g, 1, 2)}
+                 for s in ("residual", "attention", "mlp")}
+        return {"subject_span": [1, 2], **sites}
+
+    claims = {c["claim"]: c for c in summarise([fact(b) for b in (0, .1, .2, .3)])["claims"]}
+    middle = claims["residual, middle layers: last_subject − others > 0"]
+    assert middle["difference"]["mean"] == pytest.approx(0.65)   # others are 0
+    assert middle["reproduced"]
+    late = claims["attention, late layers: last_token − last_subject > 0"]
+    assert late["difference"]["mean"] == pytest.approx(0.8) and late["reproduced"]
+    flat = summarise([{"subject_span": [1, 2], **{s: {"restored": np.zeros((6, 6)).tolist(),
+                                                      "regions": regions(np.zeros((6, 6)), 1, 2)}
+                                                  for s in ("residual", "attention", "mlp")}}
+                      ] * 3)
+    assert not any(c["reproduced"] for c in flat["claims"])
