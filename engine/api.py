@@ -379,8 +379,10 @@ class Engine:
                 f"{model_id}: re-scoring by pseudo-log-likelihood needs a masked LM; models "
                 "that have one: " + ", ".join(self.models_that("masked_lm")))
         extra = {"rescore": True} if rescore else {}
+        # outside the try: a refused ablation names the models that can ablate, not fill
+        knocked = self.ablated(model_id, ablate, ablate_mode)
         try:
-            with self.ablated(model_id, ablate, ablate_mode):
+            with knocked:
                 return self.adapter(model_id).predict_masked(wt, top_k=top_k, sides=sides,
                                                              **extra)
         except UnsupportedPrediction as exc:
@@ -411,12 +413,14 @@ class Engine:
                        ablate: str | None = None, ablate_mode: str = "zero") -> Prediction:
         adapter = self.adapter(model_id)
         which = "next" if capability == "next_word" else "previous"
+        # outside the try: a refused ablation names the models that can ablate
+        knocked = self.ablated(model_id, ablate, ablate_mode)
         try:
             predict = getattr(adapter, f"predict_{which}", None)
             if predict is None:
                 raise UnsupportedPrediction(f"{family(self.family_name(model_id)).label} models "
                                             f"cannot predict the {which} word")
-            with self.ablated(model_id, ablate, ablate_mode):
+            with knocked:
                 return predict(to_word_text(text), top_k=top_k)
         except UnsupportedPrediction as exc:
             # the adapter knows why; the engine knows who can

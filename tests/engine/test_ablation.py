@@ -233,3 +233,22 @@ def test_a_bad_mode_is_one_line(zoo):
     with pytest.raises(EngineError) as err:
         predict(engine, "gpt2", folders["gpt2"], ablate="1.1", ablate_mode="median")
     assert str(err.value) == "ablate mode must be one of zero, mean, not 'median'"
+
+
+def test_elmo_has_no_heads_to_knock_out(model_dir):
+    from engine.errors import UnsupportedPrediction
+    from tests.engine.elmo_tiny import write_tiny_elmo
+
+    folder = str(write_tiny_elmo(model_dir / "elmo"))
+    engine = Engine(device="cpu")
+    plain = engine.predict_next(folder, "the river", top_k=2)       # it predicts without
+    assert plain.candidates
+    with pytest.raises(UnsupportedPrediction) as err:
+        engine.predict_next(folder, "the river", top_k=2, ablate="1.1")
+    message = str(err.value)
+    assert "cannot knock out heads or blocks" in message and "\n" not in message
+    assert message.count("models that can") == 1, message
+    with pytest.raises(UnsupportedPrediction) as err:
+        ablation.sites(engine.adapter(folder))
+    assert str(err.value) == ("elmo models have no transformer heads or feed-forward blocks "
+                              "to knock out")
