@@ -1,5 +1,5 @@
 """`ctxlens` command line: models, embed, attention, predict, attribute, generate, index,
-neighbours, stats, compare.
+neighbours, stats, compare, heads, components, patch.
 
 Every failure a user can cause ends as one line on stderr and a non-zero exit, never a traceback.
 A command is a module here with an add(sub) that adds its parser and sets `run`, the function
