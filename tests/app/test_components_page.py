@@ -117,3 +117,23 @@ def test_a_head_out_of_range_is_one_line_and_keeps_the_box(tiny_engine):
     assert at.text_input(key="ablate").value == "99.1"
     # the predictions with every part on are still drawn
     assert [t for t in _predicted(at) if t.endswith("every part on")]
+
+
+def test_the_question_lives_in_the_link(tiny_engine):
+    at = _parts(tiny_engine.gpt, "Direct logit attribution")
+    at.text_input(key="dla_text_next").set_value(TEXT)
+    at.text_input(key="dla_target_next").set_value(TARGET)
+    at.text_input(key="dla_contrast_next").set_value("closed").run()
+    no_failures(at)
+    params = {k: v[0] if isinstance(v, list) else v for k, v in dict(at.query_params).items()}
+    assert params["dla_text_next"] == TEXT and params["dla_target_next"] == TARGET
+    assert params["dla_contrast_next"] == "closed"
+    assert params["parts_view"] == "Direct logit attribution"
+    again = page("components")
+    for k, v in params.items():
+        again.query_params[k] = v
+    again.run()
+    no_failures(again)
+    shown = figure(again, "Each head's direct effect")["data"][0]["z"]
+    c = Engine().components(tiny_engine.gpt, TEXT, TARGET, "closed")
+    assert np.allclose(np.array(shown, float), c.heads, atol=1e-6)

@@ -17,7 +17,8 @@ def test_a_head_clicked_off_in_the_model_view_changes_the_predictions(server, br
     _goto(page, server, "attention", preset="mouse", att_model="smollm2-135m",
           att_click="switches the head off")
     page.get_by_role("tab", name="Model view").click(timeout=MODEL_WAIT_MS)
-    grid = page.locator(".js-plotly-plot").filter(has_text="layer 1").last
+    # the other tabs' charts are drawn hidden: the visible one with layer rows is the model view
+    grid = page.locator(".js-plotly-plot:visible").filter(has_text="layer 2").first
     grid.wait_for(state="visible", timeout=MODEL_WAIT_MS)
     _settle(page)
     # the first thumbnail: layer 1, head 1 (a row a layer, a column a head)
