@@ -271,6 +271,38 @@ def speed_view(data: dict | None):
         f"{sp['max_abs_diff']:.1e}.")], measured=_measured([sp]))
 
 
+def trace_view(data: dict | None):
+    """The docs' and Benchmarks page's view of results/patching.json's causal-tracing part."""
+    from bench.view_types import Est, Table, View, _measured
+
+    tr = (data or {}).get("trace")
+    if not tr or not tr.get("per_fact"):
+        return View()
+    sm = tr["summary"]
+
+    def est(d: dict, signed: bool = False):
+        return Est(d["mean"], *(d["ci"] or (None, None)), digits=2, signed=signed)
+
+    found = [[c["claim"], est(c["difference"], True), "yes" if c["reproduced"] else "no"]
+             for c in sm["claims"]]
+    means = [[site, reg, *(est(sm[site][reg][p]) for p in PLACES)]
+             for site in ("residual", "attention", "mlp") for reg in REGIONS]
+    how = (f"{tr['model']}: it completes {tr['known']} of the {tr['facts']} facts of "
+           f"bench/sample/facts.txt right (top-1 next token); {tr['traced']} traced, the "
+           f"subject's input embeddings noised ({tr['noise']}, {tr['seeds']} seed"
+           f"{'s' if tr['seeds'] > 1 else ''}). Restored share of f = log p(answer): "
+           "(patched − corrupted) / (clean − corrupted), one cell at a time (Meng et al. "
+           "restore windows of 10 layers for attention and MLPs; single cells restore less). "
+           "Means over facts, 95% bootstrap intervals, the fact as unit.")
+    return View([Table("Meng et al. (2022)'s findings", ["finding", "difference", "reproduced?"],
+                       found, how),
+                 Table("Restored share by site, third of the layers and place",
+                       ["site", "layers", "last subject piece", "other subject pieces",
+                        "pieces after the subject", "last piece"], means,
+                       "Places as Meng et al. name them; the last piece is where the answer is "
+                       "read.")], measured=_measured([tr]))
+
+
 # -- causal tracing -------------------------------------------------------------------------
 def load_facts(path: Path = FACTS) -> list[tuple[str, str, str]]:
     rows = []
@@ -436,14 +468,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(measure(args.measure)))
         return 0
     log = lambda s: print(s, file=sys.stderr, flush=True)          # noqa: E731
-    if args.part in (None, "speed"):
-        _write("speed", speed(QUICK_RUNS if args.quick else RUNS, log), args.quick)
     if args.summarise:          # the stored grids read again (a run stopped early, say)
         path = RESULTS / "patching.json"
         result = json.loads(path.read_text())
         result["trace"]["summary"] = summarise(result["trace"]["per_fact"])
         path.write_text(json.dumps(result, indent=1) + "\n")
         return 0
+    if args.part in (None, "speed"):
+        _write("speed", speed(QUICK_RUNS if args.quick else RUNS, log), args.quick)
     if args.part in (None, "trace"):
         seeds = args.seeds or (QUICK_SEEDS if args.quick else SEEDS)
         path = RESULTS / "patching.json"

@@ -79,6 +79,11 @@ TOPICS: tuple[Topic, ...] = (
           "the same for random orders of the words; and how well attention and rollout agree "
           "with occlusion (Kendall τ), Jain & Wallace's (2019) check.",
           ("attribution.json",), "python -m bench --only attribution"),
+    Topic("causal_tracing", "Causal tracing", "Meng et al. (2022): the subject of a fact the "
+          "model knows is noised, and each layer × position cell of the residual stream, the "
+          "attention and the MLPs is restored from the clean run alone; they found the effect "
+          "at the subject's last token in the middle layers and at the last token late.",
+          ("patching.json",), "python -m bench.patching --part trace"),
     Topic("attribution_speed", "Attribution and generation speed", "One attribution of a "
           "20-word sentence per method on 2 CPU cores against the targets, beside Captum's "
           "LayerIntegratedGradients, and SmolLM2's generation beside model.generate, each "
@@ -685,11 +690,18 @@ def _patching(results: Path) -> View:
     return speed_view(load("patching.json", results))
 
 
+def _causal_tracing(results: Path) -> View:
+    from bench.patching import trace_view
+
+    return trace_view(load("patching.json", results))
+
+
 BUILDERS = {"summary": _summary, "senses": _senses, "geometry": _geometry, "pos": _pos,
             "cloze": _cloze, "elmo_distill": _elmo, "speed": _speed, "gpu": _gpu,
             "bad_input": _bad_input, "soak": _soak, "corpus": _corpus,
             "attribution": _attribution, "attribution_speed": _attribution_speed,
-            "components_speed": _components_speed, "patching": _patching}
+            "components_speed": _components_speed, "patching": _patching,
+            "causal_tracing": _causal_tracing}
 
 
 # -- markdown, for the docs -------------------------------------------------------------------
