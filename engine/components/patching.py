@@ -148,18 +148,21 @@ def unchanged(acts, bad_acts, layout: Layout) -> np.ndarray:
 
 
 def grid(model, sites, site: str, value, x_corrupt, acts, layout: Layout,
-         chunk: int | None = None, corrupt: tuple | None = None) -> np.ndarray:
+         chunk: int | None = None, corrupt: tuple | None = None,
+         window: int = 1) -> np.ndarray:
     """[rows, columns] f of `value` on the corrupted input x_corrupt (1, N, D) with each cell
-    (row, column) of `site` replaced by the clean run's (`acts`, from `record`). corrupt: the
-    corrupted run's (f, acts) from `record`; then the cells `unchanged` leaves alone take its f
-    without a run."""
+    (row, column) of `site` replaced by the clean run's (`acts`, from `record`); with a
+    window, rows row … row + window − 1 at that column together (Meng et al. restore 10
+    layers of MLPs or attention at once). corrupt: the corrupted run's (f, acts) from
+    `record`; then the cells `unchanged` leaves alone take its f without a run."""
     import torch
 
     rows, cols = rows_of(sites, site), layout.length
     out = np.empty((rows, cols), np.float64)
     skip = np.zeros((rows, cols), bool)
     if corrupt is not None:
-        skip = unchanged(acts, corrupt[1], layout)
+        same = unchanged(acts, corrupt[1], layout)
+        skip = np.array([same[r:r + window].all(0) for r in range(rows)])
         out[skip] = corrupt[0]
     cells = np.argwhere(~skip)                                        # (n, 2) row, column
     size = chunk or chunk_size(model, cols, max(len(cells), 1))
@@ -171,7 +174,8 @@ def grid(model, sites, site: str, value, x_corrupt, acts, layout: Layout,
             def put(layer, h):
                 k = calls[0]
                 at = maps[k][part[:, 1]]
-                sel = np.nonzero((part[:, 0] == layer) & (at >= 0))[0]
+                sel = np.nonzero((part[:, 0] <= layer) & (layer < part[:, 0] + window)
+                                 & (at >= 0))[0]
                 if not len(sel):
                     return None
                 new = _rows(h, len(part)).clone()
@@ -248,14 +252,18 @@ def _check(adapter, site: str, kind: str, corrupt, noise_words, seeds: int) -> N
 
 def patch(adapter, clean: str, corrupt: str | None, target: str, contrast: str | None = None,
           site: str = "residual", kind: str = "next", noise_words: str | None = None,
-          seeds: int = 5, chunk: int | None = None) -> Patching:
+          seeds: int = 5, chunk: int | None = None, window: int = 1) -> Patching:
     """Every cell of `site` patched from the clean run into the corrupted one (see the module
-    docstring); `chunk` fixes the rows per batch (default: chunk_size)."""
+    docstring); `chunk` fixes the rows per batch (default: chunk_size); `window`: each cell
+    restores that many rows from its own on (`grid`)."""
     import torch
 
     _check(adapter, site, kind, corrupt, noise_words, seeds)
     model = adapter.model
     sites = sites_of(model)
+    if not 1 <= window <= rows_of(sites, site):
+        raise EngineError(f"the window must be between 1 and {rows_of(sites, site)} rows, "
+                          f"not {window}")
     text = to_word_text(clean)
     obj = objective_of(adapter, text, target, contrast, kind)
     f_clean, acts = record(model, sites, site, obj.value, obj.x)
@@ -273,7 +281,7 @@ def patch(adapter, clean: str, corrupt: str | None, target: str, contrast: str |
                               "in the clean one: put it at the same place")
         f_corrupt, bad_acts = record(model, sites, site, bad.value, bad.x)
         patched = grid(model, sites, site, bad.value, bad.x, acts, layout, chunk,
-                       (f_corrupt, bad_acts))
+                       (f_corrupt, bad_acts), window)
         corruption = f"the text {corrupt!r}"
     else:
         slots = noised_slots(obj, text, noise_words)
@@ -287,12 +295,14 @@ def patch(adapter, clean: str, corrupt: str | None, target: str, contrast: str |
                 x.device, x.dtype)
             f, bad_acts = record(model, sites, site, obj.value, x)
             grids.append(grid(model, sites, site, obj.value, x, acts, layout, chunk,
-                              (f, bad_acts)))
+                              (f, bad_acts), window))
             fs.append(f)
         f_corrupt, patched = float(np.mean(fs)), np.mean(grids, axis=0)
         corruption = (f"Gaussian noise of σ = {NOISE_SCALE:g} × {std:.3g} (the std of the "
                       f"input embedding matrix) on the input embeddings of {noise_words!r} "
                       f"({len(slots)} pieces); f averaged over {seeds} seeds")
+    if window > 1:
+        corruption += f"; each cell restores {window} rows from its own on"
     return Patching(model_id=adapter.info.model_id, kind=kind, site=site,
                     target=target.strip(), contrast=contrast.strip() if contrast else None,
                     f_means=obj.f_means, tokens=tuple(obj.pieces),

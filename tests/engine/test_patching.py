@@ -286,3 +286,45 @@ def test_cells_the_corruption_leaves_alone_are_not_rerun(zoo, name):
         assert same[:, :first].all() and not same[1:, first:].any()
     else:
         assert same[0].sum() == len(clean.pieces) - 1 and not same[1:].any()
+
+
+def test_a_window_restores_that_many_layers_at_once(zoo):
+    engine, folders = zoo
+    adapter = engine.adapter(folders["llama"])
+    sites = sites_of(adapter.model)
+    clean, bad = (objective_of(adapter, to_word_text(t), "water", None, "next") for t in NEXT)
+    col = len(clean.pieces) - 1          # the read position: the last layer's MLP counts
+    seen = {}
+
+    def grab(layer):
+        def hook(m, args, out):
+            seen[layer] = _first(out)[0].clone()
+        return hook
+
+    def put(layer):
+        def hook(m, args, out):
+            h = _first(out).clone()
+            h[:, col] = seen[layer][col]
+            return h.view(out.shape)
+        return hook
+
+    handles = [sites.mlp[i].register_forward_hook(grab(i)) for i in (0, 1)]
+    with torch.no_grad():
+        clean.value(clean.x)
+    for h in handles:
+        h.remove()
+    handles = [sites.mlp[i].register_forward_hook(put(i)) for i in (0, 1)]
+    try:
+        with torch.no_grad():
+            want = float(bad.value(bad.x)[0])
+    finally:
+        for h in handles:
+            h.remove()
+    p = patching.patch(adapter, *NEXT, "water", site="mlp", window=2)
+    one = patching.patch(adapter, *NEXT, "water", site="mlp")
+    assert p.patched[0, col] == pytest.approx(want, abs=TOL)
+    assert abs(p.patched[0, col] - one.patched[0, col]) > 1e-4   # two layers, not one
+    np.testing.assert_allclose(p.patched[1], one.patched[1], atol=1e-5)   # the last row: one
+    assert "each cell restores 2 rows" in p.corruption
+    with pytest.raises(EngineError, match="the window must be between 1 and 2 rows, not 3"):
+        patching.patch(adapter, *NEXT, "water", site="mlp", window=3)
