@@ -29,7 +29,7 @@ PAGES = {
         "side. The published number each one echoes is beside it (bench/published.py). The "
         "app's Benchmarks page draws the same results with charts.",
         ("summary", "senses", "geometry", "pos", "cloze", "elmo_distill", "attribution",
-         "causal_tracing")),
+         "head_pruning", "causal_tracing")),
     "performance.md": (
         "Performance: speed, memory, many users, bad input",
         "How fast ctxlens is against its targets, on a GPU, in corpus mode, under many "

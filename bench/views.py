@@ -79,6 +79,11 @@ TOPICS: tuple[Topic, ...] = (
           "the same for random orders of the words; and how well attention and rollout agree "
           "with occlusion (Kendall τ), Jain & Wallace's (2019) check.",
           ("attribution.json",), "python -m bench --only attribution"),
+    Topic("head_pruning", "Pruning attention heads", "Michel et al. (2019), \"Are Sixteen "
+          "Heads Really Better than One?\": each head's importance for a cloze set, then top-1 "
+          "accuracy on held-out blanks as more and more heads are knocked out, in importance "
+          "order and in random order; and the speed of knocking heads out.",
+          ("head_pruning.json",), "python -m bench.head_pruning"),
     Topic("causal_tracing", "Causal tracing", "Meng et al. (2022): the subject of a fact the "
           "model knows is noised, and each layer × position cell of the residual stream, the "
           "attention and the MLPs is restored from the clean run alone; they found the effect "
@@ -690,6 +695,12 @@ def _patching(results: Path) -> View:
     return speed_view(load("patching.json", results))
 
 
+def _head_pruning(results: Path) -> View:
+    from bench.component_views import pruning_view
+
+    return pruning_view(load("head_pruning.json", results))
+
+
 def _causal_tracing(results: Path) -> View:
     from bench.patching import trace_view
 
@@ -701,7 +712,7 @@ BUILDERS = {"summary": _summary, "senses": _senses, "geometry": _geometry, "pos"
             "bad_input": _bad_input, "soak": _soak, "corpus": _corpus,
             "attribution": _attribution, "attribution_speed": _attribution_speed,
             "components_speed": _components_speed, "patching": _patching,
-            "causal_tracing": _causal_tracing}
+            "causal_tracing": _causal_tracing, "head_pruning": _head_pruning}
 
 
 # -- markdown, for the docs -------------------------------------------------------------------
