@@ -43,6 +43,11 @@ RUNS, QUICK_RUNS = 5, 2
 SEEDS, QUICK_SEEDS = 5, 1
 QUICK_FACTS = 4
 REGIONS = ("early", "middle", "late")
+# the sites traced, each with its window (rows restored at once); Meng et al.'s 10 of GPT-2
+# XL's 48 layers is about 6 of SmolLM2's 30
+WINDOW = 6
+TRACED = {"residual": 1, "attention": 1, "mlp": 1, "attention_window": WINDOW,
+          "mlp_window": WINDOW}
 PLACES = ("last_subject", "other_subject", "after_subject", "last_token")
 
 
@@ -286,13 +291,14 @@ def trace_view(data: dict | None):
     found = [[c["claim"], est(c["difference"], True), "yes" if c["reproduced"] else "no"]
              for c in sm["claims"]]
     means = [[site, reg, *(est(sm[site][reg][p]) for p in PLACES)]
-             for site in ("residual", "attention", "mlp") for reg in REGIONS]
+             for site in TRACED if site in sm for reg in REGIONS]
     how = (f"{tr['model']}: it completes {tr['known']} of the {tr['facts']} facts of "
            f"bench/sample/facts.txt right (top-1 next token); {tr['traced']} traced, the "
            f"subject's input embeddings noised ({tr['noise']}, {tr['seeds']} seed"
            f"{'s' if tr['seeds'] > 1 else ''}). Restored share of f = log p(answer): "
-           "(patched − corrupted) / (clean − corrupted), one cell at a time (Meng et al. "
-           "restore windows of 10 layers for attention and MLPs; single cells restore less). "
+           "(patched − corrupted) / (clean − corrupted), one cell at a time; Meng et al. "
+           "restore windows of 10 layers for attention and MLPs, and the sites named "
+           f"attention_window and mlp_window restore {WINDOW} layers from each row on. "
            "Means over facts, 95% bootstrap intervals, the fact as unit.")
     return View([Table("Meng et al. (2022)'s findings", ["finding", "difference", "reproduced?"],
                        found, how),
@@ -368,28 +374,32 @@ def trace(n_facts: int | None, seeds: int, log=print, save=lambda part: None,
                             in chosen]
     for f in per_fact:         # an earlier run's grids, read with today's places
         f["subject_span"] = list(subject_span(adapter, f["prompt"], f["subject"]))
-        for site in ("residual", "attention", "mlp"):
-            f[site]["regions"] = regions(np.array(f[site]["restored"]), *f["subject_span"])
+        for site in TRACED:
+            if site in f:
+                f[site]["regions"] = regions(np.array(f[site]["restored"]),
+                                             *f["subject_span"])
     head = {"model": MODEL, "facts": len(facts), "known": len(kept),
             "known_facts": [k[0] + " → " + k[2] for k in kept], "chosen": len(chosen),
             "seeds": seeds, "noise": f"{patching.NOISE_SCALE:g} × the embedding matrix's std"}
     for i, (prompt, subject, answer) in enumerate(chosen):
-        if any(f["prompt"] == prompt for f in per_fact):
-            continue
-        first, last = subject_span(adapter, prompt, subject)
-        row = {"prompt": prompt, "subject": subject, "answer": answer,
-               "subject_span": [first, last]}
-        for site in ("residual", "attention", "mlp"):
+        row = next((f for f in per_fact if f["prompt"] == prompt), None)
+        if row is None:
+            first, last = subject_span(adapter, prompt, subject)
+            row = {"prompt": prompt, "subject": subject, "answer": answer,
+                   "subject_span": [first, last]}
+            per_fact.append(row)
+        todo = [(name, w) for name, w in TRACED.items() if name not in row]
+        for name, window in todo:
             t = time.perf_counter()
-            p = patching.patch(adapter, prompt, None, answer, site=site, kind="next",
-                               noise_words=subject, seeds=seeds)
-            row[site] = {"clean": p.clean, "corrupt": p.corrupt,
-                         "regions": regions(p.restored, first, last),
+            p = patching.patch(adapter, prompt, None, answer, site=name.split("_")[0],
+                               kind="next", noise_words=subject, seeds=seeds, window=window)
+            row[name] = {"clean": p.clean, "corrupt": p.corrupt,
+                         "regions": regions(p.restored, *row["subject_span"]),
                          "restored": np.round(p.restored, 4).tolist()}
-            log(f"fact {i + 1}/{len(chosen)} {site}: {time.perf_counter() - t:.0f} s")
-        per_fact.append(row)
-        save({**head, "traced": len(per_fact), "summary": summarise(per_fact),
-              "per_fact": per_fact})
+            log(f"fact {i + 1}/{len(chosen)} {name}: {time.perf_counter() - t:.0f} s")
+        if todo:
+            save({**head, "traced": len(per_fact), "summary": summarise(per_fact),
+                  "per_fact": per_fact})
     return {**head, "traced": len(per_fact), "summary": summarise(per_fact),
             "per_fact": per_fact}
 
@@ -414,8 +424,10 @@ def mean_ci(values) -> dict:
 # beats the last subject piece (the "late site"), in the residual stream and the attention
 CLAIMS = (("residual", "middle", "last_subject", "others"),
           ("mlp", "middle", "last_subject", "others"),
+          ("mlp_window", "middle", "last_subject", "others"),
           ("residual", "late", "last_token", "last_subject"),
-          ("attention", "late", "last_token", "last_subject"))
+          ("attention", "late", "last_token", "last_subject"),
+          ("attention_window", "late", "last_token", "last_subject"))
 
 
 def _place(f: dict, site: str, region: str, place: str) -> float:
@@ -435,11 +447,14 @@ def summarise(per_fact: list[dict]) -> dict:
     """site -> third of the layers -> place -> mean over facts with its 95% interval; and
     each of CLAIMS: the mean difference with its interval, reproduced when the interval is
     above 0."""
+    traced = [site for site in TRACED if all(site in f for f in per_fact)]
     out = {site: {reg: {place: mean_ci([f[site]["regions"][reg][place] for f in per_fact])
                         for place in PLACES} for reg in REGIONS}
-           for site in ("residual", "attention", "mlp")}
+           for site in traced}
     claims = []
     for site, region, a, b in CLAIMS:
+        if site not in traced:
+            continue
         d = mean_ci([_place(f, site, region, a) - _place(f, site, region, b)
                      for f in per_fact])
         claims.append({"claim": f"{site}, {region} layers: {a} − {b} > 0", "difference": d,
