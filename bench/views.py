@@ -690,7 +690,7 @@ def _components_speed(results: Path) -> View:
 
 
 def _patching(results: Path) -> View:
-    from bench.patching import speed_view
+    from bench.patching_views import speed_view
 
     return speed_view(load("patching.json", results))
 
@@ -702,7 +702,7 @@ def _head_pruning(results: Path) -> View:
 
 
 def _causal_tracing(results: Path) -> View:
-    from bench.patching import trace_view
+    from bench.patching_views import trace_view
 
     return trace_view(load("patching.json", results))
 
