@@ -21,11 +21,10 @@ def test_a_head_clicked_off_in_the_model_view_changes_the_predictions(server, br
     grid = page.locator(".js-plotly-plot:visible").filter(has_text="layer 2").first
     grid.wait_for(state="visible", timeout=MODEL_WAIT_MS)
     _settle(page)
-    # the first thumbnail: layer 1, head 1 (a row a layer, a column a head)
-    cell = grid.locator(".nsewdrag").first
-    cell.scroll_into_view_if_needed()
-    box = cell.bounding_box()
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    # each thumbnail carries one clickable marker, row by row: the first is layer 1, head 1
+    marker = grid.locator(".scatterlayer .trace .points path").first
+    marker.scroll_into_view_if_needed()
+    marker.click(force=True)
     _settle(page)
     page.get_by_text("Switched off: 1.1").wait_for(timeout=60_000)
 
