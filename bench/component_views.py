@@ -42,5 +42,6 @@ def pruning_view(data: dict | None) -> View:
             f"Head tools against the targets: {sp['model']}, {sp['n_tokens']} tokens",
             ["what", "median", "× a plain prediction", "target", "met?"], rows,
             "Medians on 2 CPU cores, each beside a plain prediction of the same run (the "
-            "machine's other load scales both)."))
-    return View(tables, measured=_measured([data]))
+            "machine's other load scales both); measured apart from the pruning curve, on an "
+            "idle machine."))
+    return View(tables, measured=_measured([data] + ([sp] if sp and sp.get("meta") else [])))
