@@ -94,7 +94,7 @@ def explain(model_id: str, text: str, kind: str, target: str, contrast: str | No
             st.caption("Every part on")
             attribution_map(att, f"{name}-{method}", {**settings, "method": method})
         with off_col:
-            st.caption(f"With {off[0]} off ({off[1]})")
+            st.caption(f"With {safe_md(off[0])} off ({off[1]})")   # typed: no markdown
             try:
                 gone = explain_access.attribute(model_id, text, target, contrast, method, kind,
                                                 ablate=off[0], ablate_mode=off[1])

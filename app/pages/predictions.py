@@ -96,7 +96,8 @@ def prediction(kind: str, model_id: str, text: str, title: str, inputs, name: st
                                          sides=sides, rescore=rescore, ablate=spec,
                                          ablate_mode=mode)
         except (engine_access.UnsupportedPrediction, engine_access.EngineError) as exc:
-            st.warning(f"With {spec} off: {ui.one_line(exc)}")   # e.g. a layer it lacks
+            # e.g. a layer it lacks; the parts are typed text, never read as markdown
+            st.warning(f"With {safe_md(spec)} off: {ui.one_line(exc)}")
             return True
         bars(gone, f"{title} · {spec} off ({mode})", f"{name}-off",
              {**settings, "ablate": spec, "ablate_mode": mode})
