@@ -65,3 +65,21 @@ def block_bars(embed: float, mlp: np.ndarray, heads: np.ndarray, rest: float,
     fig.update_layout(title=safe_label(title), height=340, margin=dict(l=10, r=10, t=50, b=10),
                       yaxis_title="direct effect on the logit")
     return fig
+
+
+def mark_heads(fig: go.Figure, heads: set[tuple[int, int]], n_layers: int, n_heads: int,
+               n: int) -> go.Figure:
+    """Cross out the thumbnails of the heads switched off ((layer, head), from 1) on a model
+    view (figures.attention_grid: n × n maps a gap apart), as a trace after its clickable
+    markers, so a click still reads those."""
+    shown = sorted((l, h) for l, h in heads if 1 <= l <= n_layers and 1 <= h <= n_heads)
+    if not shown:
+        return fig
+    cell = n + 1
+    fig.add_trace(go.Scatter(
+        x=[(h - 1) * cell + (n - 1) / 2 for _, h in shown],
+        y=[(l - 1) * cell + (n - 1) / 2 for l, _ in shown], mode="markers",
+        marker=dict(symbol="x-thin", size=max(10, 3 * n), line=dict(width=3, color="#d62728")),
+        text=[f"layer {l}, head {h}: switched off" for l, h in shown], hoverinfo="text",
+        showlegend=False))
+    return fig

@@ -4,7 +4,8 @@ contributions are shown instead."""
 import pandas as pd
 import streamlit as st
 
-from app import engine_access, export, figures, knockout, neuron_view, results, state, ui
+from app import (component_figures, engine_access, export, figures, knockout, neuron_view,
+                 results, state, ui)
 from app import selection as sel
 from app.safe import safe_md
 
@@ -123,10 +124,12 @@ def model_view(enc, words: bool, hide: bool, n: int, settings: dict) -> None:
     if off:
         st.caption("Switched off: " + ", ".join(f"{l}.{h}" for l, h in sorted(off))
                    + " (layer.head, from 1).")
-        st.page_link("app/pages/predictions.py", label="See the predictions with them off",
-                     icon="🔌")
+        if st.session_state.get("_via_navigation"):     # a link needs the app's page list
+            st.page_link("app/pages/predictions.py", label="See the predictions with them off",
+                         icon="🔌")
     maps, labels = results.viewed_maps(enc, words, hide)              # [L, H, n, n]
     grid = figures.attention_grid(maps, [f"layer {l + 1}" for l in range(len(maps))])
+    component_figures.mark_heads(grid, off, n_layers, n_heads, len(labels))
     ui.plotly_chart(grid, key="model-view", selection_mode="points",
                     on_select=lambda: clicked_head(n_heads, clicks == CLICKS[1]))
     export.figure_downloads(grid, "model-view", None, settings,

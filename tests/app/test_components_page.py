@@ -137,3 +137,18 @@ def test_the_question_lives_in_the_link(tiny_engine):
     shown = figure(again, "Each head's direct effect")["data"][0]["z"]
     c = Engine().components(tiny_engine.gpt, TEXT, TARGET, "closed")
     assert np.allclose(np.array(shown, float), c.heads, atol=1e-6)
+
+
+def test_the_model_view_crosses_out_the_heads_switched_off(tiny_engine):
+    at = page("attention")
+    at.query_params["att_model"] = tiny_engine.gpt
+    at.query_params["ablate"] = "1.2, 2.mlp"
+    at.run()
+    no_failures(at)
+    grid = [f for f in figures(at) if len(f["data"]) >= 2 and f["data"][0]["type"] == "heatmap"
+            and f["data"][1].get("mode") == "markers"][0]
+    clickable, crossed = grid["data"][1], grid["data"][2]
+    # the cross sits on head 2 of layer 1's clickable marker (row by row: index 1)
+    assert (crossed["x"][0], crossed["y"][0]) == (clickable["x"][1], clickable["y"][1])
+    assert len(crossed["x"]) == 1 and "switched off" in crossed["text"][0]
+    assert any("Switched off: 1.2" in c for c in _captions(at))
