@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from engine.api import Engine
-from engine.cli import main
-from tests.arch_zoo import HEADS, LAYERS, save_arch
+from tests.arch_zoo import HEADS, LAYERS
+from tests.engine.cli_zoo import bert_and_gpt2, folder_of, run
 
 MASKED = "She sat on the river [MASK] and watched the water ."
 PREFIX = "She sat on the river bank and watched the"
@@ -18,28 +18,21 @@ PREFIX = "She sat on the river bank and watched the"
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("components-cli")
-    return {"bert": save_arch("bert", root / "bert"), "gpt2": save_arch("gpt2", root / "gpt2")}
+    return bert_and_gpt2(tmp_path_factory, "components-cli")
 
 
 @pytest.fixture(autouse=True)
 def configured(models, monkeypatch, tmp_path):
-    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(next(iter(models.values())).parent))
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", folder_of(models))
     monkeypatch.setenv("CTXLENS_CACHE", str(tmp_path / "cache"))
-
-
-def _run(capsys, *args):
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # -- --ablate on predict and attribute; `ctxlens heads` (issue 55 parts 1-2) ---------------
 def test_predict_with_ablate_is_the_engines_ablated_prediction(models, capsys):
     bert = str(models["bert"])
-    code, plain, _ = _run(capsys, "predict", "--model", bert, "--text", MASKED, "--top-k", "5")
+    code, plain, _ = run(capsys, "predict", "--model", bert, "--text", MASKED, "--top-k", "5")
     assert code == 0
-    code, out, err = _run(capsys, "predict", "--model", bert, "--text", MASKED, "--top-k", "5",
+    code, out, err = run(capsys, "predict", "--model", bert, "--text", MASKED, "--top-k", "5",
                           "--ablate", "1.*,2.mlp", "--ablate-mode", "mean")
     assert code == 0, err
     assert out != plain
@@ -55,7 +48,7 @@ def test_predict_next_with_ablate_from_a_file_of_texts(models, capsys, tmp_path)
     gpt2 = str(models["gpt2"])
     texts = tmp_path / "texts.txt"
     texts.write_text(PREFIX + "\n")
-    code, out, err = _run(capsys, "predict", "--model", gpt2, "--input", str(texts), "--kind",
+    code, out, err = run(capsys, "predict", "--model", gpt2, "--input", str(texts), "--kind",
                           "next", "--top-k", "3", "--ablate", "2.1, 1.4")
     assert code == 0, err
     row = json.loads(out)
@@ -73,7 +66,7 @@ def test_predict_next_with_ablate_from_a_file_of_texts(models, capsys, tmp_path)
 def test_a_bad_ablate_is_one_line_and_exit_2(models, capsys, spec, message):
     for command in (["predict", "--text", MASKED],
                     ["attribute", "--text", MASKED, "--target", "river"]):
-        code, out, err = _run(capsys, *command, "--model", str(models["bert"]), "--ablate",
+        code, out, err = run(capsys, *command, "--model", str(models["bert"]), "--ablate",
                               spec)
         assert code == 2 and out == ""
         assert err.strip().splitlines() == [f"ctxlens: error: {message}"]
@@ -83,11 +76,11 @@ def test_attribute_with_ablate_is_computed_with_those_parts_off(models, capsys):
     gpt2 = str(models["gpt2"])
     args = ["attribute", "--model", gpt2, "--next", PREFIX, "--target", "water",
             "--method", "gradxinput"]
-    code, out, err = _run(capsys, *args)
+    code, out, err = run(capsys, *args)
     assert code == 0, err
     plain = json.loads(out)
     assert "ablated" not in plain
-    code, out, err = _run(capsys, *args, "--ablate", "1.2,1.mlp")
+    code, out, err = run(capsys, *args, "--ablate", "1.2,1.mlp")
     assert code == 0, err
     got = json.loads(out)
     assert got["ablated"] == "1.2,1.mlp" and got["ablate_mode"] == "zero"
@@ -102,7 +95,7 @@ def test_attribute_with_ablate_is_computed_with_those_parts_off(models, capsys):
 def test_heads_writes_the_engines_head_importance(models, capsys, tmp_path, suffix):
     gpt2 = str(models["gpt2"])
     out = tmp_path / f"h{suffix}"
-    code, _, err = _run(capsys, "heads", "--model", gpt2, "--text", PREFIX, "--target", "water",
+    code, _, err = run(capsys, "heads", "--model", gpt2, "--text", PREFIX, "--target", "water",
                         "--contrast", "river", "--kind", "next", "--output", str(out))
     assert code == 0, err
     want = Engine(device="cpu").head_importance(gpt2, PREFIX, "water", "river", "next")
@@ -116,11 +109,11 @@ def test_heads_writes_the_engines_head_importance(models, capsys, tmp_path, suff
 
 
 def test_heads_refuses_a_bad_output_and_a_previous_word_model_in_one_line(models, capsys):
-    code, out, err = _run(capsys, "heads", "--model", str(models["bert"]), "--text", MASKED,
+    code, out, err = run(capsys, "heads", "--model", str(models["bert"]), "--text", MASKED,
                           "--target", "river", "--output", "h.csv")
     assert code == 2 and out == ""
     assert err.strip().splitlines() == ["ctxlens: error: --output must end in .json or .npz, "
                                         "not 'h.csv'"]
-    code, out, err = _run(capsys, "heads", "--model", str(models["bert"]), "--text", PREFIX,
+    code, out, err = run(capsys, "heads", "--model", str(models["bert"]), "--text", PREFIX,
                           "--target", "river", "--kind", "next")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1

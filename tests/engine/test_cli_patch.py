@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from engine.api import Engine
-from engine.cli import main
-from tests.arch_zoo import save_arch
+from tests.engine.cli_zoo import bert_and_gpt2, folder_of, run
 
 CLEAN = "She sat on the river bank and watched the"
 CORRUPT = "She sat on the water bank and watched the"
@@ -18,25 +17,18 @@ MASKED = "She sat on the river [MASK] and watched the water ."
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("patch-cli")
-    return {"bert": save_arch("bert", root / "bert"), "gpt2": save_arch("gpt2", root / "gpt2")}
+    return bert_and_gpt2(tmp_path_factory, "patch-cli")
 
 
 @pytest.fixture(autouse=True)
 def configured(models, monkeypatch):
-    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(next(iter(models.values())).parent))
-
-
-def _run(capsys, *args):
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", folder_of(models))
 
 
 def test_the_npz_holds_engine_patch_arrays(models, tmp_path, capsys):
     gpt = str(models["gpt2"])
     out = tmp_path / "p.npz"
-    code, _, err = _run(capsys, "patch", "--model", gpt, "--clean", CLEAN, "--corrupt",
+    code, _, err = run(capsys, "patch", "--model", gpt, "--clean", CLEAN, "--corrupt",
                         CORRUPT, "--target", "water", "--contrast", "bank", "--site", "mlp",
                         "--output", str(out), "--device", "cpu")
     assert code == 0, err
@@ -53,7 +45,7 @@ def test_the_npz_holds_engine_patch_arrays(models, tmp_path, capsys):
 def test_the_json_of_a_noised_masked_lm_holds_engine_patch_arrays(models, tmp_path, capsys):
     bert = str(models["bert"])
     out = tmp_path / "p.json"
-    code, _, err = _run(capsys, "patch", "--model", bert, "--clean", MASKED, "--noise",
+    code, _, err = run(capsys, "patch", "--model", bert, "--clean", MASKED, "--noise",
                         "river", "--seeds", "2", "--target", "bank", "--output", str(out),
                         "--device", "cpu")
     assert code == 0, err
@@ -79,7 +71,7 @@ def test_the_json_of_a_noised_masked_lm_holds_engine_patch_arrays(models, tmp_pa
 def test_bad_input_is_one_line_and_exit_2(models, tmp_path, capsys, args, says):
     out = tmp_path / "p.npz"
     try:
-        code, _, err = _run(capsys, "patch", "--model", str(models["gpt2"]), "--clean", CLEAN,
+        code, _, err = run(capsys, "patch", "--model", str(models["gpt2"]), "--clean", CLEAN,
                             "--target", "water", "--output", str(out), "--device", "cpu",
                             *args)
     except SystemExit as e:              # argparse's own refusals exit 2 after its usage
@@ -93,7 +85,7 @@ def test_bad_input_is_one_line_and_exit_2(models, tmp_path, capsys, args, says):
 
 
 def test_an_output_that_is_neither_npz_nor_json_is_refused(models, tmp_path, capsys):
-    code, _, err = _run(capsys, "patch", "--model", str(models["gpt2"]), "--clean", CLEAN,
+    code, _, err = run(capsys, "patch", "--model", str(models["gpt2"]), "--clean", CLEAN,
                         "--corrupt", CORRUPT, "--target", "water", "--output",
                         str(tmp_path / "p.csv"))
     assert code == 2 and "--output must end in .npz or .json" in err

@@ -9,8 +9,7 @@ import json
 import pytest
 import torch
 
-from engine.cli import main
-from tests.arch_zoo import save_arch
+from tests.engine.cli_zoo import bert_and_gpt2, folder_of, run
 
 MASKED = "She sat on the [MASK] of the river ."
 PROMPT = "She sat on the bank of the"
@@ -18,19 +17,12 @@ PROMPT = "She sat on the bank of the"
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    root = tmp_path_factory.mktemp("why-cli")
-    return {"bert": save_arch("bert", root / "bert"), "gpt2": save_arch("gpt2", root / "gpt2")}
+    return bert_and_gpt2(tmp_path_factory, "why-cli")
 
 
 @pytest.fixture(autouse=True)
 def configured(models, monkeypatch):
-    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(next(iter(models.values())).parent))
-
-
-def _run(capsys, *args):
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", folder_of(models))
 
 
 def _one_word_piece(folder, candidates=("river", "bank", "the", "sat")):
@@ -49,7 +41,7 @@ def test_attribute_f_is_the_models_own_log_probability_at_the_blank(models, caps
 
     tok, word = _one_word_piece(models["bert"])
     out = tmp_path / "a.json"
-    code, _, err = _run(capsys, "attribute", "--model", str(models["bert"]), "--text", MASKED,
+    code, _, err = run(capsys, "attribute", "--model", str(models["bert"]), "--text", MASKED,
                         "--target", word, "--method", "gradxinput", "--output", str(out))
     assert code == 0, err
     got = json.loads(out.read_text())
@@ -74,15 +66,15 @@ def test_attribute_contrast_is_the_log_odds_and_ig_reports_its_gap(models, capsy
     tok, word = _one_word_piece(models["gpt2"])
     foil = next(w for w in ("the", "river", "sat", "of") if w != word
                 and len(tok.tokenize(" " + w)) == 1)
-    code, out, err = _run(capsys, "attribute", "--model", str(models["gpt2"]), "--next",
+    code, out, err = run(capsys, "attribute", "--model", str(models["gpt2"]), "--next",
                           PROMPT, "--target", word, "--method", "ig")
     assert code == 0, err
     alone = json.loads(out)
-    code, out, err = _run(capsys, "attribute", "--model", str(models["gpt2"]), "--next",
+    code, out, err = run(capsys, "attribute", "--model", str(models["gpt2"]), "--next",
                           PROMPT, "--target", word, "--contrast", foil, "--method", "ig")
     assert code == 0, err
     got = json.loads(out)
-    code, out, _ = _run(capsys, "attribute", "--model", str(models["gpt2"]), "--next",
+    code, out, _ = run(capsys, "attribute", "--model", str(models["gpt2"]), "--next",
                         PROMPT, "--target", foil, "--method", "gradxinput")
     assert got["f"] == pytest.approx(alone["f"] - json.loads(out)["f"], abs=1e-4)
     # the JSON's own numbers: completeness gap = |Σ piece scores − (f − f_baseline)|
@@ -94,7 +86,7 @@ def test_attribute_contrast_is_the_log_odds_and_ig_reports_its_gap(models, capsy
 def test_generate_gives_model_generates_tokens(models, capsys):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    code, out, err = _run(capsys, "generate", "--model", str(models["gpt2"]), "--text", PROMPT,
+    code, out, err = run(capsys, "generate", "--model", str(models["gpt2"]), "--text", PROMPT,
                           "--tokens", "6")
     assert code == 0, err
     got = json.loads(out)
@@ -133,7 +125,7 @@ def test_generate_gives_model_generates_tokens(models, capsys):
 ])
 def test_bad_input_is_one_line_and_exit_2(models, capsys, args, fragment):
     args = [a.format(**{k: str(v) for k, v in models.items()}) for a in args]
-    code, out, err = _run(capsys, *args)
+    code, out, err = run(capsys, *args)
     assert code == 2, (code, out, err)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("ctxlens: error:"), err
