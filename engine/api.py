@@ -19,6 +19,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from engine.cache import EncodingStore, ResultCache
+from engine.components.engine_parts import PartsMixin
+from engine.attribution.engine_why import WhyMixin
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families import family
 from engine.families.base import Adapter, LoadOptions, cpu_only
@@ -55,7 +57,7 @@ def encoding_store() -> EncodingStore | None:
 USABLE = ("bundled", "installed", "folder", "in the Hugging Face cache")
 
 
-class Engine:
+class Engine(WhyMixin, PartsMixin):
     def __init__(self, device: str = "auto", dtype: str = "float32", cache_size: int = 512,
                  traced: bool = False, store: EncodingStore | None = None,
                  compile: bool = False, library_bars: bool = True):
@@ -442,149 +444,3 @@ class Engine:
                                         "vectors")
         return self.cached(("query_key", model_id, text, layer),
                            lambda: adapter.query_key(to_word_text(text), layer))
-
-    # -- why a prediction came out; what a decoder goes on to say ---------------------------
-    # the prediction each attribution kind explains, as the capability that gives it
-    EXPLAINS = {"masked": "fill_blank", "next": "next_word", "previous": "previous_word"}
-
-    def attribute(self, model_id: str, text: str, target: str, contrast: str | None = None,
-                  method: str = "ig", kind: str = "masked", steps: int | None = None,
-                  ablate: str | None = None, ablate_mode: str = "zero"):
-        """Why `model_id` predicts `target` (rather than `contrast`) for the blank (kind
-        "masked"), the next or the previous word of `text`: each word's attribution by
-        `method`, with its faithfulness (engine.attribution.result.Attribution), cached."""
-        from engine.attribution.explain import attribute
-        from engine.attribution.objective import KINDS
-
-        if kind not in KINDS:
-            raise EngineError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
-        needed = self.EXPLAINS[kind]
-        can = self.resolved(model_id).capabilities
-        for capability in ("attribution", needed):
-            if capability not in can:
-                why = self.resolved(model_id).cannot.get(capability)
-                raise UnsupportedPrediction(
-                    f"{model_id} gives no {kind}-word prediction to explain"
-                    + (f" ({why})" if why else "") + "; models that can: "
-                    + ", ".join(m for m in self.models_that(needed)
-                                if "attribution" in self.resolved(m).capabilities))
-        key = self.attribute_key(model_id, text, target, contrast, method, kind, steps, ablate,
-                                 ablate_mode)
-
-        def run():
-            with self.ablated(model_id, ablate, ablate_mode):
-                return attribute(self.adapter(model_id), to_word_text(text), target, contrast,
-                                 method=method, kind=kind, steps=steps)
-        return self.cached(key, run)
-
-    def generate(self, model_id: str, prompt: str, max_tokens: int, sample: bool = False,
-                 temperature: float = 1.0, seed: int | None = None, top_k: int = 5):
-        """`model_id`'s continuation of `prompt` (engine.generation_result.Generation), one
-        token at a time on its key/value cache. Greedy runs and seeded draws are cached; an
-        unseeded draw is new each time (its seed is in the result)."""
-        from engine.generation import generate
-
-        if "generation" not in self.resolved(model_id).capabilities:
-            raise UnsupportedPrediction(
-                f"{model_id} does not continue a text left to right; models that can: "
-                + ", ".join(self.models_that("generation")))
-        run = partial(generate, self.adapter(model_id), prompt, max_tokens, sample=sample,
-                      temperature=temperature, seed=seed, top_k=top_k)
-        if sample and seed is None:
-            return run()
-        return self.cached(self.generate_key(model_id, prompt, max_tokens, sample,
-                                             temperature, seed, top_k), run)
-
-    @staticmethod
-    def attribute_key(model_id: str, text: str, target: str, contrast: str | None = None,
-                      method: str = "ig", kind: str = "masked", steps: int | None = None,
-                      ablate: str | None = None, ablate_mode: str = "zero"):
-        """The key attribute() keeps its result under (the app asks has_result() with it)."""
-        return ("attribute", model_id, text, target, contrast, method, kind, steps,
-                ablate or None, ablate_mode if ablate else None)
-
-    @staticmethod
-    def generate_key(model_id: str, prompt: str, max_tokens: int, sample: bool = False,
-                     temperature: float = 1.0, seed: int | None = None, top_k: int = 5):
-        """The key generate() keeps a greedy run or a seeded draw under."""
-        return ("generate", model_id, prompt, max_tokens, sample,
-                temperature if sample else None, seed, top_k)
-
-    # -- what each part does: knocked out, patched, read straight into the logit ------------
-    def _able(self, model_id: str, capability: str, doing: str,
-              why_not: dict[str, str] | None = None) -> None:
-        """UnsupportedPrediction naming the models that can, unless `model_id` can; the reason
-        is its architecture's (entry.cannot), else its family's in `why_not` (family -> why)."""
-        entry = self.resolved(model_id)
-        if capability not in entry.capabilities:
-            why = entry.cannot.get(capability) or (why_not or {}).get(entry.family)
-            raise UnsupportedPrediction(
-                f"{model_id} cannot {doing}" + (f" ({why})" if why else "")
-                + "; models that can: " + ", ".join(self.models_that(capability)))
-
-    def ablated(self, model_id: str, ablate: str | None, mode: str = "zero"):
-        """A context in which `model_id` runs with the parts `ablate` names knocked out
-        ("L.H" heads, "L.*" a layer's attention, "L.mlp" a feed-forward block, from 1, comma
-        separated; engine.components.ablation), by zeroing them or (mode "mean") putting in
-        their mean over the reference sentences. Nothing when `ablate` is empty."""
-        from contextlib import nullcontext
-
-        if not ablate:
-            return nullcontext()
-        from engine.components import ablation
-
-        self._able(model_id, "ablation", "knock out heads or blocks")
-        return ablation.ablated(self.adapter(model_id), ablation.parse(
-            ablate, ablation.sites(self.adapter(model_id))), mode)
-
-    def head_importance(self, model_id: str, text: str, target: str,
-                        contrast: str | None = None, kind: str = "masked"):
-        """How much f drops when each head alone is knocked out, and Michel et al.'s gradient
-        estimate of it (engine.components.importance.HeadImportance), cached."""
-        from engine.components.importance import head_importance
-
-        self._able(model_id, "ablation", "knock out heads")
-        return self.cached(self.head_importance_key(model_id, text, target, contrast, kind),
-                           lambda: head_importance(self.adapter(model_id), to_word_text(text),
-                                                   target, contrast, kind))
-
-    def patch(self, model_id: str, clean: str, corrupt: str | None, target: str,
-              contrast: str | None = None, site: str = "residual", kind: str = "next",
-              noise_words: str | None = None, seeds: int = 5):
-        """Activation patching (engine.components.patching.Patching): f of the corrupted run
-        with one layer × position cell of `site` taken from the clean run, for every cell. No
-        `corrupt`: the clean text with the words `noise_words` noised (Meng et al. 2022)."""
-        from engine.components.patching import patch
-
-        self._able(model_id, "patching", "patch activations")
-        key = self.patch_key(model_id, clean, corrupt, target, contrast, site, kind,
-                             noise_words, seeds)
-        return self.cached(key, lambda: patch(self.adapter(model_id), clean, corrupt, target,
-                                              contrast, site=site, kind=kind,
-                                              noise_words=noise_words, seeds=seeds))
-
-    def components(self, model_id: str, text: str, target: str, contrast: str | None = None):
-        """Each component's direct effect on the next word's logit
-        (engine.components.dla.Components), cached."""
-        from engine.components.dla import WHY_NOT, components
-
-        self._able(model_id, "direct_logit", "split its logit into its parts", WHY_NOT)
-        return self.cached(self.components_key(model_id, text, target, contrast),
-                           lambda: components(self.adapter(model_id), to_word_text(text),
-                                              target, contrast))
-
-    @staticmethod
-    def head_importance_key(model_id: str, text: str, target: str, contrast: str | None = None,
-                            kind: str = "masked"):
-        return ("head_importance", model_id, text, target, contrast, kind)
-
-    @staticmethod
-    def patch_key(model_id: str, clean: str, corrupt: str | None, target: str,
-                  contrast: str | None = None, site: str = "residual", kind: str = "next",
-                  noise_words: str | None = None, seeds: int = 5):
-        return ("patch", model_id, clean, corrupt, target, contrast, site, kind, noise_words,
-                seeds)
-
-    @staticmethod
-    def components_key(model_id: str, text: str, target: str, contrast: str | None = None):
-        return ("components", model_id, text, target, contrast)

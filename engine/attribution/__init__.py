@@ -8,6 +8,7 @@ elmo.py           ELMo's forward and backward LM words, through the char CNN and
 methods.py        gradient × input, integrated gradients, occlusion (Captum)
 faithfulness.py   ERASER comprehensiveness and sufficiency, against random orders
 rollout.py        attention rollout onto words at the explained position, for comparison
+engine_why.py     the Engine's attribute() and generate() (a mixin of engine.api.Engine)
 
 f is the target's log-probability as the model's own softmax gives it, or its log-odds against
 a contrast word. Conventions and why Captum: docs/attribution.md. Caching a warm repeat is the

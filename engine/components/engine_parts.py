@@ -1,0 +1,88 @@
+"""The Engine's methods for what each part of a model does (engine/components/): knocking
+parts out, head importance, activation patching and direct logit attribution, each checked
+against the model's capabilities and its result kept in the Engine's result cache. A mixin of
+engine.api.Engine, which supplies resolved(), adapter(), cached() and models_that()."""
+from __future__ import annotations
+
+from engine.errors import UnsupportedPrediction
+from engine.text import to_word_text
+
+
+class PartsMixin:
+    def _able(self, model_id: str, capability: str, doing: str,
+              why_not: dict[str, str] | None = None) -> None:
+        """UnsupportedPrediction naming the models that can, unless `model_id` can; the reason
+        is its architecture's (entry.cannot), else its family's in `why_not` (family -> why)."""
+        entry = self.resolved(model_id)
+        if capability not in entry.capabilities:
+            why = entry.cannot.get(capability) or (why_not or {}).get(entry.family)
+            raise UnsupportedPrediction(
+                f"{model_id} cannot {doing}" + (f" ({why})" if why else "")
+                + "; models that can: " + ", ".join(self.models_that(capability)))
+
+    def ablated(self, model_id: str, ablate: str | None, mode: str = "zero"):
+        """A context in which `model_id` runs with the parts `ablate` names knocked out
+        ("L.H" heads, "L.*" a layer's attention, "L.mlp" a feed-forward block, from 1, comma
+        separated; engine.components.ablation), by zeroing them or (mode "mean") putting in
+        their mean over the reference sentences. Nothing when `ablate` is empty."""
+        from contextlib import nullcontext
+
+        if not ablate:
+            return nullcontext()
+        from engine.components import ablation
+
+        self._able(model_id, "ablation", "knock out heads or blocks")
+        return ablation.ablated(self.adapter(model_id), ablation.parse(
+            ablate, ablation.sites(self.adapter(model_id))), mode)
+
+    def head_importance(self, model_id: str, text: str, target: str,
+                        contrast: str | None = None, kind: str = "masked"):
+        """How much f drops when each head alone is knocked out, and Michel et al.'s gradient
+        estimate of it (engine.components.importance.HeadImportance), cached."""
+        from engine.components.importance import head_importance
+
+        self._able(model_id, "ablation", "knock out heads")
+        return self.cached(self.head_importance_key(model_id, text, target, contrast, kind),
+                           lambda: head_importance(self.adapter(model_id), to_word_text(text),
+                                                   target, contrast, kind))
+
+    def patch(self, model_id: str, clean: str, corrupt: str | None, target: str,
+              contrast: str | None = None, site: str = "residual", kind: str = "next",
+              noise_words: str | None = None, seeds: int = 5):
+        """Activation patching (engine.components.patching.Patching): f of the corrupted run
+        with one layer × position cell of `site` taken from the clean run, for every cell. No
+        `corrupt`: the clean text with the words `noise_words` noised (Meng et al. 2022)."""
+        from engine.components.patching import patch
+
+        self._able(model_id, "patching", "patch activations")
+        key = self.patch_key(model_id, clean, corrupt, target, contrast, site, kind,
+                             noise_words, seeds)
+        return self.cached(key, lambda: patch(self.adapter(model_id), clean, corrupt, target,
+                                              contrast, site=site, kind=kind,
+                                              noise_words=noise_words, seeds=seeds))
+
+    def components(self, model_id: str, text: str, target: str, contrast: str | None = None):
+        """Each component's direct effect on the next word's logit
+        (engine.components.dla.Components), cached."""
+        from engine.components.dla import WHY_NOT, components
+
+        self._able(model_id, "direct_logit", "split its logit into its parts", WHY_NOT)
+        return self.cached(self.components_key(model_id, text, target, contrast),
+                           lambda: components(self.adapter(model_id), to_word_text(text),
+                                              target, contrast))
+
+    @staticmethod
+    def head_importance_key(model_id: str, text: str, target: str, contrast: str | None = None,
+                            kind: str = "masked"):
+        return ("head_importance", model_id, text, target, contrast, kind)
+
+    @staticmethod
+    def patch_key(model_id: str, clean: str, corrupt: str | None, target: str,
+                  contrast: str | None = None, site: str = "residual", kind: str = "next",
+                  noise_words: str | None = None, seeds: int = 5):
+        return ("patch", model_id, clean, corrupt, target, contrast, site, kind, noise_words,
+                seeds)
+
+    @staticmethod
+    def components_key(model_id: str, text: str, target: str, contrast: str | None = None):
+        return ("components", model_id, text, target, contrast)
