@@ -32,16 +32,21 @@ def pruning_view(data: dict | None) -> View:
             "most single heads matter little."))
     sp = data.get("speed")
     if sp:
+        from bench.attribution_speed import median_ci
+
+        def timed(d: dict) -> Est:          # the median and its interval over the runs
+            return Est(d["median"], *median_ci(d["runs"])["ci"], digits=2, unit=" s")
+
         plain = sp["plain_prediction_s"]["median"]
-        rows = [["plain prediction", Est(plain, digits=2, unit=" s"), "1.0×", "", ""]]
+        rows = [["plain prediction", timed(sp["plain_prediction_s"]), "1.0×", "", ""]]
         for key, target in sp["targets_s"].items():
             t = sp[key]["median"]
-            rows.append([key.removesuffix("_s").replace("_", " "), Est(t, digits=2, unit=" s"),
+            rows.append([key.removesuffix("_s").replace("_", " "), timed(sp[key]),
                          f"{t / plain:.1f}×", f"≤ {target:g} s", "yes" if t <= target else "no"])
         tables.append(Table(
             f"Head tools against the targets: {sp['model']}, {sp['n_tokens']} tokens",
             ["what", "median", "× a plain prediction", "target", "met?"], rows,
-            "Medians on 2 CPU cores, each beside a plain prediction of the same run (the "
+            "Medians with the 95% bootstrap interval of the median, on 2 CPU cores, each beside a plain prediction of the same run (the "
             "machine's other load scales both); measured apart from the pruning curve, on an "
             "idle machine."))
     return View(tables, measured=_measured([data] + ([sp] if sp and sp.get("meta") else [])))

@@ -244,6 +244,8 @@ def speed(engine, quick: bool, log) -> dict:
 
 
 def report(data: dict) -> str:
+    from bench.attribution_speed import median_ci
+
     """results/head_pruning.md from the JSON."""
     out = ["# Head pruning (Michel et al. 2019) and the speed of the component tools", "",
            __doc__.split("\n\n", 2)[2].strip(), ""]
@@ -266,11 +268,15 @@ def report(data: dict) -> str:
         # the ratio to a plain prediction measured in the same run: the cost of the tool
         # itself, which the machine's other load scales less than the seconds
         plain = sp["plain_prediction_s"]["median"]
+        lo, hi = median_ci(sp["plain_prediction_s"]["runs"])["ci"]
         out += [f"## Speed: {sp['model']}, {sp['n_tokens']} tokens", "",
-                "| what | median s | × a plain prediction | target s |", "|---|---|---|---|",
-                f"| plain prediction | {plain:.2f} | 1 | |"]
-        out += [f"| {k.removesuffix('_s').replace('_', ' ')} | {sp[k]['median']:.2f} | "
-                f"{sp[k]['median'] / plain:.1f} | {t} |" for k, t in SPEED_TARGETS.items()]
+                "| what | median s [95% CI] | × a plain prediction | target s |",
+                "|---|---|---|---|", f"| plain prediction | {plain:.2f} [{lo:.2f}, {hi:.2f}] | 1 | |"]
+        out += [f"| {k.removesuffix('_s').replace('_', ' ')} | {sp[k]['median']:.2f} "
+                f"[{lo:.2f}, {hi:.2f}] | {sp[k]['median'] / plain:.1f} | {t} |"
+                for k, t in SPEED_TARGETS.items()
+                for lo, hi in [median_ci(sp[k]["runs"])["ci"]]]
+        out += ["", "Medians with the 95% bootstrap interval of the median over the runs."]
     out += ["", f"Measured {data['meta']['measured']} on {data['meta']['machine']}"
             f"{' (--quick)' if data['quick'] else ''}."]
     return "\n".join(out) + "\n"
