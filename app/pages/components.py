@@ -126,12 +126,17 @@ def patching_view(inputs, model_id: str, kind: str) -> None:
     except (engine_access.EngineError, engine_access.TextError) as exc:
         _refused(exc)
         return
-    rows = ([("embeddings" if l == 0 else f"layer {l}") for l in range(p.patched.shape[0])]
-            if site == "residual" else [f"layer {l + 1}" for l in range(p.patched.shape[0])])
+    said = safe_md(f"f = {p.f_means}: clean {p.clean:.3f}, corrupted {p.corrupt:.3f}. "
+                   f"Corrupted by {p.corruption}.")
+    if p.restore_note:       # every share would be 0/0: no grid of NaN, no CSV of NaN
+        st.info(p.restore_note[0].upper() + p.restore_note[1:] + ". Change the corrupted "
+                "text, or noise some words instead.")
+        st.caption(said)
+        return
+    rows = list(p.row_labels)
     fig = cf.patching_grid(p.restored, p.tokens, rows, f"{site}: share of f restored")
     ui.plotly_chart(fig, key="patching-grid")
-    st.caption(safe_md(f"f = {p.f_means}: clean {p.clean:.3f}, corrupted {p.corrupt:.3f}. "
-                       f"Corrupted by {p.corruption}."))
+    st.caption(said)
     n_rows, n_tok = p.patched.shape
     table = pd.DataFrame({"row": np.repeat(rows, n_tok),
                           "position": np.tile(np.arange(n_tok), n_rows),
@@ -141,8 +146,7 @@ def patching_view(inputs, model_id: str, kind: str) -> None:
                             inputs.settings(model=model_id, kind=kind, clean=text,
                                             corrupt=corrupt, noise=noise, site=site,
                                             target=target, contrast=contrast),
-                            arrays={"patched": p.patched, "clean": np.float64(p.clean),
-                                    "corrupt": np.float64(p.corrupt)})
+                            arrays=p.arrays())
 
 
 def logit_view(inputs, model_id: str, kind: str) -> None:

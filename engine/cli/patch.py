@@ -1,6 +1,7 @@
 """`ctxlens patch`: activation patching — f of a corrupted run with each layer × position cell
 of one site taken from the clean run (engine/components/patching.py), written as .npz
-(`patched` [rows, tokens], `clean`, `corrupt`, `tokens`, ...) or as one JSON object."""
+(Patching.arrays: `patched` [rows, tokens], `restored`, `clean`, `corrupt`, `tokens`, `rows`,
+...) or as one JSON object."""
 from __future__ import annotations
 
 import sys
@@ -65,10 +66,10 @@ def cmd_patch(args, engine_cls) -> int:
         emit_json({**fields, "tokens": list(p.tokens), "clean": p.clean, "corrupt": p.corrupt,
                    "patched": p.patched.tolist()}, str(out))
     else:
-        np.savez(out, patched=p.patched, clean=np.float32(p.clean),
-                 corrupt=np.float32(p.corrupt), tokens=np.array(p.tokens),
-                 **{k: np.array(v) for k, v in fields.items()})
+        np.savez(out, **p.arrays())         # the arrays the app's NPZ holds, by the same names
     print(f"wrote {out}: {p.site} patching, {p.patched.shape[0]} rows x "
           f"{p.patched.shape[1]} tokens; f clean {p.clean:.3f}, corrupted {p.corrupt:.3f}",
           file=sys.stderr)
+    if p.restore_note:
+        print(f"ctxlens: {p.restore_note}", file=sys.stderr)
     return 0

@@ -8,6 +8,11 @@ import numpy as np
 
 SITES = ("residual", "attention", "mlp")
 ABLATION_MODES = ("zero", "mean")
+# what patching says when the corruption leaves f as it is: every cell's share is 0/0
+NOTHING_TO_RESTORE = "the corrupted run gives the same f as the clean one: nothing to restore"
+# clean and corrupted f closer than this (relative to their size, or absolutely below 1) are
+# the same f: float32 rounding of one forward pass, not a difference to share out
+SAME_F = 1e-6
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,10 +53,47 @@ class Patching:
     corruption: str            # how the corrupted run was made, in words
 
     @property
+    def nothing_to_restore(self) -> bool:
+        """Whether the corrupted run gives the clean run's f (a corrupted text equal to the
+        clean one, or one the model reads alike): then no cell has a share to restore."""
+        gap = abs(self.clean - self.corrupt)
+        return not gap > SAME_F * max(1.0, abs(self.clean), abs(self.corrupt))
+
+    @property
+    def restore_note(self) -> str | None:
+        """The line to say instead of a grid when there is nothing to restore, else None."""
+        return NOTHING_TO_RESTORE if self.nothing_to_restore else None
+
+    @property
     def restored(self) -> np.ndarray:
-        """(patched − corrupt) / (clean − corrupt): the share of f each cell restores."""
-        gap = self.clean - self.corrupt
-        return (self.patched - self.corrupt) / (gap if gap else np.nan)
+        """(patched − corrupt) / (clean − corrupt): the share of f each cell restores; NaN
+        everywhere when there is nothing to restore."""
+        if self.nothing_to_restore:
+            return np.full(self.patched.shape, np.nan, np.float32)
+        return (self.patched - self.corrupt) / (self.clean - self.corrupt)
+
+    @property
+    def row_labels(self) -> tuple[str, ...]:
+        """Each row's name: residual "embeddings", "layer 1", ...; attention and mlp
+        "layer 1", ... (the docstring above: which output each row is)."""
+        n = self.patched.shape[0]
+        if self.site == "residual":
+            return tuple("embeddings" if l == 0 else f"layer {l}" for l in range(n))
+        return tuple(f"layer {l + 1}" for l in range(n))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The patching as named arrays, what the app's NPZ and `ctxlens patch --output
+        x.npz` hold: the grid, its share restored, both f, the axes' labels and the question;
+        text as unicode arrays (np.load needs no allow_pickle)."""
+        return {"patched": np.asarray(self.patched, np.float32),
+                "restored": np.asarray(self.restored, np.float32),
+                "clean": np.float32(self.clean), "corrupt": np.float32(self.corrupt),
+                "tokens": np.array(self.tokens, dtype=str),
+                "rows": np.array(self.row_labels, dtype=str),
+                **{k: np.array(v, dtype=str) for k, v in (
+                    ("model", self.model_id), ("kind", self.kind), ("site", self.site),
+                    ("target", self.target), ("contrast", self.contrast or ""),
+                    ("f_means", self.f_means), ("corruption", self.corruption))}}
 
 
 @dataclass(frozen=True, eq=False)

@@ -89,3 +89,53 @@ def test_an_output_that_is_neither_npz_nor_json_is_refused(models, tmp_path, cap
                         "--corrupt", CORRUPT, "--target", "water", "--output",
                         str(tmp_path / "p.csv"))
     assert code == 2 and "--output must end in .npz or .json" in err
+
+
+NOTHING_TO_RESTORE = "the corrupted run gives the same f as the clean one: nothing to restore"
+
+
+def test_a_corrupted_text_equal_to_the_clean_one_says_there_is_nothing_to_restore(
+        models, tmp_path, capsys):
+    out = tmp_path / "p.npz"
+    code, _, err = run(capsys, "patch", "--model", str(models["gpt2"]), "--clean", CLEAN,
+                        "--corrupt", CLEAN, "--target", "water", "--output", str(out),
+                        "--device", "cpu")
+    assert code == 0, err
+    assert NOTHING_TO_RESTORE in err, err
+    got = np.load(out)
+    assert float(got["clean"]) == float(got["corrupt"])
+    # a real corruption says nothing of the kind
+    code, _, err = run(capsys, "patch", "--model", str(models["gpt2"]), "--clean", CLEAN,
+                        "--corrupt", CORRUPT, "--target", "water", "--output", str(out),
+                        "--device", "cpu")
+    assert code == 0 and "nothing to restore" not in err, err
+
+
+def test_the_npz_names_its_rows_and_holds_the_restored_share(models, tmp_path, capsys):
+    gpt = str(models["gpt2"])
+    for site in ("residual", "attention"):
+        out = tmp_path / f"{site}.npz"
+        code, _, err = run(capsys, "patch", "--model", gpt, "--clean", CLEAN, "--corrupt",
+                            CORRUPT, "--target", "water", "--site", site, "--output",
+                            str(out), "--device", "cpu")
+        assert code == 0, err
+        want = Engine(device="cpu").patch(gpt, CLEAN, CORRUPT, "water", site=site)
+        got = np.load(out)
+        n_layers = want.patched.shape[0] - (site == "residual")
+        assert list(got["rows"]) == ["embeddings"] * (site == "residual") + [
+            f"layer {l}" for l in range(1, n_layers + 1)]
+        np.testing.assert_allclose(got["restored"], want.restored, atol=1e-5)
+        assert str(got["model"]) == want.model_id and str(got["target"]) == "water"
+
+
+def test_a_patching_knows_when_there_is_nothing_to_restore():
+    from engine.components.result import Patching
+
+    def patching(clean, corrupt):
+        return Patching("m", "next", "residual", "x", None, "log p(x)", ("a", "b"),
+                        np.full((3, 2), corrupt, np.float32), clean, corrupt, "the text 'a b'")
+    same = patching(-2.5, -2.5)
+    assert same.nothing_to_restore and np.isnan(same.restored).all()
+    apart = patching(-1.0, -3.0)
+    assert not apart.nothing_to_restore and np.allclose(apart.restored, 0.0)
+    assert list(same.row_labels) == ["embeddings", "layer 1", "layer 2"]
