@@ -31,8 +31,38 @@ def controls(where=st) -> tuple[str | None, str]:
                          "projection's input) or the block's output is set to 0. mean: to its "
                          "average over a fixed set of reference sentences, so the rest of the "
                          "model still sees a typical value.")
-    spec = " ".join(spec.split()).strip(" ,")
-    return (spec or None), mode
+    return canonical(spec), mode
+
+
+# one entry of a spec, as engine/components/ablation.py's parse reads it
+_ENTRY = re.compile(r"^(\d+)\.(\d+|\*|mlp)$")
+
+
+def canonical(spec: str | None) -> str | None:
+    """The parts `spec` names, each once and in the order the engine's canonical spec lists
+    them (Ablation.spec: by layer, its heads or "L.*", then "L.mlp"), joined by ", "; None
+    when it names none. A spec with an entry the engine would refuse is kept as typed
+    (spaces tidied), so that the engine's refusal names that entry."""
+    text = " ".join(str(spec or "").split()).strip(" ,")
+    entries = [e.strip() for e in text.split(",")]
+    found = [_ENTRY.match(e) for e in entries]
+    if not text or not all(found):
+        return text or None
+    layers: dict[int, dict] = {}
+    for m in found:
+        layer = layers.setdefault(int(m.group(1)), {"heads": set(), "all": False, "mlp": False})
+        what = m.group(2)
+        if what == "mlp":
+            layer["mlp"] = True
+        elif what == "*":
+            layer["all"] = True
+        else:
+            layer["heads"].add(int(what))
+    out = []
+    for n, layer in sorted(layers.items()):
+        out += [f"{n}.*"] if layer["all"] else [f"{n}.{h}" for h in sorted(layer["heads"])]
+        out += [f"{n}.mlp"] if layer["mlp"] else []
+    return ", ".join(out)
 
 
 def heads_of(spec: str | None) -> set[tuple[int, int]]:
@@ -53,8 +83,9 @@ def _key() -> str:
 
 
 def current() -> str | None:
-    """The parts switched off now (in the link on a page without the box too)."""
-    return " ".join(str(st.session_state.get(_key(), "")).split()).strip(" ,") or None
+    """The parts switched off now (in the link on a page without the box too), as
+    `canonical` writes them."""
+    return canonical(st.session_state.get(_key(), ""))
 
 
 def set_spec(spec: str) -> None:
