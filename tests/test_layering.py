@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("engine", "app", "bench", "lab")
 # what the model families may import from the engine: the bottom of the graph only
 FAMILY_MAY_IMPORT = ("engine.errors", "engine.families", "engine.result", "engine.text",
-                     "engine.checkpoint")
+                     "engine.checkpoint", "engine.budget")
 # within engine.families: the table (its __init__), the adapter protocol, and the Hugging Face
 # code the HF families share; beyond those, a family imports its own module or package only
 FAMILIES_SHARED = ("engine.families", "engine.families.base", "engine.families.hf")

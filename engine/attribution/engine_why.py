@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from engine import budget
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.text import to_word_text
 
@@ -37,6 +38,8 @@ class WhyMixin:
                                 if "attribution" in self.resolved(m).capabilities))
         key = self.attribute_key(model_id, text, target, contrast, method, kind, steps, ablate,
                                  ablate_mode)
+        if not self.has_result(key):
+            budget.check(*self.attribute_work(model_id, text, contrast, method, steps))
 
         def run():
             with self.ablated(model_id, ablate, ablate_mode):
@@ -55,12 +58,46 @@ class WhyMixin:
             raise UnsupportedPrediction(
                 f"{model_id} does not continue a text left to right; models that can: "
                 + ", ".join(self.models_that("generation")))
+        if isinstance(max_tokens, int) and max_tokens > 0:
+            adapter = self.adapter(model_id)
+            # one token at a time on the key/value cache: about one pass over the whole text
+            budget.check(budget.Work(
+                f"writing {max_tokens} tokens", adapter.anatomy(), 1,
+                adapter.count_tokens(to_word_text(prompt)) + max_tokens,
+                shorter="use a shorter prompt or fewer tokens"))
         run = partial(generate, self.adapter(model_id), prompt, max_tokens, sample=sample,
                       temperature=temperature, seed=seed, top_k=top_k)
         if sample and seed is None:
             return run()
         return self.cached(self.generate_key(model_id, prompt, max_tokens, sample,
                                              temperature, seed, top_k), run)
+
+    def attribute_work(self, model_id: str, text: str, contrast: str | None, method: str,
+                       steps: int | None) -> list[budget.Work]:
+        """An attribution's work, before it runs: the method's passes (integrated gradients:
+        every step of its ladder, as a map that does not converge climbs all of it) and the
+        faithfulness measures' forward passes, each per reading."""
+        from engine.attribution import faithfulness, methods
+
+        adapter = self.adapter(model_id)
+        words = to_word_text(text)
+        tokens = adapter.count_tokens(words)
+        readings = 2 if contrast else 1
+        shape = adapter.anatomy()
+        checks = (1 + faithfulness.RANDOM_ORDERS) * len(faithfulness.SHARES) * 2 + 2
+        work = [budget.Work("measuring the map's faithfulness", shape, checks * readings,
+                            tokens)]
+        if method == "ig":
+            n = steps if isinstance(steps, int) and steps > 0 else sum(methods.STEP_LADDER)
+            work.append(budget.Work(f"integrated gradients of {n} steps", shape,
+                                    n * readings, tokens, backward=True,
+                                    shorter="use a shorter text or fewer steps"))
+        elif method == "occlusion":
+            work.append(budget.Work("occlusion of every word and piece", shape,
+                                    (len(words.words) + tokens) * readings, tokens))
+        else:
+            work.append(budget.Work("the gradient", shape, readings, tokens, backward=True))
+        return work
 
     @staticmethod
     def attribute_key(model_id: str, text: str, target: str, contrast: str | None = None,

@@ -4,6 +4,7 @@ against the model's capabilities and its result kept in the Engine's result cach
 engine.api.Engine, which supplies resolved(), adapter(), cached() and models_that()."""
 from __future__ import annotations
 
+from engine import budget
 from engine.errors import UnsupportedPrediction
 from engine.text import to_word_text
 
@@ -42,7 +43,10 @@ class PartsMixin:
         from engine.components.importance import head_importance
 
         self._able(model_id, "ablation", "knock out heads")
-        return self.cached(self.head_importance_key(model_id, text, target, contrast, kind),
+        key = self.head_importance_key(model_id, text, target, contrast, kind)
+        if not self.has_result(key):
+            budget.check(*self.head_importance_work(model_id, text, contrast))
+        return self.cached(key,
                            lambda: head_importance(self.adapter(model_id), to_word_text(text),
                                                    target, contrast, kind))
 
@@ -57,6 +61,9 @@ class PartsMixin:
         self._able(model_id, "patching", "patch activations")
         key = self.patch_key(model_id, clean, corrupt, target, contrast, site, kind,
                              noise_words, seeds)
+        if not self.has_result(key):
+            budget.check(self.patch_work(model_id, clean, corrupt, contrast, site,
+                                         noise_words, seeds))
         return self.cached(key, lambda: patch(self.adapter(model_id), clean, corrupt, target,
                                               contrast, site=site, kind=kind,
                                               noise_words=noise_words, seeds=seeds))
@@ -67,9 +74,44 @@ class PartsMixin:
         from engine.components.dla import WHY_NOT, components
 
         self._able(model_id, "direct_logit", "split its logit into its parts", WHY_NOT)
-        return self.cached(self.components_key(model_id, text, target, contrast),
+        key = self.components_key(model_id, text, target, contrast)
+        if not self.has_result(key):
+            adapter = self.adapter(model_id)
+            budget.check(budget.Work(          # a forward pass per reading, and the check's
+                "splitting the logit", adapter.anatomy(), 2 * _readings(contrast),
+                adapter.count_tokens(to_word_text(text))))
+        return self.cached(key,
                            lambda: components(self.adapter(model_id), to_word_text(text),
                                               target, contrast))
+
+    def patch_work(self, model_id: str, clean: str, corrupt: str | None,
+                   contrast: str | None, site: str, noise_words: str | None,
+                   seeds: int) -> budget.Work:
+        """Patching's work, before it runs: every layer × token cell a pass (an upper bound:
+        cells the corruption leaves as they are are skipped), per reading and per seed, and
+        the clean and corrupted runs recorded."""
+        adapter = self.adapter(model_id)
+        tokens = max(adapter.count_tokens(to_word_text(t)) for t in (clean, corrupt) if t)
+        rows = adapter.info.n_layers + (1 if site == "residual" else 0)
+        runs = 1 if corrupt is not None else max(1, seeds)
+        return budget.Work(
+            f"activation patching of {rows} × {tokens:,} cells"
+            + (f" for {runs} seeds" if runs > 1 else ""), adapter.anatomy(),
+            (rows * tokens + 2) * runs * _readings(contrast), tokens,
+            shorter="use a shorter text (fewer tokens)" + (", fewer seeds" if runs > 1 else ""))
+
+    def head_importance_work(self, model_id: str, text: str,
+                             contrast: str | None) -> tuple[budget.Work, budget.Work]:
+        """Head importance's work: a pass with each head knocked out, and one backward pass
+        for the gradient estimate, per reading."""
+        adapter = self.adapter(model_id)
+        tokens = adapter.count_tokens(to_word_text(text))
+        heads = adapter.info.n_layers * adapter.info.n_heads
+        readings = _readings(contrast)
+        return (budget.Work(f"knocking out each of {heads:,} heads", adapter.anatomy(),
+                            (heads + 1) * readings, tokens),
+                budget.Work("the gradient estimate", adapter.anatomy(), readings, tokens,
+                            backward=True))
 
     @staticmethod
     def head_importance_key(model_id: str, text: str, target: str, contrast: str | None = None,
@@ -86,3 +128,8 @@ class PartsMixin:
     @staticmethod
     def components_key(model_id: str, text: str, target: str, contrast: str | None = None):
         return ("components", model_id, text, target, contrast)
+
+
+def _readings(contrast: str | None) -> int:
+    """Forward passes one f takes: a contrast may be read in a pass of its own."""
+    return 2 if contrast else 1

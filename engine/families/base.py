@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
+from engine.budget import Anatomy
 from engine.errors import EngineError
 from engine.result import Encoding, LogitLens, Prediction
 from engine.text import WordText
@@ -49,6 +50,17 @@ class Adapter(Protocol):
     def predict_previous(self, text: WordText, top_k: int = 10) -> Prediction: ...
 
     def logit_lens(self, text: WordText, top_k: int = 1) -> LogitLens: ...
+
+
+@runtime_checkable
+class Costed(Protocol):
+    """What an adapter whose models the heavy views run (attribution, head importance,
+    patching, the logit's parts, generation) also says: what one pass costs, so that the
+    Engine refuses a request over the work cap before it starts (engine/budget.py)."""
+
+    def anatomy(self) -> "Anatomy": ...
+
+    def count_tokens(self, text: WordText) -> int: ...
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from engine.budget import Anatomy
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families import Gives
 from engine.families.base import LoadOptions, ModelInfo
-from engine.families.hf import forward, loading, pooling, qk, tokens
+from engine.families.hf import cost, forward, loading, pooling, qk, tokens
 from engine.result import Encoding, LogitLens, Prediction, QueryKey
 from engine.text import MASK, WordText
 
@@ -55,6 +56,13 @@ class BertAdapter:
     def encoder(self):
         # the encoder without the MLM head: no vocabulary projection is computed for encode()
         return self.model.base_model if self.has_mlm else self.model
+
+    def anatomy(self) -> Anatomy:
+        """What a pass costs (engine/budget.py)."""
+        return cost.anatomy_of(self.model)
+
+    def count_tokens(self, text: WordText) -> int:
+        return cost.count_tokens(self.tokenizer, text)
 
     def spell_mask(self, wt: WordText) -> WordText:
         """The text with its [MASK] written as this tokenizer's own mask token (<mask>, ...)."""

@@ -15,10 +15,11 @@ import re
 from pathlib import Path
 from typing import Sequence
 
+from engine.budget import Anatomy
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families import WITH_LM, Gives
 from engine.families.base import LoadOptions, ModelInfo
-from engine.families.hf import forward, loading, pooling, qk, tokens
+from engine.families.hf import cost, forward, loading, pooling, qk, tokens
 from engine.result import Candidate, Encoding, LogitLens, Prediction, QueryKey
 from engine.text import WordText
 
@@ -140,6 +141,13 @@ class GPTAdapter:
     def encoder(self):
         # the decoder stack without the vocabulary projection
         return self.model.base_model
+
+    def anatomy(self) -> Anatomy:
+        """What a pass costs (engine/budget.py)."""
+        return cost.anatomy_of(self.model)
+
+    def count_tokens(self, text: WordText) -> int:
+        return cost.count_tokens(self.tokenizer, text)
 
     def spell_mask(self, wt: WordText) -> WordText:
         return wt                   # a GPT reads the text as it is (no mask token to spell)

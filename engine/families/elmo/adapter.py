@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from engine.budget import Anatomy
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families.base import (LoadOptions, ModelInfo, check_layers, resolve_device,
                                   resolve_dtype)
@@ -46,6 +47,18 @@ class ElmoAdapter:
                               dim=2 * o.proj_dim, device=device,
                               dtype=str(dtype).removeprefix("torch."))
         self.layer_names = layer_names(o.n_layers)
+
+    def anatomy(self) -> Anatomy:
+        """What a pass costs (engine/budget.py): every weight but the character embedding
+        table multiplies at each token (the char CNN's filters at its characters, counted per
+        token as an upper bound); an LSTM has no attention, so no T² term."""
+        table = self.bilm.char_cnn.char_embedding.weight.numel()
+        weights = sum(p.numel() for p in self.bilm.parameters()) - table
+        return Anatomy(weights=max(weights, 1), n_layers=self.info.n_layers, width=0,
+                       device=self.device)
+
+    def count_tokens(self, text: WordText) -> int:
+        return len(text.words) + 2          # the words between <S> and </S>
 
     # -- hidden states ------------------------------------------------------------------
     @torch.inference_mode()
