@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.attribution.objective import Objective, f_means, replace_word
+from engine.attribution.objective import Objective, check_tokens, f_means, replace_word
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.families.bert import with_mask_token
 from engine.families.hf import tokens
@@ -112,6 +112,12 @@ def _same_context(readings: list[Reading], words: list[str]) -> None:
                               "compared on one input")
 
 
+def _pair(words: list[str], spelled: list) -> tuple:
+    """check_tokens' arguments: the target and contrast (None without one) and their ids."""
+    return (words[0], words[1] if len(words) > 1 else None, spelled[0],
+            spelled[1] if len(spelled) > 1 else ())
+
+
 def _fits(n: int, cap: int) -> None:
     if n > cap:
         raise EngineError(f"the text and target take {n} tokens for this model; its cap is "
@@ -159,6 +165,7 @@ def masked_lm(adapter, text: WordText, blank: int, words: list[str],
         readings.append(Reading(tuple(seq), t2w, tuple(range(p, p + k)), tuple(ids),
                                 _slots(t2w, blank)))
         spelled.append(ids)
+    check_tokens(*_pair(words, spelled))
     _same_context(readings, words)
     pieces = tokens.readable_tokens(tok, readings[0].ids, sequence=True)
     what = ("log p at the blank, the MLM head's softmax" if len(spelled[0]) == 1 else
@@ -211,6 +218,7 @@ def next_word(adapter, text: WordText, words: list[str], contrast: str | None) -
         readings.append(Reading(seq, t2w, tuple(range(n - 1, n - 1 + len(ids))), tuple(ids),
                                 _slots(t.token_to_word, None)))
         spelled.append(ids)
+    check_tokens(*_pair(words, spelled))
     pieces = tokens.readable_tokens(tok, readings[0].ids, sequence=True)
     what = ("log p of the next token" if len(spelled[0]) == 1 else
             f"Σ log p of its {len(spelled[0])} pieces (chain rule)")
@@ -257,6 +265,7 @@ def decoder_fill(adapter, text: WordText, blank: int, words: list[str],
         readings.append(Reading(tuple(ids), t2w, tuple(range(n_left - 1, len(ids) - 1)),
                                 tuple(ids[n_left:]), _slots(t2w, blank)))
         spelled.append(ids[n_left:end])
+    check_tokens(*_pair(words, spelled))
     _same_context(readings, words)
     pieces = tokens.readable_tokens(adapter.tokenizer, readings[0].ids, sequence=True)
     what = ("Σ log p of the sentence's tokens from the blank on, the score the fill ranks "

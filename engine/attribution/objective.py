@@ -72,6 +72,17 @@ def check_pair(target: str, contrast: str | None) -> tuple[str, str | None]:
     return target, contrast
 
 
+def check_tokens(target: str, contrast: str | None, target_ids, contrast_ids) -> None:
+    """A contrast the model reads as the very tokens of the target (an uncased model's 'BANK'
+    for 'bank') would make f 0 and every map 0: refused, as check_pair refuses the same word.
+    The ids are each word's pieces as the view reads them (all of them, not only the first)."""
+    if contrast is None or list(target_ids) != list(contrast_ids):
+        return
+    n = "s" if len(target_ids) > 1 else ""
+    raise EngineError(f"{target!r} and {contrast!r} are the same token{n} for this model: a "
+                      "contrast must differ from the target")
+
+
 def blank_of(text: WordText, kind: str) -> int | None:
     """The blank's word index for kind "masked" (exactly one [MASK]); None for "next" and
     "previous", whose text has no blank."""

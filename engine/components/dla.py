@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.attribution.objective import check_pair, check_tokens
 from engine.components.result import Components
 from engine.components.sites import sites_of
 from engine.errors import EngineError, UnsupportedPrediction
@@ -167,9 +168,6 @@ def _first_pieces(adapter, text: WordText, target: str, contrast: str | None):
     for word in (target, contrast):
         if word is None:
             continue
-        word = word.strip()
-        if not word or len(word.split()) > 1:
-            raise EngineError(f"the target and contrast are one word each (got {word!r})")
         full = tok(wt.text + " " + word)["input_ids"]
         if tuple(full[:n]) != t.input_ids:
             raise EngineError(f"this model's tokenizer merges {word!r} with the end of the "
@@ -183,6 +181,7 @@ def _first_pieces(adapter, text: WordText, target: str, contrast: str | None):
     if n + 1 > adapter.max_tokens:
         raise EngineError(f"the text takes {n} tokens; this model reads at most "
                           f"{adapter.max_tokens}")
+    check_tokens(target, contrast, spelled[0], spelled[1] if contrast is not None else ())
     return t.input_ids, t.tokens, spelled
 
 
@@ -218,8 +217,8 @@ def _components(adapter, text: WordText, target: str, contrast: str | None) -> C
     import torch
 
     model, tok = adapter.model, adapter.tokenizer
-    if contrast is not None and contrast.strip() == target.strip():
-        raise EngineError("the contrast is the target itself: their logit difference is 0")
+    # the word rule of every view with a target (attribution, head importance, patching)
+    target, contrast = check_pair(target, contrast)
     sites = sites_of(model)
     arch = type(model).__name__
     if sites.final_norm is None:

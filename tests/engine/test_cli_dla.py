@@ -69,7 +69,7 @@ def test_json_says_the_same(models, capsys, tmp_path):
 
 
 @pytest.mark.parametrize("extra,match", [
-    (("--target", "water", "--contrast", "water"), "contrast is the target"),
+    (("--target", "water", "--contrast", "water"), "is the target itself"),
     (("--target", "日本語"), "cannot spell"),
     (("--target", ""), "one word"),
     (("--target", "water", "--output-as", "x"), None),    # argparse: a flag it does not know
