@@ -152,3 +152,14 @@ def test_the_model_view_crosses_out_the_heads_switched_off(tiny_engine):
     assert (crossed["x"][0], crossed["y"][0]) == (clickable["x"][1], clickable["y"][1])
     assert len(crossed["x"]) == 1 and "switched off" in crossed["text"][0]
     assert any("Switched off: 1.2" in c for c in _captions(at))
+
+
+def test_a_contrast_the_model_reads_as_the_target_is_one_line_not_a_map(tiny_engine):
+    # the tiny BERT is uncased: 'BANK' is 'bank' to it (f = 0, every drop 0, Spearman nan)
+    at = _parts(tiny_engine.bert_mlm, "Head importance", imp_text_masked="The [MASK] is open.",
+                imp_target_masked="bank", imp_contrast_masked="BANK")
+    assert not at.exception and not at.error
+    assert messages(at)["warning"] == ["'bank' and 'BANK' are the same token for this model: "
+                                       "a contrast must differ from the target"]
+    assert not [f for f in figures(at) if title(f).startswith(("Drop in f", "Gradient"))]
+    assert at.text_input(key="imp_contrast_masked").value == "BANK"

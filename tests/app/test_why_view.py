@@ -121,3 +121,15 @@ def test_the_question_lives_in_the_link():
     assert again.text_input(key="why_target").value == "cheese"
     assert again.radio(key="why_method").value == "occlusion"
     assert all("rather than 'mouse'" in title(f) for f in _word_maps(again))
+
+
+def test_a_contrast_the_model_reads_as_the_target_is_one_line_not_a_map():
+    # the tiny BERT is uncased: 'MOUSE' is 'mouse' to it, so f would be 0 and the map all 0
+    at = _explained("mouse", "MOUSE")
+    assert not at.exception and not at.error
+    said = [w for w in messages(at)["warning"] if "are the same token" in w]
+    assert said == ["'mouse' and 'MOUSE' are the same token for this model: a contrast must "
+                    "differ from the target"], messages(at)["warning"]
+    # the masked LM's map is not drawn (ELMo's vocabulary has no 'MOUSE'; the cased GPT draws)
+    assert len(_word_maps(at)) == 1, [title(f) for f in _word_maps(at)]
+    assert at.text_input(key="why_contrast").value == "MOUSE"
