@@ -29,8 +29,10 @@ def request(inputs: state.Inputs) -> dict | None:
     prompt = st.text_area("Prompt", key=state.url_key("gen_prompt", str, default=DEFAULT_PROMPT,
                                                       max_chars=PROMPT_CHARS),
                           max_chars=PROMPT_CHARS, height=80)
-    st.caption(f"At most {PROMPT_CHARS} characters and {MAX_TOKENS} generated tokens; prompt "
-               "and tokens together within the model's positions.")
+    st.caption(f"At most {PROMPT_CHARS} characters and {engine_access.MAX_WORDS} words, and "
+               f"{MAX_TOKENS} generated tokens; prompt and tokens together within the model's "
+               "positions. \"Why this token?\" explains a token while the text before it "
+               "(the prompt and the tokens before) keeps within the same caps.")
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
     n = c1.slider("Tokens to generate", 1, MAX_TOKENS,
                   key=state.url_key("gen_tokens", default=12, bounds=(1, MAX_TOKENS)))
@@ -104,11 +106,48 @@ def _choices(key: str, n: int) -> list[str]:
     return options
 
 
+def explainable(gen) -> tuple[list[int], tuple[int, str] | None]:
+    """The generated tokens (from 0) whose text before them the engine reads within its caps
+    (engine.text: characters and words, as Engine.attribute splits it), and the first one
+    left out with why (None when none is)."""
+    able, refused = [], None
+    for i, context in enumerate(gen.contexts):
+        try:
+            engine_access.split_words(engine_access.drop_invisible(context))
+        except engine_access.TextError as exc:
+            refused = refused or (i, ui.one_line(exc))
+        else:
+            able.append(i)
+    return able, refused
+
+
+def _numbers(steps: list[int]) -> str:
+    """Steps from 0 as the token numbers shown (from 1), runs written "1–3": "1–3, 5"."""
+    runs: list[list[int]] = []
+    for j in steps:
+        if runs and j == runs[-1][-1] + 1:
+            runs[-1].append(j)
+        else:
+            runs.append([j])
+    return ", ".join(f"{r[0] + 1}" if len(r) == 1 else f"{r[0] + 1}–{r[-1] + 1}" for r in runs)
+
+
 def why_view(gen, settings: dict) -> None:
+    able, refused = explainable(gen)
+    if refused:
+        i, why_not = refused
+        where = (f"before token {i + 1}, {why_not} (a token is explained over the prompt and "
+                 "the tokens before it)")
+        if not able:
+            st.info(safe_md(f"No generated token can be explained: {where}."))
+            return
+        n = len(gen.tokens)
+        st.caption(safe_md(f"Token{'s' if len(able) > 1 else ''} {_numbers(able)} of {n} can "
+                           f"be explained; {where}."))
     key = state.url_key("gen_explain", default=0, bounds=(0, 10**4))
-    if st.session_state[key] >= len(gen.tokens):
-        st.session_state[key] = 0
-    i = st.selectbox("Generated token", range(len(gen.tokens)), key=key,
+    if st.session_state[key] not in able:
+        st.session_state[key] = able[0]
+    i = st.selectbox("Generated token", able, key=key,
                      format_func=lambda j: f"{j + 1}: {visible_token(gen.tokens[j])}")
     word, exact = explain_access.explained_target(gen.tokens[i])
     if not word:

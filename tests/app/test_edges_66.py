@@ -167,6 +167,9 @@ def long_gpt(tiny_models):
         torch.manual_seed(0)
         GPT2LMHeadModel(cfg).eval().save_pretrained(path)
         AutoTokenizer.from_pretrained(tiny_models.gpt).save_pretrained(path)
+    from app import engine_access
+
+    engine_access._catalogue.clear()     # the model list a page offers is kept for seconds
     return str(path.resolve())
 
 
@@ -184,6 +187,7 @@ def test_why_this_token_offers_only_the_tokens_within_the_caps(tiny_engine, long
     assert len(prompt) == MAX_CHARS and len(prompt.split()) <= MAX_WORDS
     at = _generation(long_gpt, prompt, 6)
     no_failures(at)
+    assert at.selectbox(key="gen_model").value == long_gpt
     eng = Engine()
     gen = eng.generate(long_gpt, prompt, 6)
     fits = []
