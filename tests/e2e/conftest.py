@@ -22,11 +22,18 @@ def index_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def server(index_dir, tmp_path_factory):
+def session_server(index_dir, tmp_path_factory):
     # the terminal output is kept for test_the_server_terminal_stays_quiet
     with open(SERVER_LOG, "w") as log, app_server(tmp_path_factory, log,
                                                   index_dirs=index_dir) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def server(session_server):
+    """The shared server (a module with a server of its own names that one `server`, and can
+    still ask for this one as session_server)."""
+    return session_server
 
 
 @pytest.fixture(scope="session")

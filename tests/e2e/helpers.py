@@ -46,6 +46,30 @@ BROWSER_MARKS = [pytest.mark.slow,
 SERVER_LOG = Path(tempfile.gettempdir()) / f"ctxlens-e2e-server-{os.getpid()}.log"
 
 
+# the process behind each server URL this test process started (a test reads its CPU time)
+SERVER_PIDS: dict[str, int] = {}
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system, every thread) process `pid` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until_idle(pid: int, busy_share: float = 0.2, within_s: float = 30.0) -> float:
+    """Wait until process `pid` uses under `busy_share` of one core over a second; fails after
+    `within_s` seconds of it busier. Returns the share it was last measured at."""
+    deadline = time.monotonic() + within_s
+    while True:
+        before, t0 = cpu_seconds(pid), time.monotonic()
+        time.sleep(1.0)
+        share = (cpu_seconds(pid) - before) / (time.monotonic() - t0)
+        if share < busy_share:
+            return share
+        if time.monotonic() > deadline:
+            pytest.fail(f"the server still uses {share:.0%} of a core {within_s:.0f} s on")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -67,6 +91,7 @@ def _streamlit(env: dict, log, prelude: str = ""):
         env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **env},
         stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    SERVER_PIDS[url] = proc.pid
     try:
         for _ in range(120):
             try:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import (app_server, BROWSER_MARKS, MODEL_WAIT_MS, _goto, _settle)
+from tests.e2e.helpers import (app_server, BROWSER_MARKS, MODEL_WAIT_MS, SERVER_PIDS, _goto,
+                               _settle, wait_until_idle)
 
 pytestmark = BROWSER_MARKS
 
@@ -27,9 +28,11 @@ IN_MESSAGES = ", ".join(f'[data-testid="{box}"] {tag}' for box in ("stAlertConta
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """The app with no corpus index and an index folder of its own (not ~/.cache/ctxlens)."""
+    """The app as a shared class server runs it (CTXLENS_READ_ONLY=1), with no corpus index
+    and an index folder of its own (not ~/.cache/ctxlens)."""
     log = Path(tempfile.gettempdir()) / f"ctxlens-e2e-hardening-{os.getpid()}.log"
-    with open(log, "w") as out, app_server(tmp_path_factory, out) as url:
+    with open(log, "w") as out, app_server(tmp_path_factory, out,
+                                           env={"CTXLENS_READ_ONLY": "1"}) as url:
         yield url
 
 
@@ -111,4 +114,35 @@ def test_custom_brings_back_the_typed_sentences_after_a_preset(server, browser):
     pick("(custom)")
     assert box.input_value() == "\n".join(typed)
     assert target.input_value() == "crane"
+    page.close()
+
+
+# Issue 66 H1: 300 astral-plane characters (84 words: inside every text cap) are 1,197 SmolLM2
+# tokens, and patching them is 31 × 1,197 cells, about a day of both cores
+DAY_LONG = "".join(chr(0x10000 + 37 * i) for i in range(300))
+DAY_LONG_LINK = {"parts_model": "smollm2-135m", "parts_view": "Activation patching",
+                 "patch_how": "another text", "patch_text_next": DAY_LONG,
+                 "patch_corrupt_next": chr(0x10001) + DAY_LONG[1:], "patch_target_next": "a"}
+
+
+@pytest.mark.parametrize("which", ["read-only", "shared"])
+def test_a_day_long_link_is_refused_at_once_and_the_server_goes_idle(server, session_server,
+                                                                      browser, which):
+    """The link pinned both cores for ~28 h (Stop, closing the tab and CTXLENS_READ_ONLY
+    changed nothing): now the page says what it would cost and refuses it, before a forward
+    pass, and the server's CPU is idle seconds later."""
+    url = server if which == "read-only" else session_server
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    # the model loads once (the longest wait), on the page's own small example
+    _goto(page, url, "components", parts_model="smollm2-135m",
+          parts_view="Activation patching")
+    page.locator(".js-plotly-plot:visible").first.wait_for(timeout=MODEL_WAIT_MS)
+    _goto(page, url, "components", **DAY_LONG_LINK)
+    refusal = page.locator('[data-testid="stAlertContainer"]').filter(
+        has_text="refused before it starts")
+    refusal.wait_for(timeout=60_000)
+    shown = refusal.inner_text()
+    assert "31 × 1,197 cells" in shown and " h here" in shown, shown
+    assert "cap of 5 min" in shown, shown
+    wait_until_idle(SERVER_PIDS[url])
     page.close()
