@@ -61,9 +61,10 @@ class WhyMixin:
         if isinstance(max_tokens, int) and max_tokens > 0:
             adapter = self.adapter(model_id)
             # one token at a time on the key/value cache: about one pass over the whole text
+            # an empty prompt starts from the model's start token (generation.generate)
+            prompt_tokens = adapter.count_tokens(to_word_text(prompt)) if prompt.strip() else 1
             budget.check(budget.Work(
-                f"writing {max_tokens} tokens", adapter.anatomy(), 1,
-                adapter.count_tokens(to_word_text(prompt)) + max_tokens,
+                f"writing {max_tokens} tokens", adapter.anatomy(), 1, prompt_tokens + max_tokens,
                 shorter="use a shorter prompt or fewer tokens"))
         run = partial(generate, self.adapter(model_id), prompt, max_tokens, sample=sample,
                       temperature=temperature, seed=seed, top_k=top_k)

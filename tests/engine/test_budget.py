@@ -145,6 +145,13 @@ def test_generation_and_the_logits_parts_are_bounded_too(zoo, monkeypatch):
     assert rows[0] == 0
 
 
+def test_an_empty_prompt_is_still_written_from_the_start_token(zoo):
+    """The generation's estimate reads the prompt's tokens; an empty prompt has none to
+    count (generation.generate starts it from the model's start token)."""
+    engine, root = zoo
+    assert len(engine.generate(str(root / "gpt2"), "", 3).tokens) == 3
+
+
 def test_a_result_already_computed_is_not_refused(zoo, monkeypatch):
     """The cap guards work; a cached result costs none."""
     engine, root = zoo
