@@ -3,6 +3,7 @@ alone is knocked out, Michel et al.'s gradient estimate of it, and their rank co
 (engine/components/importance.py), as JSON or NPZ."""
 from __future__ import annotations
 
+import math
 import sys
 
 from engine.cli.options import model_args
@@ -48,6 +49,9 @@ def cmd_heads(args, engine_cls) -> int:
         emit_json({**fields, "knocked": hi.knocked.tolist(),
                    "gradient": hi.gradient.tolist()}, out)
     layers, heads = hi.knocked.shape
+    # NaN when every head's drop (or gradient) is the same: no ranks to correlate
+    rho = (f"{hi.spearman:.3f}" if math.isfinite(hi.spearman) else
+           "none (every head's drop or gradient is the same)")
     print(f"ctxlens: {layers} layers × {heads} heads; Spearman ρ between knocked-out drop and "
-          f"gradient: {hi.spearman:.3f}", file=sys.stderr)
+          f"gradient: {rho}", file=sys.stderr)
     return 0

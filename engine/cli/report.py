@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+import numbers
 import sys
 import time
 
@@ -13,15 +15,64 @@ EXIT_INTERNAL = 1
 # JSON allows U+2028 and U+2029 raw inside a string, but JavaScript before ES2019 ends a line
 # there: escaped, a JSON line pasted into a script or an HTML page's <script> stays one line
 JS_LINE_ENDS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029"})
+# a word or text of the user's said back in an error is cut after this many characters
+ECHO_CHARS = 60
 # runs shorter than this show no progress
 PROGRESS_MIN = 50
 # without a terminal: a line each tenth of the way, or after this many seconds without one
 PROGRESS_SECONDS = 10.0
 
 
+def _finite(obj):
+    """`obj` with each NaN or infinity in it (numpy's floats too) as None: JSON has no such
+    number, and Python's json writes NaN, which strict parsers (JavaScript's, jq) refuse."""
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, numbers.Real) and not isinstance(obj, numbers.Integral):
+        return float(obj) if math.isfinite(obj) else None
+    return obj
+
+
 def to_json(obj) -> str:
-    """The CLI's JSON: one line, non-ASCII text as it is (readable), U+2028/U+2029 escaped."""
-    return json.dumps(obj, ensure_ascii=False).translate(JS_LINE_ENDS)
+    """The CLI's JSON: one line, non-ASCII text as it is (readable), U+2028/U+2029 escaped,
+    null for a number that is not finite (an undefined Spearman ρ, a mean over nothing)."""
+    return json.dumps(_finite(obj), ensure_ascii=False, allow_nan=False).translate(JS_LINE_ENDS)
+
+
+def quoted(value: str, limit: int = ECHO_CHARS) -> str:
+    """repr(value), or for a longer value its first `limit` characters and its length:
+    'aaaa…' (10,000 characters)."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit] + '…'!r} ({len(value):,} characters)"
+
+
+def _echoes(value: str, limit: int) -> list[str]:
+    """The forms in which a message may say `value` back: whole, stripped (as a target is
+    read), each word of it (of --noise) or entry between commas (of --ablate), and its words
+    joined by spaces (a text's, as engine.text splits it); those longer than `limit`, the
+    longest first."""
+    from engine.text import TextError, to_word_text
+
+    forms = {value, value.strip(), " ".join(value.split()), *value.split(),
+             *(entry.strip() for entry in value.split(","))}
+    try:
+        forms.add(" ".join(to_word_text(value).words))
+    except TextError:
+        pass
+    return sorted((f for f in forms if len(f) > limit), key=len, reverse=True)
+
+
+def cut_echoes(message: str, values, limit: int = ECHO_CHARS) -> str:
+    """`message` with each long user value in it cut: quoted (the engine's messages quote a
+    word with repr) or bare, after `limit` characters and with its length said."""
+    for value in values:
+        for form in _echoes(value, limit):
+            message = message.replace(repr(form), quoted(form, limit))
+            message = message.replace(form, f"{form[:limit]}… ({len(form):,} characters)")
+    return message
 
 
 def emit_json(obj, output: str | None) -> None:
