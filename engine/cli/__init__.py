@@ -14,7 +14,7 @@ import sys
 from typing import Sequence
 
 from engine.cli import inputs
-from engine.cli.report import EXIT_INTERNAL, EXIT_USAGE
+from engine.cli.report import EXIT_INTERNAL, EXIT_USAGE, cut_echoes
 from engine.errors import EngineError
 from engine.text import TextError
 
@@ -83,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the terminal shows the engine's progress lines and bars, not transformers' own
         return args.run(args, partial(Engine, library_bars=False))
     except (EngineError, TextError) as e:
-        print(f"ctxlens: error: {e}", file=sys.stderr)
+        # a message may quote a word or text as typed: a 10,000-character one is cut there
+        print(f"ctxlens: error: {cut_echoes(str(e), inputs.echoed(args))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("ctxlens: interrupted", file=sys.stderr)

@@ -5,6 +5,7 @@ import os
 import sys
 from pathlib import Path
 
+from engine.cli.report import quoted
 from engine.errors import EngineError
 from engine.text import TextError, drop_invisible, split_lines, unspaced_note
 
@@ -61,6 +62,8 @@ def check_output(path: str) -> Path:
 # a model id is echoed in a message; a longer one that is no model folder is no model at all
 MAX_MODEL_ID = 200
 TEXT_ARGS = ("text", "next", "previous", "word")
+# the flags whose word or text an error may say back (cut there: report.cut_echoes)
+ECHOED_ARGS = TEXT_ARGS + ("target", "contrast", "clean", "corrupt", "noise", "ablate")
 
 
 def _check_text_arg(flag: str, text: str) -> None:
@@ -78,8 +81,8 @@ def _check_text_arg(flag: str, text: str) -> None:
 
 def check_model_id(model: str) -> None:
     if len(model) > MAX_MODEL_ID and not os.path.isdir(model):
-        raise EngineError(f"unknown model {model[:60] + '…'!r} ({len(model):,} characters): not "
-                          "in the registry and no model folder; see `ctxlens models`")
+        raise EngineError(f"unknown model {quoted(model)}: not in the registry and no model "
+                          "folder; see `ctxlens models`")
 
 
 def _check_not_system(path: str, flag: str = "--output") -> None:
@@ -130,6 +133,11 @@ def check_writable_folder(path: str) -> None:
             pass
     except OSError as e:
         raise EngineError(f"--output {path} cannot be written ({e.strerror or e})") from None
+
+
+def echoed(args) -> list[str]:
+    """The words and texts of `args` that an error may say back."""
+    return [v for v in (getattr(args, name, None) for name in ECHOED_ARGS) if isinstance(v, str)]
 
 
 def check_args(args) -> None:
