@@ -26,6 +26,13 @@ from engine.text import WordText, to_word_text
 # The one cap on tokens per generation: each step keeps its logits ([vocabulary] float32) and
 # hidden states, and the attention view squares prompt + generated tokens.
 MAX_GENERATED_TOKENS = 200
+# Sampling's bounds where a user types them (the CLI): the temperatures the app's Generation
+# page takes (far below 0.05, logits / T overflow to inf and the softmax is NaN: 1e-45); seeds
+# from 0 to the largest that generate draws itself when given none (SEED_BITS), so that a drawn
+# seed typed back repeats its draw (the app's seed box stops at 2**31 - 1).
+TEMPERATURES = (0.05, 5.0)
+SEED_BITS = 63
+MAX_SEED = 2 ** SEED_BITS - 1
 
 
 def generate(adapter, prompt: WordText | str, max_tokens: int, sample: bool = False,
@@ -48,7 +55,7 @@ def generate(adapter, prompt: WordText | str, max_tokens: int, sample: bool = Fa
                           f"{max(adapter.max_tokens - len(prompt_ids), 0)} tokens or shorten "
                           "the prompt")
     if sample and seed is None:
-        seed = secrets.randbits(63)         # recorded in the result, so a draw can be repeated
+        seed = secrets.randbits(SEED_BITS)  # recorded in the result, so a draw can be repeated
     with torch.inference_mode():
         lens = layer_ranks and adapter.info.has_logit_lens
         ids, logits, states, sampled = _decode(adapter, prompt_ids, max_tokens,

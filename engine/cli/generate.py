@@ -3,7 +3,9 @@ probability, entropy, alternatives and the chosen token's rank at every layer, a
 from __future__ import annotations
 
 from engine.cli.options import model_args
-from engine.cli.report import emit_json
+from engine.cli.report import ECHO_CHARS, emit_json
+from engine.errors import EngineError
+from engine.generation import MAX_SEED, TEMPERATURES
 
 
 def add(sub) -> None:
@@ -27,7 +29,24 @@ def add(sub) -> None:
     ge.set_defaults(run=cmd_generate)
 
 
+def check_sampling(args) -> None:
+    """With --sample, a temperature and seed within engine.generation's bounds: a temperature
+    near 0 ends in a NaN softmax inside torch, a seed past 64 bits in torch's OverflowError,
+    and a negative one is no seed that generate draws. Greedy decoding reads neither."""
+    if not args.sample:
+        return
+    lo, hi = TEMPERATURES
+    if not lo <= args.temperature <= hi:            # NaN too
+        raise EngineError(f"--temperature is from {lo:g} to {hi:g} (got {args.temperature:g})")
+    if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
+        got = str(args.seed)
+        if len(got) > ECHO_CHARS:
+            got = f"{got[:ECHO_CHARS]}…, {len(got):,} digits"
+        raise EngineError(f"--seed is a whole number from 0 to {MAX_SEED} (got {got})")
+
+
 def cmd_generate(args, engine_cls) -> int:
+    check_sampling(args)
     engine = engine_cls(device=args.device, dtype=args.dtype, cache_size=0)
     gen = engine.generate(args.model, args.text, args.tokens, sample=args.sample,
                           temperature=args.temperature, seed=args.seed, top_k=args.top_k)
