@@ -35,9 +35,23 @@ from engine.text import (JOINER_RE, MASK, MAX_CHARS, MAX_WORDS, TextError, drop_
                          unspaced_note, word_key)
 
 __all__ = ["EngineError", "UnsupportedPrediction", "TextError", "Encoding", "ModelProblem",
+           "work_cap",
            "POOLINGS", "JOINER_RE", "MASK", "MAX_CHARS", "MAX_WORDS", "drop_invisible",
            "joined_forms", "left_of_word", "mask_word", "split_lines", "split_words",
            "unspaced_note", "word_key"]
+
+
+def work_cap() -> str:
+    """The cap on one request's estimated work (engine/budget.py), as a caption says it."""
+    from engine import budget
+
+    try:
+        cap = budget.duration(budget.max_seconds())
+    except EngineError as exc:
+        return str(exc)
+    return (f"Each request is capped at about {cap} of estimated work on this server "
+            f"({budget.MAX_WORK_S_ENV}); a longer one is refused before it starts, with "
+            "its estimate.")
 
 
 @st.cache_resource(show_spinner=False)

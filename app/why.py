@@ -67,6 +67,8 @@ def question(prefix: str, predicted: tuple[str, ...] = (), ask_target: bool = Tr
                       key=state.url_key(f"{prefix}_method", str, default="gradxinput",
                                         choices=tuple(METHOD_LABELS)))
     methods = list(explain_access.METHODS) if method == "all" else [method]
+    if method != "gradxinput":        # integrated gradients and occlusion run many passes
+        st.caption(engine_access.work_cap())
     return target.strip(), contrast.strip() or None, methods
 
 

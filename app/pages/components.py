@@ -196,6 +196,8 @@ def render(inputs: state.Inputs) -> None:
     # times (a page opened by mistake stays quick)
     view = st.radio("View", list(VIEWS), horizontal=True, key=state.url_key(
         "parts_view", str, default="Direct logit attribution", choices=tuple(VIEWS)))
+    if view != "Direct logit attribution":
+        st.caption(engine_access.work_cap())
     with ui.guarded():
         VIEWS[view](inputs, model_id, kind)
 

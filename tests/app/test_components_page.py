@@ -163,3 +163,21 @@ def test_a_contrast_the_model_reads_as_the_target_is_one_line_not_a_map(tiny_eng
                                        "a contrast must differ from the target"]
     assert not [f for f in figures(at) if title(f).startswith(("Drop in f", "Gradient"))]
     assert at.text_input(key="imp_contrast_masked").value == "BANK"
+
+
+def test_over_the_work_cap_the_page_says_the_estimate_and_the_cap(tiny_engine, monkeypatch):
+    """Issue 66 H1: patching over the work cap is refused before it runs, in one line that
+    gives its estimate and the cap the page states above it; the text typed stays."""
+    from engine import budget
+
+    monkeypatch.setenv(budget.MAX_WORK_S_ENV, "60")
+    monkeypatch.setenv(budget.RATE_ENV, "1000")          # a slow machine: nothing fits
+    at = _parts(tiny_engine.gpt, "Activation patching", patch_text_next=TEXT,
+                patch_target_next=TARGET, patch_corrupt_next="The river is")
+    no_failures(at)
+    assert any("capped at about 60 s of estimated work" in c for c in _captions(at))
+    shown = [m for m in messages(at)["warning"] if "refused before it starts" in m]
+    assert len(shown) == 1 and "activation patching of 3 × 3 cells" in shown[0], shown
+    assert "min here" in shown[0] and "cap of 60 s" in shown[0], shown
+    assert not figures(at)
+    assert at.text_input(key="patch_text_next").value == TEXT
