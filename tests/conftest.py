@@ -1,7 +1,10 @@
-"""Shared test fixtures: the ../shared folder (skipped with a reason when absent) and offline mode."""
+"""Shared test fixtures: the ../shared folder (skipped with a reason when absent), offline mode,
+and the session folder that every cache, config and temporary file of a run goes to."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,11 +17,70 @@ SHARED = Path(os.environ.get("CTXLENS_SHARED", ROOT.parent / "shared")).resolve(
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+# The suite leaves the machine as it found it (issue 60, item 4): ctxlens's cache, its user
+# registry, the Hugging Face cache, the config folder (Chromium's profile), every temporary file
+# (tempfile, TMPDIR: server logs, Playwright, Ray, torch.compile) and pytest's own basetemp live
+# in one session folder under the system temp dir, set here, before any engine module reads
+# them (engine.corpus.catalog reads CTXLENS_CACHE at import). The servers and CLI processes the
+# tests start, and pytest-xdist's workers, inherit it from os.environ; a worker (or a pytest run
+# by a test) finds SESSION_ENV set and uses that folder. Removed after a green run by the
+# process that made it; a red run keeps it and says where (pytest_terminal_summary).
+SESSION_ENV = "CTXLENS_TEST_SESSION"
+SESSION_OWNER = SESSION_ENV not in os.environ
+# the user's own cache, read before it is pointed elsewhere: its converted GGUF models seed the
+# session's cache
+USER_CACHE = Path(os.environ.get("CTXLENS_CACHE", Path.home() / ".cache" / "ctxlens")).expanduser()
+
+
+def _seed_converted(source: Path, cache: Path) -> None:
+    """The bundled SmolLM2's GGUF converted once (about 30 s, 517 MB) is reused from the user's
+    cache: each complete folder hard-linked file by file (a copy across file systems). The
+    product never writes into a published folder (engine.fetch.publish writes a new one and
+    renames it), so the user's files are only read; removing the session unlinks the links."""
+    for done in sorted(source.glob("converted/*/*/config.json")):
+        src = done.parent
+        dst = cache / src.relative_to(source)
+        try:
+            shutil.copytree(src, dst, copy_function=os.link)
+        except OSError:
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.copytree(src, dst, dirs_exist_ok=True)
+    digests = source / "file-digests.json"          # the GGUF's content hash, not hashed again
+    if digests.is_file():
+        shutil.copy2(digests, cache / digests.name)
+
+
+if SESSION_OWNER:
+    SESSION = Path(tempfile.mkdtemp(prefix="ctxlens-tests-"))
+    os.environ[SESSION_ENV] = str(SESSION)
+    os.environ.pop("HF_HUB_CACHE", None)                 # it would win over HF_HOME
+    for var, sub in (("CTXLENS_CACHE", "cache"), ("HF_HOME", "hf"), ("XDG_CONFIG_HOME", "config"),
+                     ("TMPDIR", "t"), ("PYTEST_DEBUG_TEMPROOT", "")):
+        os.environ[var] = str(SESSION / sub)
+        (SESSION / sub).mkdir(exist_ok=True)
+    os.environ["CTXLENS_REGISTRY"] = str(SESSION / "config" / "ctxlens" / "models.toml")
+    _seed_converted(USER_CACHE, SESSION / "cache")
+SESSION = Path(os.environ[SESSION_ENV])
+tempfile.tempdir = None          # read TMPDIR again: this process's temporary files go there too
+
+
+# CTXLENS_REQUIRE_SHARED=1: a missing ../shared fails the tests that need it instead of
+# skipping them (for a machine that must run them)
+REQUIRE_SHARED_ENV = "CTXLENS_REQUIRE_SHARED"
+
+
+def _missing(what: Path, holds: str) -> None:
+    why = (f"NOT RUN: {what} is absent ({holds}); put the project's shared folder beside the "
+           f"checkout or name a copy with CTXLENS_SHARED; {REQUIRE_SHARED_ENV}=1 fails instead")
+    if os.environ.get(REQUIRE_SHARED_ENV) == "1":
+        pytest.fail(why, pytrace=False)
+    pytest.skip(why)
+
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
     if not SHARED.is_dir():
-        pytest.skip(f"{SHARED} is absent (it holds the reference fixtures)")
+        _missing(SHARED, "it holds the reference fixtures")
     return SHARED
 
 
@@ -26,7 +88,7 @@ def shared_dir() -> Path:
 def elmo_fixture_dir(shared_dir: Path) -> Path:
     d = shared_dir / "fixtures" / "elmo-reference"
     if not d.is_dir():
-        pytest.skip(f"{d} is absent")
+        _missing(d, "AllenNLP's ELMo outputs that ctxlens's ELMo is checked against")
     return d
 
 
@@ -50,3 +112,16 @@ def pytest_itemcollected(item):
     item.add_marker(pytest.mark.xdist_group(
         "browser" if path.startswith(BROWSER_FILES)
         else path.removeprefix("tests/").removesuffix(".py")))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    # trylast: after pytest-xdist has stopped its workers and pytest has closed its basetemp
+    if SESSION_OWNER and exitstatus == 0:
+        shutil.rmtree(SESSION, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus):
+    if SESSION_OWNER and SESSION.exists():
+        terminalreporter.write_line(f"ctxlens: this run's caches, logs and tmp_path folders are "
+                                    f"kept in {SESSION} (removed after a green run)")
