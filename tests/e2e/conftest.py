@@ -3,9 +3,22 @@ browser test module (a server loads the bundled models once, the longest wait of
 a module that needs a server set up otherwise starts its own with helpers._streamlit."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from tests.e2e.helpers import ARGS, CHROMIUM, SERVER_LOG, app_server
+from tests.e2e.helpers import ARGS, CHROMIUM, SERVER_LOG, SHOTS, Browser, app_server
+
+
+@pytest.fixture(autouse=True)
+def screenshots_taken_are_pngs():
+    """Each screenshot a test writes at SHOTS / name (helpers.shots_dir) is a PNG of a page."""
+    started = time.time()
+    yield
+    for shot in SHOTS.glob("*.png"):
+        if shot.stat().st_mtime >= started:
+            png = shot.read_bytes()
+            assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000, shot
 
 
 @pytest.fixture(scope="session")
@@ -42,5 +55,5 @@ def browser():
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
+        yield Browser(b)             # its pages count the app's runs (helpers.rerun, idle)
         b.close()

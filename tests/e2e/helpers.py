@@ -25,7 +25,22 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--no-first-run"]
 
 
-SHOTS = ROOT / "assets" / "screenshots"
+# The README's screenshots (the tests write them at SHOTS / name) go to assets/screenshots only
+# under `make screenshots` (CTXLENS_SCREENSHOTS=1); in any other run to the session folder of
+# tests/conftest.py, so that no test run changes a tracked file (tests/e2e/conftest.py checks
+# each one written is a PNG).
+SHOTS_ENV = "CTXLENS_SCREENSHOTS"
+
+
+def shots_dir() -> Path:
+    if os.environ.get(SHOTS_ENV) == "1":
+        return ROOT / "assets" / "screenshots"
+    folder = Path(os.environ["CTXLENS_TEST_SESSION"]) / "screenshots"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+SHOTS = shots_dir()
 
 
 SENTENCES = ["A bat flew out of the cave.", "He swung the bat hard.", "The bat slept all day.",
