@@ -14,10 +14,10 @@ from app.engine_access import engine_cached, engine_spinner, get_engine
 from engine.api import Engine
 from engine.attribution.result import METHODS, Attribution
 from engine.components.result import ABLATION_MODES, SITES, Components, HeadImportance, Patching
-from engine.generation import MAX_GENERATED_TOKENS
+from engine.generation import MAX_GENERATED_TOKENS, TEMPERATURES
 from engine.generation_result import PROB_CONVENTION, RANK_CONVENTION, Generation
 
-__all__ = ["METHODS", "MAX_GENERATED_TOKENS", "PROB_CONVENTION", "RANK_CONVENTION",
+__all__ = ["METHODS", "MAX_GENERATED_TOKENS", "TEMPERATURES", "PROB_CONVENTION", "RANK_CONVENTION",
            "Attribution", "Generation", "ABLATION_MODES", "SITES", "Components",
            "HeadImportance", "Patching"]
 

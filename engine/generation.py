@@ -47,7 +47,7 @@ def generate(adapter, prompt: WordText | str, max_tokens: int, sample: bool = Fa
     import torch
 
     _check_decoder(adapter)
-    _check_request(max_tokens, sample, temperature, top_k)
+    _check_request(max_tokens, sample, temperature, top_k, seed)
     text, prompt_ids = _prompt_ids(adapter, prompt)
     if len(prompt_ids) + max_tokens > adapter.max_tokens:
         raise EngineError(f"the prompt has {len(prompt_ids)} tokens and {max_tokens} more would "
@@ -76,15 +76,21 @@ def _check_decoder(adapter) -> None:
                                     "needs a left-to-right LM with an output head")
 
 
-def _check_request(max_tokens: int, sample: bool, temperature: float, top_k: int) -> None:
+def _check_request(max_tokens: int, sample: bool, temperature: float, top_k: int,
+                   seed: int | None = None) -> None:
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise EngineError(f"ask for at least 1 token to generate (got {max_tokens})")
     if max_tokens > MAX_GENERATED_TOKENS:
         raise EngineError(f"at most {MAX_GENERATED_TOKENS} tokens per generation "
                           f"(asked for {max_tokens})")
+    low, high = TEMPERATURES
     if sample and not (isinstance(temperature, (int, float)) and math.isfinite(temperature)
-                       and temperature > 0):
-        raise EngineError(f"sampling needs a temperature above 0 (got {temperature})")
+                       and low <= temperature <= high):
+        # below 0.05 the softmax of float32 logits overflows into inf/nan probabilities
+        raise EngineError(f"sampling needs a temperature from {low:g} to {high:g} "
+                          f"(got {temperature})")
+    if sample and seed is not None and not (isinstance(seed, int) and 0 <= seed <= MAX_SEED):
+        raise EngineError(f"the seed is a whole number from 0 to {MAX_SEED} (got {seed})")
     if not isinstance(top_k, int) or top_k < 1:
         raise EngineError(f"top_k must be at least 1 (got {top_k})")
 

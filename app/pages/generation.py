@@ -39,9 +39,10 @@ def request(inputs: state.Inputs) -> dict | None:
     sample = c2.toggle("Sample", key=state.url_key("gen_sample", bool, default=False),
                        help="Off: greedy (the likeliest token each step). On: drawn from "
                             "softmax(logits / temperature) with the seed, so a link repeats it.")
-    temperature = c3.number_input("Temperature", 0.05, 5.0, step=0.1, disabled=not sample,
+    temperature = c3.number_input("Temperature", *explain_access.TEMPERATURES, step=0.1,
+                                  disabled=not sample,
                                   key=state.url_key("gen_temperature", float, default=1.0,
-                                                    bounds=(0.05, 5.0)))
+                                                    bounds=explain_access.TEMPERATURES))
     seed = c4.number_input("Seed", 0, 2**31 - 1, disabled=not sample,
                            key=state.url_key("gen_seed", default=0, bounds=(0, 2**31 - 1)))
     return dict(model_id=model_id, prompt=prompt, max_tokens=int(n), sample=bool(sample),

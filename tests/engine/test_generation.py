@@ -224,9 +224,14 @@ def test_bad_requests_are_refused_in_one_line(zoo, monkeypatch):
              (dict(max_tokens=-3), "at least 1 token"),
              (dict(max_tokens=10_000), f"at most {MAX_GENERATED_TOKENS} tokens"),
              (dict(max_tokens=MAX_GENERATED_TOKENS + 1), f"at most {MAX_GENERATED_TOKENS}"),
-             (dict(max_tokens=3, sample=True, temperature=0), "temperature above 0"),
-             (dict(max_tokens=3, sample=True, temperature=-1.0), "temperature above 0"),
-             (dict(max_tokens=3, sample=True, temperature=math.nan), "temperature above 0"),
+             (dict(max_tokens=3, sample=True, temperature=0), "temperature from 0.05 to 5"),
+             (dict(max_tokens=3, sample=True, temperature=-1.0), "temperature from 0.05"),
+             (dict(max_tokens=3, sample=True, temperature=math.nan), "temperature from 0.05"),
+             # issue 66 L6, for the Engine as for the CLI: 1e-45 overflowed the softmax
+             (dict(max_tokens=3, sample=True, temperature=1e-45), "temperature from 0.05"),
+             (dict(max_tokens=3, sample=True, temperature=50.0), "temperature from 0.05"),
+             (dict(max_tokens=3, sample=True, seed=-1), "seed is a whole number from 0"),
+             (dict(max_tokens=3, sample=True, seed=10 ** 23), "seed is a whole number from 0"),
              (dict(max_tokens=3, top_k=0), "top_k must be at least 1"),
              (dict(max_tokens=POS), "pass this model's 96 positions: ask for at most")]
     for kw, line in cases:
