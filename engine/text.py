@@ -59,6 +59,18 @@ MAX_WORDS = 128
 MAX_CHARS = 1000
 
 
+# a word or text of the user's said back in an error is cut after this many characters
+ECHO_CHARS = 60
+
+
+def quoted(value: str, limit: int = ECHO_CHARS) -> str:
+    """repr(value), or for a longer value its first `limit` characters and its length:
+    'aaaa…' (10,000 characters): how an error says a user's value back."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit] + '…'!r} ({len(value):,} characters)"
+
+
 class TextError(ValueError):
     """Input text that cannot be analysed (empty, too long)."""
 

@@ -5,9 +5,8 @@ import os
 import sys
 from pathlib import Path
 
-from engine.cli.report import quoted
 from engine.errors import EngineError
-from engine.text import TextError, drop_invisible, split_lines, unspaced_note
+from engine.text import TextError, drop_invisible, quoted, split_lines, unspaced_note
 
 def read_lines(path: str) -> list[str]:
     """The file's lines, split at "\\n" only (engine.text.split_lines): line n is what an editor

@@ -9,14 +9,14 @@ import numbers
 import sys
 import time
 
+from engine.text import ECHO_CHARS, quoted  # noqa: F401  (the commands' echo of a value)
+
 # a run a user can fix (a bad flag, file or text); a failure of ctxlens itself
 EXIT_USAGE = 2
 EXIT_INTERNAL = 1
 # JSON allows U+2028 and U+2029 raw inside a string, but JavaScript before ES2019 ends a line
 # there: escaped, a JSON line pasted into a script or an HTML page's <script> stays one line
 JS_LINE_ENDS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029"})
-# a word or text of the user's said back in an error is cut after this many characters
-ECHO_CHARS = 60
 # runs shorter than this show no progress
 PROGRESS_MIN = 50
 # without a terminal: a line each tenth of the way, or after this many seconds without one
@@ -39,14 +39,6 @@ def to_json(obj) -> str:
     """The CLI's JSON: one line, non-ASCII text as it is (readable), U+2028/U+2029 escaped,
     null for a number that is not finite (an undefined Spearman ρ, a mean over nothing)."""
     return json.dumps(_finite(obj), ensure_ascii=False, allow_nan=False).translate(JS_LINE_ENDS)
-
-
-def quoted(value: str, limit: int = ECHO_CHARS) -> str:
-    """repr(value), or for a longer value its first `limit` characters and its length:
-    'aaaa…' (10,000 characters)."""
-    if len(value) <= limit:
-        return repr(value)
-    return f"{value[:limit] + '…'!r} ({len(value):,} characters)"
 
 
 def _echoes(value: str, limit: int) -> list[str]:
