@@ -201,4 +201,6 @@ def test_a_corpus_word_is_quoted_as_text(indexes):  # noqa: F811
     at.run()
     assert not at.exception
     warning = next(w for w in messages(at)["warning"] if "does not occur" in w)
-    assert warning.startswith(f"'{safe_md('www.example.com')}'")
+    # written out, not built with safe_md: a word joiner breaks the auto-link after "www",
+    # and each dot is escaped
+    assert warning.startswith("'www\u2060\\.example\\.com'"), warning
