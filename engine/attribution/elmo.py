@@ -12,6 +12,8 @@ import torch
 from engine.attribution.objective import Objective, f_means
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.families.elmo.chars import batch_char_ids
+from engine.families.elmo.lstm import LstmWithProjection
+from engine.memory import FLOAT, FLOOR, rows_within
 from engine.text import WordText
 
 
@@ -24,6 +26,26 @@ def _word_ids(adapter, words: list[str]) -> list[int]:
                               f"({len(index):,} words), so it cannot be its prediction")
         out.append(index[w])
     return out
+
+
+def row_bytes(bilm, vocab: int, n_tokens: int, grad: bool, reads: int) -> int:
+    """Activations of one row of `n_tokens` tokens (engine/memory.py's count for an LSTM):
+    the char CNN's (value runs it, then puts the attributed embeddings in its place): a
+    token's characters embedded and every filter's output over them; with gradients every
+    step of every LSTM (layer and direction) kept for the backward pass, a token's gates, cell
+    and their nonlinearities, 12 × cell + 3 × projection + the input; without, one LSTM's
+    input gates and outputs at a time; and the `reads` softmaxes over the vocabulary (4 ×
+    vocabulary each, as memory.row_bytes counts a transformer's logits). elmo-brown keeps
+    11 MB a row for 128 tokens for the backward pass; this counts 29 MB."""
+    o = bilm.options
+    cnn = (sum(n for _, n in o.filters) + 2 * o.char_dim) * o.max_chars
+    lstms = [m for m in bilm.modules() if isinstance(m, LstmWithProjection)]
+    if grad:
+        kept = sum(12 * m.cell_size + 3 * m.proj_size + m.input_size for m in lstms)
+    else:
+        kept = max((4 * m.cell_size + 2 * m.proj_size + m.input_size for m in lstms),
+                   default=0)
+    return FLOAT * (n_tokens * (cnn + kept) + 4 * vocab * reads)
 
 
 def objective(adapter, text: WordText, kind: str, blank: int | None,
@@ -75,6 +97,14 @@ def objective(adapter, text: WordText, kind: str, blank: int | None,
             logp = torch.log_softmax(logp, dim=-1)
         out = logp[:, ids[0]]
         return out - logp[:, ids[1]] if len(ids) > 1 else out
+
+    # rows(n, grad=...): how many rows one pass of value takes, by the model's memory
+    # (methods.rows reads it); the weights: the biLM's and the LM softmax's
+    weights = sum(t.numel() * t.element_size()
+                  for t in (*bilm.parameters(), weight, bias))
+    reads = 2 if kind == "masked" else 1                                 # both LMs' softmax
+    value.rows = lambda n, grad=False: rows_within(
+        weights, row_bytes(bilm, weight.shape[0], chars.shape[1], grad, reads), n, FLOOR)
 
     x = layer0[:, at].detach()
     what = {"next": "log p of the next word, the forward LM's softmax",

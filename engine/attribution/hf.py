@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from engine.attribution.objective import Objective, check_tokens, f_means, repla
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.families.bert import with_mask_token
 from engine.families.hf import tokens
+from engine.memory import FLOOR, rows_per_pass
 from engine.text import MASK, WordText, align_offsets, split_words
 
 
@@ -94,6 +96,11 @@ def objective(model, readings: list[Reading], absent_row, pieces: tuple[str, ...
             out = out + sign * _log_probs(model, full, r)
         return out
 
+    # rows(n, grad=...): how many rows one pass of value takes, by the model's memory
+    # (methods.rows reads it: IG's steps, occlusion's and faithfulness's perturbed inputs)
+    value.rows = partial(rows_per_pass, model, max(len(r.ids) for r in readings),
+                         reads=max(len(r.read_at) for r in readings), readings=len(readings),
+                         floor=FLOOR)
     absent = absent_row.to(device=device, dtype=x.dtype).expand_as(x).clone()
     return Objective(x=x, absent=absent, value=value, pieces=pieces,
                      piece_to_word=first.token_to_word, slots=first.slots, words=words,

@@ -19,7 +19,8 @@ from engine.errors import EngineError
 STEP_LADDER = (32, 64, 128, 256)
 GAP_SHARE = 0.01
 GAP_FLOOR = 1e-5
-# rows of one forward/backward pass (IG's steps, occlusion's perturbed inputs)
+# rows of one forward/backward pass (IG's steps, occlusion's perturbed inputs) of an
+# objective whose value does not say how many it takes (see rows)
 BATCH = 32
 
 
@@ -40,10 +41,19 @@ def finite(scores: torch.Tensor, what: str) -> np.ndarray:
     return scores.detach().float().cpu().numpy()
 
 
+def rows(obj: Objective, n: int, grad: bool) -> int:
+    """Rows of one pass of obj.value among n (`grad`: with a backward pass): as many as the
+    objective's builder says its model's memory allows (obj.value.rows, set by hf.py and
+    elmo.py from the model's size and the token count: engine/memory.py), else BATCH."""
+    sized = getattr(obj.value, "rows", None)
+    return max(1, min(n, sized(n, grad=grad) if sized is not None else BATCH))
+
+
 def f_of(obj: Objective, x: torch.Tensor) -> torch.Tensor:
-    """f of a batch of inputs (no gradients), in batches of BATCH rows."""
+    """f of a batch of inputs (no gradients), in batches of `rows`."""
+    size = rows(obj, len(x), grad=False)
     with torch.no_grad():
-        return torch.cat([obj.value(x[i:i + BATCH]) for i in range(0, len(x), BATCH)])
+        return torch.cat([obj.value(x[i:i + size]) for i in range(0, len(x), size)])
 
 
 def gradxinput(obj: Objective) -> np.ndarray:
@@ -70,7 +80,8 @@ def integrated_gradients(obj: Objective, steps: int | None = None) -> IGResult:
     for n in ladder:
         with torch.enable_grad():
             attr = ig.attribute(obj.x, baselines=obj.absent, n_steps=n,
-                                method="gausslegendre", internal_batch_size=BATCH)
+                                method="gausslegendre",
+                                internal_batch_size=rows(obj, n, grad=True))
         scores = finite(attr.sum(-1)[0], "gradient")
         gap = abs(float(scores.astype(np.float64).sum()) - (f_x - f_base))
         if gap <= tolerance:
@@ -81,14 +92,14 @@ def integrated_gradients(obj: Objective, steps: int | None = None) -> IGResult:
 def occlusion(obj: Objective, groups: np.ndarray) -> np.ndarray:
     """f(x) − f(x with group g's pieces replaced by obj.absent), for each group id
     0..G-1 of `groups` (N,): exact, one forward pass per group (Captum's FeatureAblation,
-    BATCH groups a pass)."""
+    `rows` groups a pass)."""
     from captum.attr import FeatureAblation
 
     mask = torch.from_numpy(groups).to(obj.x.device)[None, :, None].expand_as(obj.x)
     with torch.no_grad():
         attr = FeatureAblation(obj.value).attribute(
             obj.x, baselines=obj.absent, feature_mask=mask.contiguous(),
-            perturbations_per_eval=BATCH)
+            perturbations_per_eval=rows(obj, int(groups.max()) + 1, grad=False))
     per_piece = finite(attr[0, :, 0], "occlusion difference")
     out = np.zeros(int(groups.max()) + 1, np.float32)
     out[groups] = per_piece

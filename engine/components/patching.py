@@ -32,6 +32,7 @@ from engine.components.hooks import hooked
 from engine.components.result import SITES, Patching
 from engine.components.sites import sites_of
 from engine.errors import EngineError, UnsupportedPrediction
+from engine.memory import rows_per_pass
 from engine.text import MASK, WordText, to_word_text
 
 NOISE_SCALE = 3.0          # Meng et al. 2022: noise of 3 × the embeddings' std
@@ -118,15 +119,9 @@ def record(model, sites, site: str, value, x):
 
 def chunk_size(model, n_tokens: int, n_cells: int) -> int:
     """Rows per batch: a chunk's activations (hidden states, the feed-forward's inner width,
-    attention maps, the logits read) kept under half the weights' bytes."""
-    cfg = model.config
-    dim = int(getattr(cfg, "hidden_size", 0) or getattr(cfg, "n_embd", 0) or 768)
-    inner = int(getattr(cfg, "intermediate_size", 0) or getattr(cfg, "n_inner", 0) or 4 * dim)
-    heads = int(getattr(cfg, "num_attention_heads", 0) or getattr(cfg, "n_head", 0) or 12)
-    vocab = int(getattr(cfg, "vocab_size", 0) or 50000)
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    per_row = 4 * (n_tokens * (6 * dim + 2 * inner + 2 * heads * n_tokens) + 4 * vocab)
-    return int(max(1, min(n_cells, 512, weights // 2 // per_row)))
+    attention maps, the logits read) kept under half the weights' bytes, without gradients
+    (engine/memory.py, which sizes the attributions' passes too)."""
+    return rows_per_pass(model, n_tokens, n_cells)
 
 
 def unchanged(acts, bad_acts, layout: Layout) -> np.ndarray:
