@@ -1,7 +1,8 @@
 """`ctxlens attribute` and `ctxlens generate` (issue #54 part 5) on tiny random checkpoints in
-a configured model folder: the JSON's f is transformers' own log-probability, the word scores
-sum the piece scores, IG's completeness gap is what the JSON's numbers say, the generated
-tokens are model.generate's, and each bad input is one line and exit 2."""
+a configured model folder: the JSON's f is transformers' own log-probability, each word's score
+sums its pieces', IG's f_baseline and completeness gap are measured against f and f(baseline)
+worked out with transformers, the 6 generated tokens are model.generate's, and each bad input
+is one line and exit 2."""
 from __future__ import annotations
 
 import json
@@ -40,29 +41,37 @@ def test_attribute_f_is_the_models_own_log_probability_at_the_blank(models, caps
     from transformers import AutoModelForMaskedLM
 
     tok, word = _one_word_piece(models["bert"])
+    text = MASKED.replace("river", "riverbank")          # riverbank: river ##bank
     out = tmp_path / "a.json"
-    code, _, err = run(capsys, "attribute", "--model", str(models["bert"]), "--text", MASKED,
+    code, _, err = run(capsys, "attribute", "--model", str(models["bert"]), "--text", text,
                         "--target", word, "--method", "gradxinput", "--output", str(out))
     assert code == 0, err
     got = json.loads(out.read_text())
     model = AutoModelForMaskedLM.from_pretrained(models["bert"]).eval()
-    enc = tok(MASKED.replace("[MASK]", tok.mask_token), return_tensors="pt")
+    enc = tok(text.replace("[MASK]", tok.mask_token), return_tensors="pt")
     with torch.no_grad():
         logits = model(**enc).logits[0].float()
     blank = enc["input_ids"][0].tolist().index(tok.mask_token_id)
     want = torch.log_softmax(logits[blank], -1)[tok.convert_tokens_to_ids(word)].item()
     assert got["f"] == pytest.approx(want, abs=1e-4)
     assert got["method"] == "gradxinput" and got["target"] == word and got["contrast"] is None
-    assert len(got["scores"]) == len(got["words"]) == len(MASKED.split())
-    assert len(got["piece_scores"]) == len(got["pieces"])
-    # each word's score is the sum of its pieces' (the pieces of one word are contiguous)
-    assert sum(got["scores"]) == pytest.approx(sum(got["piece_scores"]), abs=1e-4)
+    assert got["words"] == text.split()
+    assert len(got["piece_scores"]) == len(got["pieces"]) == enc["input_ids"].shape[1]
+    # each word's score is the sum of its pieces' scores, word by word: the pieces of each
+    # word told by the tokenizer itself (word_ids), one word of two pieces among them
+    of_word = enc.word_ids()
+    assert of_word.count(text.split().index("riverbank")) == 2
+    for w in range(len(got["words"])):
+        mine = [s for s, k in zip(got["piece_scores"], of_word) if k == w]
+        assert got["scores"][w] == pytest.approx(sum(mine), abs=1e-5), got["words"][w]
     for key in ("comprehensiveness", "sufficiency", "random_comprehensiveness",
                 "random_sufficiency"):
         assert isinstance(got[key], float)
 
 
 def test_attribute_contrast_is_the_log_odds_and_ig_reports_its_gap(models, capsys):
+    from transformers import AutoModelForCausalLM
+
     tok, word = _one_word_piece(models["gpt2"])
     foil = next(w for w in ("the", "river", "sat", "of") if w != word
                 and len(tok.tokenize(" " + w)) == 1)
@@ -77,8 +86,28 @@ def test_attribute_contrast_is_the_log_odds_and_ig_reports_its_gap(models, capsy
     code, out, _ = run(capsys, "attribute", "--model", str(models["gpt2"]), "--next",
                         PROMPT, "--target", foil, "--method", "gradxinput")
     assert got["f"] == pytest.approx(alone["f"] - json.loads(out)["f"], abs=1e-4)
-    # the JSON's own numbers: completeness gap = |Σ piece scores − (f − f_baseline)|
-    gap = abs(sum(got["piece_scores"]) - (got["f"] - got["f_baseline"]))
+    # f and f(baseline) by transformers: log p(word) − log p(foil) next, on the prompt and on
+    # the baseline docs/attribution.md states (every piece of every word as the padding
+    # embedding, GPT-2's end-of-text; special tokens, and a piece that is a bare space before
+    # a word of other pieces, as they are); the gap measured against them
+    model = AutoModelForCausalLM.from_pretrained(models["gpt2"]).eval()
+    enc = tok(PROMPT, return_offsets_mapping=True)
+    ids = enc["input_ids"]
+    (w_id,), (foil_id,) = (tok(PROMPT + " " + w)["input_ids"][len(ids):] for w in (word, foil))
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    of_a_word = [i not in tok.all_special_ids and PROMPT[s:e].strip() != ""
+                 for i, (s, e) in zip(ids, enc["offset_mapping"])]
+    assert of_a_word.count(False) == 1            # the bare 'Ġ' of ' of' ('Ġ', 'o', 'f')
+    embed = model.get_input_embeddings()
+    with torch.no_grad():
+        x = embed(torch.tensor([ids]))
+        b = torch.where(torch.tensor(of_a_word)[None, :, None], embed(torch.tensor([pad])), x)
+        logp = torch.log_softmax(model(inputs_embeds=torch.cat([x, b])).logits[:, -1].double(),
+                                 -1)
+    f_x, f_base = (float(v) for v in logp[:, w_id] - logp[:, foil_id])
+    assert got["f"] == pytest.approx(f_x, abs=1e-4)
+    assert got["f_baseline"] == pytest.approx(f_base, abs=1e-4)
+    gap = abs(sum(got["piece_scores"]) - (f_x - f_base))
     assert got["completeness_gap"] == pytest.approx(gap, abs=1e-4)
     assert got["steps"] >= 32 and got["contrast"] == foil
 
@@ -95,8 +124,11 @@ def test_generate_gives_model_generates_tokens(models, capsys):
     ids = tok(PROMPT, return_tensors="pt")["input_ids"]
     want = model.generate(ids, max_new_tokens=6, do_sample=False,
                           pad_token_id=tok.eos_token_id)[0, ids.shape[1]:].tolist()
-    assert [s["token_id"] for s in got["steps"]] == want[:len(got["steps"])]
-    assert got["tokens"] == [tok.decode([i]) for i in want][:len(got["tokens"])]
+    # the tiny model runs to the 6 tokens asked, no end-of-text among them: all 6 compared
+    assert len(want) == 6 and tok.eos_token_id not in want, want
+    assert [s["token_id"] for s in got["steps"]] == want
+    assert got["tokens"] == [tok.decode([i]) for i in want]
+    assert got["stopped"] == "max_tokens"
     for step in got["steps"]:
         assert 0.0 < step["prob"] <= 1.0 and step["entropy"] >= 0.0
         assert step["top"][0]["prob"] >= step["prob"] - 1e-6    # greedy takes the top token
