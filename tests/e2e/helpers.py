@@ -47,9 +47,95 @@ SENTENCES = ["A bat flew out of the cave.", "He swung the bat hard.", "The bat s
              "She bought a new bat."]
 
 
-# the first load of the bundled models on a busy 2-core machine; CTXLENS_E2E_WAIT_MS shortens
-# it while a failing test is being looked into
-MODEL_WAIT_MS = int(os.environ.get("CTXLENS_E2E_WAIT_MS", 420_000))
+# every wait for what a page shows: each server loads the models its pages draw before the
+# first test (warm), so a missing element fails in a minute, not after a model's first load;
+# CTXLENS_E2E_WAIT_MS changes it
+WAIT_MS = int(os.environ.get("CTXLENS_E2E_WAIT_MS", 60_000))
+MODEL_WAIT_MS = int(os.environ.get("CTXLENS_E2E_WAIT_MS", 420_000))     # the waits not yet WAIT_MS
+# the one long wait: a server's first load of the bundled models on a busy 2-core machine
+WARM_MS = 900_000
+
+# Counts the app's script runs as the browser receives them, in window.__stRuns, from before
+# the page's own scripts run: every run starts with a ForwardMsg new_session (field 4) and
+# ends with script_finished (field 6; status 2 is a run stopped for the next one). Each count
+# moves after Streamlit has handled that message (a task later); `idle` also waits for the
+# app to show the run's end (stApp's data-test-script-state).
+RUNS = """(() => {
+  const runs = window.__stRuns = {started: 0, ended: 0, running: false};
+  const fields = (bytes) => {       // the top-level fields of one protobuf message
+    const found = new Map();
+    let i = 0;
+    const varint = () => {
+      let value = 0, shift = 0, b;
+      do { b = bytes[i++]; value += (b & 0x7f) * 2 ** shift; shift += 7; }
+      while (b & 0x80 && i < bytes.length);
+      return value;
+    };
+    while (i < bytes.length) {
+      const tag = varint(), wire = tag % 8, field = Math.floor(tag / 8);
+      if (wire === 0) found.set(field, varint());
+      else if (wire === 2) { const n = varint(); i += n; found.set(field, null); }
+      else if (wire === 1) i += 8;
+      else if (wire === 5) i += 4;
+      else break;
+    }
+    return found;
+  };
+  const Native = window.WebSocket;
+  window.WebSocket = class extends Native {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener('message', (event) => {
+        if (!(event.data instanceof ArrayBuffer)) return;
+        const msg = fields(new Uint8Array(event.data));
+        if (msg.has(4)) setTimeout(() => { runs.started += 1; runs.running = true; });
+        if (msg.has(6) && msg.get(6) !== 2)
+          setTimeout(() => { runs.ended += 1; runs.running = false; });
+      });
+    }
+  };
+})();"""
+
+# the page has finished a run started after run number `n` (the app shows it: its status)
+_RAN_SINCE = """(n) => { const r = window.__stRuns;
+  const app = document.querySelector('[data-testid="stApp"]');
+  return !!r && r.started > n && r.ended > 0 && !r.running && !!app
+         && app.getAttribute('data-test-script-state') === 'notRunning'; }"""
+
+
+class Browser:
+    """The session's Chromium, whose every new page counts the app's runs (RUNS)."""
+
+    def __init__(self, browser):
+        self._browser = browser
+
+    def new_page(self, **kwargs):
+        page = self._browser.new_page(**kwargs)
+        page.add_init_script(RUNS)
+        return page
+
+    def __getattr__(self, name):
+        return getattr(self._browser, name)
+
+
+def runs_started(page) -> int:
+    """How many script runs the page has started since it was loaded."""
+    return page.evaluate("() => window.__stRuns.started")
+
+
+def idle(page, timeout: int = WAIT_MS) -> None:
+    """Wait until the page has run its script to the end and no run is going. Where a late
+    rerun can come (a widget's value sent after it is drawn), wait for what it shows instead."""
+    page.wait_for_function(_RAN_SINCE, arg=0, timeout=timeout)
+
+
+@contextmanager
+def rerun(page, timeout: int = WAIT_MS):
+    """Around an action that reruns the app (a click, a key): waits, after it, until a run
+    started after the action has ended and the app shows it (a missed click fails here)."""
+    before = runs_started(page)
+    yield
+    page.wait_for_function(_RAN_SINCE, arg=before, timeout=timeout)
 
 # every browser test module: slow, and skipped without the system Chromium
 BROWSER_MARKS = [pytest.mark.slow,
@@ -91,31 +177,73 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextmanager
-def _streamlit(env: dict, log, prelude: str = ""):
-    """`streamlit run` of the app on a free port, as `make run` serves it (the repository's
-    .streamlit/config.toml: headless, no file watcher); yields its URL once it is healthy.
-    `prelude`: Python run in the server's process first (a test's stand-ins)."""
-    port = _free_port()
-    run = ["streamlit", "run", str(ROOT / "streamlit_app.py"), "--server.port", str(port)]
-    start = ([sys.executable, "-c", f"{prelude}\nimport sys\nsys.argv = {run!r}\n"
-              "from streamlit.web.cli import main\nmain()"] if prelude
-             else [sys.executable, "-m", *run])
+# what Streamlit prints when its port was taken between _free_port and its start
+PORT_TAKEN = ("is not available", "is already in use", "Address already in use")
+
+
+def _log_path(log) -> tuple[object, Path]:
+    """A log the server writes and this process can read back: `log` when it is a file (its
+    name), else a temporary file in its place (subprocess.DEVNULL)."""
+    name = getattr(log, "name", None)
+    if isinstance(name, str) and Path(name).is_file():
+        return log, Path(name)
+    own = tempfile.NamedTemporaryFile("w", prefix="ctxlens-e2e-", suffix=".log", delete=False)
+    return own, Path(own.name)
+
+
+def _start(start: list[str], env: dict, log, path: Path, port: int,
+           within_s: float = 120.0):
+    """Start one server on `port` and wait for its health check -> (the process, None), or
+    (None, the reason it is not serving: the port was taken). Fails at once with the server's
+    last lines when the process dies for another reason, or is not healthy in `within_s`."""
     proc = subprocess.Popen(
-        start, cwd=ROOT,
+        [*start, "--server.port", str(port)], cwd=ROOT,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **env},
         stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + within_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
+            return proc, None
+        except OSError:
+            time.sleep(0.2)                # until the health check answers or the process ends
+    alive = proc.poll() is None
+    if alive:
+        proc.kill()
+        proc.wait()
+    tail = path.read_text(errors="replace")[-3000:]
+    if not alive and any(m in tail for m in PORT_TAKEN):
+        return None, tail
+    why = (f"did not answer its health check in {within_s:.0f} s" if alive
+           else f"exited with {proc.returncode}")
+    pytest.fail(f"streamlit on port {port} {why}:\n{tail}", pytrace=False)
+
+
+@contextmanager
+def _streamlit(env: dict, log, prelude: str = "", tries: int = 5):
+    """`streamlit run` of the app on a free port, as `make run` serves it (the repository's
+    .streamlit/config.toml: headless, no file watcher); yields its URL once it is healthy.
+    `prelude`: Python run in the server's process first (a test's stand-ins). A port taken by
+    another process between choosing and binding it is chosen again (up to `tries` times); a
+    server that dies otherwise fails the test at once, with its last lines."""
+    run = ["streamlit", "run", str(ROOT / "streamlit_app.py")]
+    start = ([sys.executable, "-c", f"{prelude}\nimport sys\nsys.argv = {run!r} + sys.argv[1:]\n"
+              "from streamlit.web.cli import main\nmain()"] if prelude
+             else [sys.executable, "-m", *run])
+    given = log
+    log, path = _log_path(log)
+    for _ in range(tries):
+        port = _free_port()
+        proc, taken = _start(start, env, log, path, port)
+        if proc:
+            break
+        log.seek(0)                        # the taken port's lines are not this server's
+        log.truncate()
+    else:
+        pytest.fail(f"no free port for streamlit in {tries} tries:\n{taken}", pytrace=False)
     url = f"http://127.0.0.1:{port}"
     SERVER_PIDS[url] = proc.pid
     try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{url}/_stcore/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("streamlit did not start")
         yield url
     finally:
         proc.terminate()
@@ -123,6 +251,9 @@ def _streamlit(env: dict, log, prelude: str = ""):
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+        if log is not given:
+            log.close()
+            path.unlink(missing_ok=True)
 
 
 @contextmanager
