@@ -173,9 +173,12 @@ def test_ig_is_complete_and_its_baseline_is_every_word_masked(mlm):
     baseline = [tok.mask_token_id if w >= 0 else i for i, w in zip(ids, t2w)]
     assert a.f_baseline == pytest.approx(
         mlm_f(mlm, baseline, [pos], [tok.convert_tokens_to_ids("river")]), abs=1e-5)
+    # the gap against f and f(baseline) worked out here by transformers, not the result's own
+    river = [tok.convert_tokens_to_ids("river")]
+    f_x, f_base = mlm_f(mlm, ids, [pos], river), mlm_f(mlm, baseline, [pos], river)
     total = float(a.piece_scores.astype(np.float64).sum())
-    assert abs(total - (a.f - a.f_baseline)) == pytest.approx(a.completeness_gap, abs=1e-5)
-    assert a.completeness_gap <= 0.01 * abs(a.f - a.f_baseline) and a.converged
+    assert a.completeness_gap == pytest.approx(abs(total - (f_x - f_base)), abs=1e-5)
+    assert abs(total - (f_x - f_base)) <= 0.01 * abs(f_x - f_base) and a.converged
     assert a.steps >= 32
 
 
@@ -420,8 +423,18 @@ def test_ig_is_complete_on_every_architecture(arch, tmp_path):
     ("smollm2-135m", "He sat on the river bank and watched the", "next")])
 def test_bundled_models_explain_their_own_top_prediction(model_id, text, kind):
     """MiniLM's trained MLM-head overlay and SmolLM2 dequantised from GGUF: f is the log of the
-    probability the Predictions page shows for the top word, and IG is complete."""
+    probability the Predictions page shows for the top word; f and f_baseline are the model's
+    log-probabilities on the text and on the baseline docs/attribution.md states, worked out
+    here with transformers, and the completeness gap is measured against those. MiniLM's IG is
+    complete. SmolLM2's is not, and what holds instead is checked: f along the straight path
+    from its baseline (every piece as the <|im_end|> embedding) jumps by nats within 1/64 of
+    the path, so 256 Gauss-Legendre steps do not close the gap (it stays above 1%); the ladder
+    runs to its top and says converged False with the gap measured here; and its scores are
+    integrated gradients all the same (8 steps worked out here by hand)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     from engine.api import Engine
+    from engine.attribution.methods import GAP_SHARE, STEP_LADDER
     from engine.errors import ModelUnavailable
 
     engine = Engine(device="cpu")
@@ -431,14 +444,63 @@ def test_bundled_models_explain_their_own_top_prediction(model_id, text, kind):
         pytest.skip(str(err))
     predict = adapter.predict_masked if kind == "masked" else adapter.predict_next
     top = predict(split_words(text), top_k=1).candidates[0]
-    a = attribute(adapter, split_words(text), top.token.strip(), method="ig", kind=kind)
+    word = top.token.strip()
+    a = attribute(adapter, split_words(text), word, method="ig", kind=kind)
     assert len(a.target_pieces) == 1
     assert a.f == pytest.approx(math.log(top.prob), abs=1e-4)
+    if kind == "masked":
+        # the overlay's head is put on the base by the engine: its transformers model, called
+        # here on token ids (not the engine's inputs_embeds path)
+        tok, model = adapter.tokenizer, adapter.model
+        ids = tok(text.replace("[MASK]", tok.mask_token))["input_ids"]
+        blank = ids.index(tok.mask_token_id)
+        (target,) = tok(word, add_special_tokens=False)["input_ids"]
+        special = set(tok.all_special_ids)
+        baseline = [i if i in special else tok.mask_token_id for i in ids]
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids, baseline])).logits[:, blank].double()
+        f_x, f_base = (float(v) for v in torch.log_softmax(logits, -1)[:, target])
+    else:
+        folder = adapter.model.config._name_or_path        # the converted GGUF, loaded afresh
+        tok = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        ids = tok(text)["input_ids"]
+        (target,) = tok(text + " " + word)["input_ids"][len(ids):]
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        assert tok.convert_ids_to_tokens(pad) in a.absent
+        embed = model.get_input_embeddings()
+        with torch.no_grad():
+            x = embed(torch.tensor([ids]))[0]
+            b = embed(torch.tensor([pad]))[0].expand_as(x)
+
+        def f(e):        # (B, L, D) -> (B,) log p(target next)
+            logits = model(inputs_embeds=e, use_cache=False).logits[:, -1].double()
+            return torch.log_softmax(logits, -1)[:, target]
+
+        alphas = torch.linspace(0, 1, 65)[:, None, None]
+        with torch.no_grad():
+            along = f(b + alphas * (x - b)).numpy()
+        f_base, f_x = float(along[0]), float(along[-1])
+    assert a.f == pytest.approx(f_x, abs=1e-4)
+    assert a.f_baseline == pytest.approx(f_base, abs=1e-4)
     total = float(a.piece_scores.astype(np.float64).sum())
-    assert a.completeness_gap == pytest.approx(abs(total - (a.f - a.f_baseline)), abs=1e-4)
-    if model_id == "smollm2-135m" and not a.converged:
-        # f along the straight path from the padding embedding jumps (the first token, with
-        # no BOS before it, moves too): 256 steps leave a gap larger than f − f_baseline;
-        # the result says so (converged False) rather than hiding it
-        pytest.xfail(f"IG on SmolLM2 keeps a gap of {a.completeness_gap:.2f} at {a.steps} steps")
-    assert a.converged and a.completeness_gap <= 0.01 * abs(a.f - a.f_baseline)
+    gap = abs(total - (f_x - f_base))
+    assert a.completeness_gap == pytest.approx(gap, abs=1e-3)
+    assert a.converged == (gap <= GAP_SHARE * abs(f_x - f_base))
+    if kind == "masked":
+        assert a.converged and a.steps in STEP_LADDER
+        return
+    # SmolLM2: within 1/64 of the path f moves by more than a tenth of f - f_baseline
+    assert np.abs(np.diff(along)).max() > 0.1 * abs(f_x - f_base), along
+    assert not a.converged and a.steps == STEP_LADDER[-1], (a.steps, gap, f_x - f_base)
+    # the scores are IG from that baseline: 8 Gauss-Legendre steps, by transformers' gradients
+    few = attribute(adapter, split_words(text), word, method="ig", kind=kind, steps=8,
+                    faithful=False)
+    nodes, weights = np.polynomial.legendre.leggauss(8)
+    on_path = (b + torch.tensor((nodes + 1) / 2, dtype=x.dtype)[:, None, None] * (x - b))
+    on_path.requires_grad_()
+    with torch.enable_grad():
+        (grad,) = torch.autograd.grad(f(on_path).sum(), on_path)
+    hand = ((grad * (x - b)).sum(-1).double() * torch.tensor(weights / 2)[:, None]).sum(0)
+    assert few.steps == 8
+    np.testing.assert_allclose(few.piece_scores, hand.numpy(), rtol=1e-3, atol=1e-3)
