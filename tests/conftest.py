@@ -61,6 +61,9 @@ if SESSION_OWNER:
     os.environ["CTXLENS_REGISTRY"] = str(SESSION / "config" / "ctxlens" / "models.toml")
     _seed_converted(USER_CACHE, SESSION / "cache")
 SESSION = Path(os.environ[SESSION_ENV])
+# what a test passes to a process it starts with an environment of its own
+SESSION_VARS = (SESSION_ENV, "CTXLENS_CACHE", "CTXLENS_REGISTRY", "HF_HOME", "XDG_CONFIG_HOME",
+                "TMPDIR")
 tempfile.tempdir = None          # read TMPDIR again: this process's temporary files go there too
 
 

@@ -2,6 +2,7 @@
 bank sentences written here): `ctxlens index` with the bundled minilm-l6, then `ctxlens
 neighbours` for "bank" by a river finds river banks first."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from engine.corpus import sources
 from engine.corpus.brown import detokenize
+from tests.conftest import SESSION_VARS
 
 ROOT = Path(__file__).resolve().parents[3]
 RIVER = ["The boat drifted toward the muddy bank of the river .",
@@ -37,7 +39,9 @@ MONEY = ["She deposited her salary at the bank on Friday .",
          "The bank closed early on the holiday .",
          "Investors worried that the bank would fail ."]
 
-pytestmark = pytest.mark.slow
+# slow by nature (make test-all): two CLI processes index 1,635 sentences with minilm-l6,
+# 83-101 s
+pytestmark = [pytest.mark.slow, pytest.mark.slow_by_nature]
 
 
 def _slice(path: Path) -> tuple[int, int]:
@@ -51,7 +55,9 @@ def _slice(path: Path) -> tuple[int, int]:
 
 
 def _cli(*args) -> subprocess.CompletedProcess:
-    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    # a user's bare environment, with the test session's caches (tests/conftest.py)
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": "/usr/bin:/bin",
+           **{k: os.environ[k] for k in SESSION_VARS}}
     return subprocess.run([sys.executable, "-m", "engine.cli", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
 
