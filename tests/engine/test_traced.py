@@ -202,7 +202,10 @@ def _bundled_gpts() -> list[str]:
 BUNDLED_GPT_TRACED = {"smollm2-135m": True, "gpt-brown": False}
 
 
-@pytest.mark.parametrize("model", _bundled_gpts())
+# SmolLM2 (converted from its GGUF into this test's own cache, then traced): 51-132 s, slow by
+# nature (make test-all)
+@pytest.mark.parametrize("model", [pytest.param(m, marks=pytest.mark.slow_by_nature)
+                                   if m == "smollm2-135m" else m for m in _bundled_gpts()])
 def test_a_bundled_gpt_is_traced_where_its_graph_matches_and_runs_untraced_where_not(cache,
                                                                                      model):
     """Every bundled GPT gives the model's own tokens (byte-level BPE decoded as the engine

@@ -447,6 +447,7 @@ def test_the_ann_index_finds_what_exact_search_finds(tiny, tmp_path, monkeypatch
     assert np.mean(recall) >= 0.95
 
 
+@pytest.mark.slow_by_nature       # without root: the whole test again in a user namespace
 def test_a_full_disk_stops_with_one_line_and_keeps_what_was_written(tiny, tmp_path):
     fill_a_small_disk(tiny, tmp_path)
 

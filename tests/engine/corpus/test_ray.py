@@ -10,7 +10,9 @@ from engine.corpus.embed import embed_rows
 from tests.engine.corpus.test_index import (_corpus, _rows, fill_a_small_disk,  # noqa: F401
                                      killed_then_resumed, tiny)
 
-pytestmark = pytest.mark.slow
+# slow by nature (make test-all): a local Ray cluster starts in ~25 s and each test takes
+# 30-45 s on a busy 2-core machine, the killed run resumed 150-180 s
+pytestmark = [pytest.mark.slow, pytest.mark.slow_by_nature]
 
 
 @pytest.fixture(scope="module")
