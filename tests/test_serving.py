@@ -72,18 +72,25 @@ def test_the_server_is_closed_to_the_network_and_never_asks_for_its_external_ip(
 
     if not Path("/proc/net/tcp").is_file():
         pytest.skip("no /proc/net/tcp: the kernel's socket table is read on Linux only")
-    mark = Path(tempfile.mkdtemp()) / "external-ip-asked"
+    folder = Path(tempfile.mkdtemp())
+    mark, log_path = folder / "external-ip-asked", folder / "server.log"
     prelude = ("from streamlit import net_util\n"
                f"net_util.get_external_ip = lambda: open({str(mark)!r}, 'w').close()")
     for env in ({}, {"STREAMLIT_SERVER_ADDRESS": "0.0.0.0"}):
-        with _streamlit(env, subprocess.DEVNULL, prelude) as url:
+        with open(log_path, "w") as log, _streamlit(env, log, prelude) as url:
             listening = _listening_addresses(urlparse(url).port)
             assert listening, "no listening socket found for the server's port"
             if env:
                 assert any(a.is_unspecified for a in listening), listening
             else:
                 assert all(a.is_loopback for a in listening), listening
-            # the start's address banner comes right after the server is up
-            time.sleep(2)
+            # the lookup would come just before the start's address banner is printed
+            # (streamlit.web.bootstrap._print_url): wait for the banner, then look for the mark
+            deadline = time.monotonic() + 60
+            while "URL: " not in log_path.read_text(errors="replace"):
+                assert time.monotonic() < deadline, \
+                    f"no address banner in 60 s:\n{log_path.read_text(errors='replace')[-2000:]}"
+                time.sleep(0.1)
         assert not mark.exists(), f"the external IP was looked up ({env or 'default'})"
-    os.rmdir(mark.parent)
+        log_path.unlink()
+    os.rmdir(folder)
