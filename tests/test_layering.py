@@ -32,9 +32,29 @@ def modules() -> dict[str, Path]:
 
 def imports(path: Path, top_level_only: bool) -> set[str]:
     """Modules `path` imports (`from a import b` counts a.b when a.b is a module)."""
-    tree = ast.parse(path.read_text())
+    return imports_in(path.read_text(), top_level_only, modules())
+
+
+# the calls that import a module named by a string
+IMPORT_CALLS = ("importlib.import_module", "import_module", "__import__")
+
+
+def _named_module(node: ast.AST) -> str | None:
+    """The module an import call names: a string, or the fixed part of an f-string up to its
+    last dot (f"engine.cli.{name}" imports a module of engine.cli, so engine.cli)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value or None
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        fixed = str(node.values[0].value).rpartition(".")[0]
+        return fixed or None
+    return None
+
+
+def imports_in(source: str, top_level_only: bool, known) -> set[str]:
+    """Modules `source` imports: import statements (`from a import b` counts a.b when a.b is
+    in `known`), and importlib.import_module("x"), import_module("x") and __import__("x")."""
+    tree = ast.parse(source)
     nodes = tree.body if top_level_only else list(ast.walk(tree))
-    known = modules()
     found: set[str] = set()
     for node in nodes:
         if isinstance(node, ast.Import):
@@ -43,7 +63,27 @@ def imports(path: Path, top_level_only: bool) -> set[str]:
             found.add(node.module)
             found |= {f"{node.module}.{a.name}" for a in node.names
                       if f"{node.module}.{a.name}" in known}
+        elif (isinstance(node, ast.Call) and ast.unparse(node.func) in IMPORT_CALLS
+              and node.args and (name := _named_module(node.args[0]))):
+            found.add(name)
     return found
+
+
+def test_the_scanner_reads_imports_made_by_a_string():
+    """An import written as a call is still an import: the rules below read it."""
+    source = (
+        "import importlib\n"
+        "from importlib import import_module\n"
+        "def lazy(kind):\n"
+        "    importlib.import_module('streamlit')\n"
+        "    import_module('app.ui')\n"
+        "    __import__('bench.gpu')\n"
+        "    importlib.import_module(f'lab.training.{kind}')\n"
+        "    importlib.import_module(kind)\n"
+        "    getattr(importlib, 'reload')\n")
+    assert imports_in(source, False, set()) == {"importlib", "streamlit", "app.ui", "bench.gpu",
+                                                "lab.training"}
+    assert imports_in(source, True, set()) == {"importlib"}        # the calls sit in a function
 
 
 def test_the_engine_never_imports_the_app_the_benchmarks_or_streamlit():
