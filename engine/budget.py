@@ -130,8 +130,8 @@ def check(*works: Work) -> None:
     if total <= cap:
         return
     biggest = max(works, key=lambda w: w.seconds)
-    raise TooMuchWork(f"refused before it starts: {biggest.summary()}, over this server's "
-                      f"cap of {duration(cap)} a request; {biggest.shorter}")
+    raise TooMuchWork(f"refused before it starts: {biggest.summary()}, over the cap of "
+                      f"{duration(cap)} a request ({MAX_WORK_S_ENV}); {biggest.shorter}")
 
 
 def estimate(*works: Work) -> float:
