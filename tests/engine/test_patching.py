@@ -49,19 +49,34 @@ def _first(out):
     return out if out.dim() == 3 else out[None]
 
 
+# where each architecture's parts sit, as transformers names its modules, written here rather
+# than read from the engine (engine.components.sites): the blocks, then under block i the
+# attention's output projection (its input: the heads side by side) and the feed-forward
+# block whose output joins the residual stream
+MODULES = {"gpt2": ("transformer.h", "attn.c_proj", "mlp"),
+           "gpt_neox": ("gpt_neox.layers", "attention.dense", "mlp"),
+           "opt": ("model.decoder.layers", "self_attn.out_proj", "fc2"),
+           **{llama_like: ("model.layers", "self_attn.o_proj", "mlp")
+              for llama_like in ("llama", "qwen2", "mistral", "phi3", "gemma2")},
+           "bert": ("bert.encoder.layer", "attention.output.dense", "output.dense"),
+           "roberta": ("roberta.encoder.layer", "attention.output.dense", "output.dense")}
+
+
 def by_hand(adapter, site: str, row: int, col: int, texts, target, contrast, kind) -> float:
     """f of the corrupted text with cell (row, col) of `site` set to the clean run's, by torch
-    hooks on the module itself. Each forward pass (one per reading: the target's, then the
-    contrast's) takes its own clean activation; a reading with another number of blank pieces
-    has its positions after the blank shifted by the difference."""
+    hooks on the module itself, named here per architecture (MODULES). Each forward pass (one
+    per reading: the target's, then the contrast's) takes its own clean activation; a reading
+    with another number of blank pieces has its positions after the blank shifted by the
+    difference."""
     model = adapter.model
-    sites = sites_of(model)
-    if site == "residual":
-        module, on_input = (sites.blocks[row - 1], False) if row else (sites.blocks[0], True)
+    blocks, attn_out, mlp = MODULES[model.config.model_type]
+    if site == "residual":      # row r > 0: block r's output; row 0: the first block's input
+        module, on_input = (model.get_submodule(f"{blocks}.{row - 1}" if row else f"{blocks}.0"),
+                            not row)
     elif site == "mlp":
-        module, on_input = sites.mlp[row], False
+        module, on_input = model.get_submodule(f"{blocks}.{row}.{mlp}"), False
     else:
-        module, on_input = sites.attn_out[row], True
+        module, on_input = model.get_submodule(f"{blocks}.{row}.{attn_out}"), True
     clean, bad = (objective_of(adapter, to_word_text(t), target, contrast, kind) for t in texts)
     seen = []
 
