@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.e2e.helpers import ARGS, CHROMIUM, SERVER_LOG, SHOTS, Browser, app_server
+from tests.e2e.helpers import ARGS, CHROMIUM, SERVER_LOG, SHOTS, Browser, app_server, warm
 
 
 @pytest.fixture(autouse=True)
@@ -35,10 +35,11 @@ def index_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def session_server(index_dir, tmp_path_factory):
+def session_server(index_dir, tmp_path_factory, browser):
     # the terminal output is kept for test_the_server_terminal_stays_quiet
     with open(SERVER_LOG, "w") as log, app_server(tmp_path_factory, log,
                                                   index_dirs=index_dir) as url:
+        warm(browser, url)       # the models loaded before the first test: its waits are short
         yield url
 
 

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,6 +53,7 @@ SENTENCES = ["A bat flew out of the cave.", "He swung the bat hard.", "The bat s
 # CTXLENS_E2E_WAIT_MS changes it
 WAIT_MS = int(os.environ.get("CTXLENS_E2E_WAIT_MS", 60_000))
 MODEL_WAIT_MS = int(os.environ.get("CTXLENS_E2E_WAIT_MS", 420_000))     # the waits not yet WAIT_MS
+expect.set_options(timeout=WAIT_MS)      # expect(locator).to_have_text(...) and the like
 # the one long wait: a server's first load of the bundled models on a busy 2-core machine
 WARM_MS = 900_000
 
@@ -254,6 +256,33 @@ def _streamlit(env: dict, log, prelude: str = "", tries: int = 5):
         if log is not given:
             log.close()
             path.unlink(missing_ok=True)
+
+
+# sentences no encoding is stored for (a restarted server draws stored ones without loading
+# the model), so a visit with them loads every model its page runs
+FRESH = {"sentences": f"The warm bank {os.getpid()} opened late.\nWe sat on the warm bank "
+                      f"{os.getpid()} of the river.", "target": "bank"}
+# what the shared server draws before the first test: the Polysemy page (the three families'
+# default encoders: elmo-brown, smollm2-135m, minilm-l6), SmolLM2's attention maps, the
+# Predictions page (minilm-l6-mlm's blanks, each family's next word), on fresh sentences and
+# on the default preset most tests open
+WARM_VISITS = (("", FRESH), ("attention", FRESH), ("predictions", FRESH), ("", {}),
+               ("attention", {}), ("predictions", {}))
+
+
+def warm(browser, url: str, visits=WARM_VISITS) -> None:
+    """Open each page of `visits` ((path, link parameters)) once and wait for its run to end,
+    so that the server has loaded the models those pages draw before a test waits on them:
+    the one long wait (WARM_MS), here; a page that shows an error box fails here."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        for path, params in visits:
+            _goto(page, url, path, **params)
+            idle(page, WARM_MS)
+            errors = page.locator('[data-testid="stException"]')
+            assert not errors.count(), f"/{path}: {errors.first.inner_text()[:300]}"
+    finally:
+        page.close()
 
 
 @contextmanager
