@@ -184,8 +184,8 @@ def render(inputs: state.Inputs) -> None:
                   if gen.sample else "; greedy"))
     settings = inputs.settings(model=args["model_id"], prompt=args["prompt"],
                                decoding=gen.to_json()["decoding"], max_tokens=args["max_tokens"])
-    steps, ranks, attention, explain = st.tabs(
-        ["Steps", "Rank at every layer", "Attention", "Why this token?"])
+    steps, ranks, attention, explain = st.tabs(      # keyed: as the Attention page's views
+        ["Steps", "Rank at every layer", "Attention", "Why this token?"], key="gen_views")
     with steps, ui.guarded():
         steps_view(gen, settings)
     with ranks, ui.guarded():
