@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from engine.api import Engine
 from tests.engine.cli_zoo import bert_and_gpt2, folder_of, run
@@ -40,6 +41,44 @@ def test_the_npz_holds_engine_patch_arrays(models, tmp_path, capsys):
     assert tuple(got["tokens"]) == want.tokens
     assert str(got["site"]) == "mlp" and str(got["kind"]) == "next"
     assert want.patched.shape == (2, len(want.tokens))
+    # and numbers worked out here with transformers alone: f = log p(water) − log p(bank)
+    # next, clean and corrupted, and two cells: the corrupted run with one position of one
+    # layer's feed-forward output (GPT-2's transformer.h[i].mlp) put back to the clean run's
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(gpt)
+    model = AutoModelForCausalLM.from_pretrained(gpt).eval()
+    (water,), (bank,) = (tok(" " + w, add_special_tokens=False)["input_ids"]
+                         for w in ("water", "bank"))
+    clean_ids, corrupt_ids = (torch.tensor([tok(t)["input_ids"]]) for t in (CLEAN, CORRUPT))
+
+    def f(ids) -> float:
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=ids).logits[0, -1].double(), -1)
+        return float(logp[water] - logp[bank])
+
+    assert float(got["clean"]) == pytest.approx(f(clean_ids), abs=1e-5)
+    assert float(got["corrupt"]) == pytest.approx(f(corrupt_ids), abs=1e-5)
+    changed = int((clean_ids != corrupt_ids).nonzero()[0, 1])          # river -> water
+    for layer, col in ((0, changed), (1, clean_ids.shape[1] - 1)):
+        mlp = model.transformer.h[layer].mlp
+        seen = []
+        handle = mlp.register_forward_hook(lambda m, args, out: seen.append(out.clone()))
+        f(clean_ids)
+        handle.remove()
+
+        def put(m, args, out):
+            out = out.clone()
+            out[:, col] = seen[0][:, col]
+            return out
+
+        handle = mlp.register_forward_hook(put)
+        try:
+            by_hand = f(corrupt_ids)
+        finally:
+            handle.remove()
+        assert float(got["patched"][layer, col]) == pytest.approx(by_hand, abs=1e-5), (layer, col)
+    assert float(got["patched"][0, changed]) != pytest.approx(float(got["corrupt"]), abs=1e-3)
 
 
 def test_the_json_of_a_noised_masked_lm_holds_engine_patch_arrays(models, tmp_path, capsys):
