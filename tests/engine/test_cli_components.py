@@ -106,6 +106,37 @@ def test_heads_writes_the_engines_head_importance(models, capsys, tmp_path, suff
     assert float(got["spearman"]) == pytest.approx(want.spearman)
     assert float(got["f"]) == pytest.approx(want.f, abs=1e-6)
     assert "Spearman" in err
+    # and by transformers alone: f = log p(water) − log p(river) next, and two heads' drops
+    # with the head's slice of GPT-2's attn.c_proj input zeroed by a hook written here
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(gpt2)
+    model = AutoModelForCausalLM.from_pretrained(gpt2).eval()
+    ids = torch.tensor([tok(PREFIX)["input_ids"]])
+    (water,), (river,) = (tok(" " + w, add_special_tokens=False)["input_ids"]
+                          for w in ("water", "river"))
+
+    def f() -> float:
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=ids).logits[0, -1].double(), -1)
+        return float(logp[water] - logp[river])
+
+    plain = f()
+    assert float(got["f"]) == pytest.approx(plain, abs=1e-5)
+    width = model.config.n_embd // HEADS
+    for layer, head in ((0, 1), (LAYERS - 1, HEADS - 1)):
+        def off(m, args):
+            x = args[0].clone()
+            x[..., head * width:(head + 1) * width] = 0
+            return (x, *args[1:])
+
+        handle = model.transformer.h[layer].attn.c_proj.register_forward_pre_hook(off)
+        try:
+            knocked = plain - f()
+        finally:
+            handle.remove()
+        assert float(np.asarray(got["knocked"])[layer, head]) == pytest.approx(knocked, abs=1e-5)
 
 
 def test_heads_refuses_a_bad_output_and_a_previous_word_model_in_one_line(models, capsys):
