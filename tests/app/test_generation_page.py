@@ -41,6 +41,18 @@ def test_the_generated_tokens_are_engine_generates(tiny_engine):
     shown = np.array(ranks["data"][0]["text"], dtype=int)
     assert (shown == gen.layer_ranks.T).all()
     assert figure(at, "Attention of generated tokens")
+    # the tokens shown are transformers' own greedy generate of 6 tokens (none the end)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_engine.gpt)
+    model = AutoModelForCausalLM.from_pretrained(tiny_engine.gpt).eval()
+    ids = torch.tensor([tok(PROMPT)["input_ids"]])
+    with torch.no_grad():
+        want = model.generate(ids, max_new_tokens=6, do_sample=False,
+                              pad_token_id=tok.eos_token_id)[0, ids.shape[1]:].tolist()
+    assert len(want) == 6 and tok.eos_token_id not in want, want
+    assert _shown_tokens(at) == [visible_token(tok.decode([i])) for i in want]
 
 
 def test_a_seeded_draw_is_engine_generates_with_that_seed(tiny_engine):
