@@ -47,6 +47,29 @@ def test_the_why_view_colours_the_sentences_words_with_the_engines_scores(tiny_e
         assert np.allclose(cells["z"][0], att.scores, atol=1e-6)
     assert any("f = " in c.value and "natural log" in c.value for c in at.caption)
     assert any("How far to trust this map" in c.value for c in at.caption)
+    # the masked LM's map by hand with transformers: Σ_d x_d ∂f/∂x_d of each piece's input
+    # embedding, f = log p(mouse at the blank), each word the sum of its pieces (the blank
+    # and the special tokens held fixed, 0)
+    # (the model and tokenizer transformers built, as loaded for the loop above: the masked
+    # LM offered can be the bundled MiniLM, whose head is an overlay on its base)
+    import torch
+
+    loaded = eng.adapter(at.selectbox(key="pred_bert").value)
+    tok, model = loaded.tokenizer, loaded.model
+    enc = tok(BLANK.replace("[MASK]", tok.mask_token))
+    ids = torch.tensor([enc["input_ids"]])
+    blank = enc["input_ids"].index(tok.mask_token_id)
+    (mouse,) = tok("mouse", add_special_tokens=False)["input_ids"]
+    x = model.get_input_embeddings()(ids).detach().requires_grad_()
+    f = torch.log_softmax(model(inputs_embeds=x).logits[0, blank], -1)[mouse]
+    (grad,) = torch.autograd.grad(f, x)
+    piece = (grad * x).sum(-1)[0].detach().numpy()
+    words = [0.0] * len(maps[0]["data"][0]["z"][0])
+    for i, w in enumerate(enc.word_ids()):
+        if w is not None and i != blank:
+            words[w] += float(piece[i])
+    assert np.abs(words).max() > 1e-3
+    assert np.allclose(maps[0]["data"][0]["z"][0], words, atol=1e-5)
 
 
 def test_a_contrast_makes_f_the_difference_of_the_two_log_probabilities(tiny_engine):
