@@ -51,16 +51,20 @@ def _seed_converted(source: Path, cache: Path) -> None:
 
 
 if SESSION_OWNER:
-    SESSION = Path(tempfile.mkdtemp(prefix="ctxlens-tests-"))
-    os.environ[SESSION_ENV] = str(SESSION)
+    os.environ[SESSION_ENV] = tempfile.mkdtemp(prefix="ctxlens-tests-")
     os.environ.pop("HF_HUB_CACHE", None)                 # it would win over HF_HOME
-    for var, sub in (("CTXLENS_CACHE", "cache"), ("HF_HOME", "hf"), ("XDG_CONFIG_HOME", "config"),
-                     ("TMPDIR", "t"), ("PYTEST_DEBUG_TEMPROOT", "")):
-        os.environ[var] = str(SESSION / sub)
-        (SESSION / sub).mkdir(exist_ok=True)
-    os.environ["CTXLENS_REGISTRY"] = str(SESSION / "config" / "ctxlens" / "models.toml")
-    _seed_converted(USER_CACHE, SESSION / "cache")
 SESSION = Path(os.environ[SESSION_ENV])
+# the owner sets each; a process started inside the session keeps what it was given (a test's
+# own CTXLENS_CACHE), and takes the session's where it was given only SESSION_ENV
+for var, sub in (("CTXLENS_CACHE", "cache"), ("HF_HOME", "hf"), ("XDG_CONFIG_HOME", "config"),
+                 ("TMPDIR", "t"), ("PYTEST_DEBUG_TEMPROOT", ""),
+                 ("CTXLENS_REGISTRY", "config/ctxlens/models.toml")):
+    if SESSION_OWNER or var not in os.environ:
+        os.environ[var] = str(SESSION / sub)
+        if var != "CTXLENS_REGISTRY":
+            (SESSION / sub).mkdir(parents=True, exist_ok=True)
+if SESSION_OWNER:
+    _seed_converted(USER_CACHE, SESSION / "cache")
 # what a test passes to a process it starts with an environment of its own
 SESSION_VARS = (SESSION_ENV, "CTXLENS_CACHE", "CTXLENS_REGISTRY", "HF_HOME", "XDG_CONFIG_HOME",
                 "TMPDIR")

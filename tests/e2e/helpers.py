@@ -36,7 +36,7 @@ SHOTS_ENV = "CTXLENS_SCREENSHOTS"
 def shots_dir() -> Path:
     if os.environ.get(SHOTS_ENV) == "1":
         return ROOT / "assets" / "screenshots"
-    folder = Path(os.environ["CTXLENS_TEST_SESSION"]) / "screenshots"
+    folder = Path(os.environ.get("CTXLENS_TEST_SESSION", tempfile.gettempdir())) / "screenshots"
     folder.mkdir(exist_ok=True)
     return folder
 
