@@ -32,11 +32,41 @@ def test_head_importance_maps_are_the_engines(tiny_engine):
     at = _parts(tiny_engine.gpt, "Head importance", imp_text_next=TEXT, imp_target_next=TARGET)
     no_failures(at)
     imp = Engine().head_importance(tiny_engine.gpt, TEXT, TARGET, None, "next")
-    drop = figure(at, "Drop in f with the head knocked out")
+    drop_fig = figure(at, "Drop in f with the head knocked out")
     grad = figure(at, "Gradient estimate")
-    assert np.allclose(np.array(drop["data"][0]["z"], float), imp.knocked, atol=1e-6)
+    assert np.allclose(np.array(drop_fig["data"][0]["z"], float), imp.knocked, atol=1e-6)
     assert np.allclose(np.array(grad["data"][0]["z"], float), imp.gradient, atol=1e-6)
     assert any(f"over all heads: {imp.spearman:.2f}" in c for c in _captions(at))
+    # head 1.2's drop by hand with transformers: f = log p(TARGET next) by the chain rule over
+    # its pieces, again with that head's slice of layer 1's attn.c_proj input zeroed
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_engine.gpt)
+    model = AutoModelForCausalLM.from_pretrained(tiny_engine.gpt).eval()
+    n = len(tok(TEXT)["input_ids"])
+    full = tok(TEXT + " " + TARGET)["input_ids"]
+
+    def f() -> float:
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=torch.tensor([full])).logits[0].double(), -1)
+        return sum(float(logp[t - 1, full[t]]) for t in range(n, len(full)))
+
+    width = model.config.n_embd // model.config.n_head
+
+    def head_off(m, args):
+        x = args[0].clone()
+        x[..., width:2 * width] = 0                                   # head 2 (of layer 1)
+        return (x, *args[1:])
+
+    plain = f()
+    handle = model.transformer.h[0].attn.c_proj.register_forward_pre_hook(head_off)
+    try:
+        drop = plain - f()
+    finally:
+        handle.remove()
+    shown = np.array(drop_fig["data"][0]["z"], float)             # [layers, heads]
+    assert abs(drop) > 1e-4 and shown[0, 1] == pytest.approx(drop, abs=1e-5), shown
 
 
 def test_the_patching_grid_is_the_engines_restored_share(tiny_engine):
