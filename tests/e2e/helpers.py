@@ -52,8 +52,11 @@ SENTENCES = ["A bat flew out of the cave.", "He swung the bat hard.", "The bat s
 # first test (warm), so a missing element fails in a minute, not after a model's first load;
 # CTXLENS_E2E_WAIT_MS changes it
 WAIT_MS = int(os.environ.get("CTXLENS_E2E_WAIT_MS", 60_000))
-MODEL_WAIT_MS = int(os.environ.get("CTXLENS_E2E_WAIT_MS", 420_000))     # the waits not yet WAIT_MS
 expect.set_options(timeout=WAIT_MS)      # expect(locator).to_have_text(...) and the like
+# the first draw of sentences no page has drawn on a page that computes much, the models
+# loaded: the Predictions page fills the blank with every family and asks each for the next
+# word (52 s for one sentence on a 2-core machine at load 10)
+DRAW_MS = 3 * WAIT_MS
 # the one long wait: a server's first load of the bundled models on a busy 2-core machine
 WARM_MS = 900_000
 
@@ -302,27 +305,23 @@ def _first_chart(page) -> None:
     """Wait for the first chart the user sees: the Polysemy page opens on the tab where the
     senses separate best, and the other tabs' charts are drawn hidden, so the first chart in
     the document can be one that never becomes visible."""
-    page.wait_for_selector(".js-plotly-plot:visible", timeout=MODEL_WAIT_MS)
-
-
-def _settle(page, ms: int = 1500) -> None:
-    """Wait until Streamlit has finished the rerun (no running indicator), then a little more."""
-    page.wait_for_timeout(300)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
-        timeout=MODEL_WAIT_MS)
-    page.wait_for_timeout(ms)
+    page.wait_for_selector(".js-plotly-plot:visible", timeout=WAIT_MS)
 
 
 def _type_inputs(page, sentences=SENTENCES, word: str = "bat"):
-    """Type the sentences and the target word as a user does; returns the sentence box."""
+    """Type the sentences and the target word as a user does, each sent with its key, and wait
+    for the run each starts (a word already in the box starts none); returns the sentence
+    box."""
     box = page.get_by_role("textbox", name="Sentences, one per line", exact=True)
     box.fill("\n".join(sentences))
-    box.press("Control+Enter")
-    _settle(page, 500)
+    with rerun(page):
+        box.press("Control+Enter")
     target = page.get_by_role("textbox", name="Target word", exact=True)
+    if target.input_value() == word:
+        return box
     target.fill(word)
-    target.press("Enter")
+    with rerun(page):
+        target.press("Enter")
     return box
 
 
@@ -338,25 +337,22 @@ def _download(page, expander: str, fmt: str, tmp_path: Path) -> bytes:
     return path.read_bytes()
 
 
+# the index of the first chart with `n` clickable markers (-1 while there is none)
+_CHART_WITH = """(n) => [...document.querySelectorAll('.js-plotly-plot')].findIndex(p =>
+    p.querySelectorAll('.scatterlayer .trace .points path').length === n)"""
+
+
 def _open_from_model_view(page) -> None:
-    """Click the thumbnail of layer 3, head 2 (smollm2-135m: 30 layers x 9 heads)."""
-    page.get_by_role("tab", name="Model view").click()
-    page.wait_for_timeout(1000)
-    plots = page.locator(".js-plotly-plot")
-    markers = [plots.nth(i).locator(".scatterlayer .trace .points path")
-               for i in range(plots.count())]
-    grid = next(m for m in markers if m.count() == 30 * 9)
-    grid.nth(2 * 9 + 2).click(force=True)
-    _settle(page)
-    # on a loaded machine the click's rerun can still be on its way after the settle: the
-    # slider must come to layer 3 (a wrong layer still fails, at the wait's end)
-    slider = page.get_by_role("slider", name="Layer").first
-    try:
-        page.wait_for_function("(el) => (el.value ?? el.getAttribute('aria-valuenow')) === '3'",
-                               arg=slider.element_handle(), timeout=60_000)
-    except Exception:  # noqa: BLE001 - the assert below says what it found
-        pass
-    assert slider.input_value() == "3"
+    """Click the thumbnail of layer 3, head 2 (smollm2-135m: 30 layers x 9 heads): the layer
+    slider comes to 3, and the Model view stays the tab in front."""
+    tab = page.get_by_role("tab", name="Model view")
+    tab.click()
+    page.wait_for_function(f"() => ({_CHART_WITH})({30 * 9}) >= 0")
+    grid = page.locator(".js-plotly-plot").nth(page.evaluate(_CHART_WITH, 30 * 9))
+    with rerun(page):
+        grid.locator(".scatterlayer .trace .points path").nth(2 * 9 + 2).click(force=True)
+    expect(page.get_by_role("slider", name="Layer").first).to_have_value("3")
+    expect(tab).to_have_attribute("aria-selected", "true")
 
 
 def _goto(page, server: str, path: str = "", **params) -> None:
@@ -377,8 +373,7 @@ def _differs_when_swapped(page, locator, old: str, new: str) -> bool:
     before = element.screenshot()
     element.evaluate("(el, [a, b]) => { el.textContent = el.textContent.replace(a, b); }",
                      [old, new])
-    page.wait_for_timeout(200)
-    after = element.screenshot()
+    after = element.screenshot()           # a screenshot draws a new frame of the page
     element.evaluate("(el, [a, b]) => { el.textContent = el.textContent.replace(b, a); }",
                      [old, new])
     return before != after
@@ -396,11 +391,20 @@ SEE_LOADING = """new MutationObserver(() => {
 
 
 def _open_sense_editor(page):
+    """Open the sense-label table; returns it once its grid is there (the data grid's
+    accessible table: role grid, a row per sentence, a gridcell per column)."""
     page.get_by_text("Sense labels (edit, or let clustering suggest them)").click()
     editor = page.locator('[data-testid="stDataFrame"]').first
     editor.scroll_into_view_if_needed()
-    page.wait_for_timeout(1000)
+    expect(editor.locator('td[role="gridcell"]').first).to_be_attached()
     return editor
+
+
+def sense_cell(editor, row: int):
+    """The sense cell of sentence `row` (from 0) in the table's grid: the header row is
+    aria-rowindex 1, and the sense column, the one to edit, comes first."""
+    return editor.locator(f'tr[role="row"][aria-rowindex="{row + 2}"] '
+                          'td[role="gridcell"][aria-colindex="1"]')
 
 
 ELLIPSIZED = """() => Array.from(document.querySelectorAll('[data-testid="stMain"] label *'))

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import re
 
-from tests.e2e.helpers import (BROWSER_MARKS, ELLIPSIZED, MODEL_WAIT_MS, _goto, _settle)
+from playwright.sync_api import expect
+
+from tests.e2e.helpers import BROWSER_MARKS, ELLIPSIZED, _goto, idle, rerun
 
 pytestmark = BROWSER_MARKS
 
@@ -15,12 +17,12 @@ def test_deep_cka_maps_stay_readable_and_the_head_view_colours_and_focuses(serve
     and legend entry, and a click on a token focuses it."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     _goto(page, server, "layers", preset="mouse")
-    page.wait_for_selector("text=Layer × layer linear CKA >> visible=true", timeout=MODEL_WAIT_MS)
-    _settle(page)
+    page.wait_for_selector("text=Layer × layer linear CKA >> visible=true")
     cka = "[...document.querySelectorAll('.js-plotly-plot')].find(e => e.layout && " \
           "e.layout.title && /smollm2-135m/.test(e.layout.title.text) && " \
           "e.data[0].type === 'heatmap')"
-    page.wait_for_function(f"() => !!{cka}", timeout=MODEL_WAIT_MS)
+    page.wait_for_function(f"() => !!{cka} && !!{cka}._fullLayout")
+    idle(page)
     n, width = page.evaluate(f"() => {{ const el = {cka}; return [el._fullData[0].z.length, "
                              "el._fullLayout._size.w]; }")
     cell = width / n
@@ -28,23 +30,22 @@ def test_deep_cka_maps_stay_readable_and_the_head_view_colours_and_focuses(serve
     assert cell >= 18, f"CKA cells are {cell:.1f} px wide"
 
     _goto(page, server, "attention", preset="mouse", att_every_head="True")
-    page.wait_for_selector("text=/layer \\d+, every head/ >> visible=true", timeout=MODEL_WAIT_MS)
-    _settle(page)
+    page.wait_for_selector("text=/layer \\d+, every head/ >> visible=true")
+    idle(page)
     view = "[...document.querySelectorAll('.js-plotly-plot')].find(e => e.layout && " \
            "e.layout.title && /every head/.test(e.layout.title.text))"
     heads = page.evaluate(f"() => {{ const el = {view}; const shown = el.data.filter(t => "
                           "t.showlegend); return [shown.length, new Set(shown.map(t => "
                           "t.line.color)).size]; }")
     assert heads[0] == heads[1] == 9, heads             # SmolLM2-135M: 9 heads per layer
-    from playwright.sync_api import expect
 
     focus = page.get_by_role("combobox", name="Focus on token")
     expect(focus).to_have_value("(all)")
     plot = page.locator(".js-plotly-plot").filter(has_text="every head").first
     left = plot.locator(".scatterlayer .trace").nth(-2).locator(".points path")
-    left.nth(2).click(force=True)
-    _settle(page)
-    expect(focus).to_have_value(re.compile(r"^2: "), timeout=60_000)
+    with rerun(page):
+        left.nth(2).click(force=True)
+    expect(focus).to_have_value(re.compile(r"^2: "))
     assert not page.locator('[data-testid="stException"]').count()
     page.close()
 
@@ -56,16 +57,15 @@ def test_the_word_view_draws_a_split_word_as_one_on_a_tablet(server, browser):
     page = browser.new_page(viewport={"width": 768, "height": 1024})
     _goto(page, server, "attention", sentences="We sat on the riverbank at dawn.\n"
           "The bank closed at noon.", target="bank", att_units="Words")
-    page.wait_for_selector("text=smollm2-135m, layer 1, head 1, words >> visible=true",
-                           timeout=MODEL_WAIT_MS)
-    _settle(page)
+    page.wait_for_selector("text=smollm2-135m, layer 1, head 1, words >> visible=true")
     heat = "[...document.querySelectorAll('.js-plotly-plot')].find(e => e.layout && " \
            "e.layout.title && /head 1, words/.test(e.layout.title.text) && " \
            "e.data[0].type === 'heatmap')"
     page.get_by_role("tab", name="Heatmap").click()
-    page.wait_for_function(f"() => !!{heat}", timeout=MODEL_WAIT_MS)
+    page.wait_for_function(f"() => !!{heat}")
     labels = [x.replace("\u200b", "").strip() for x in page.evaluate(f"() => {heat}.data[0].x")]
     assert labels == ["We", "sat", "on", "the", "riverbank", "at", "dawn", "."]
+    idle(page)
     assert page.evaluate(ELLIPSIZED) == []
     assert not page.locator('[data-testid="stException"]').count()
     page.close()

@@ -1,7 +1,9 @@
 """The Benchmarks page (app/pages/benchmarks.py) in a real browser."""
 from __future__ import annotations
 
-from tests.e2e.helpers import (BROWSER_MARKS, MODEL_WAIT_MS, SHOTS, _settle)
+from playwright.sync_api import expect
+
+from tests.e2e.helpers import BROWSER_MARKS, SHOTS, idle
 
 pytestmark = BROWSER_MARKS
 
@@ -15,26 +17,23 @@ def test_benchmarks_page_is_for_users(server, browser):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{server}/benchmarks")
-    page.wait_for_selector("h1:has-text('Benchmarks')", timeout=MODEL_WAIT_MS)
-    _settle(page)
-    page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=60_000)   # the findings
+    page.wait_for_selector("h1:has-text('Benchmarks')")
+    page.locator('[data-testid="stDataFrame"]').first.wait_for()   # the findings
+    idle(page)
     assert page.get_by_role("heading", name="Published findings: reproduced?").count() == 1
     # a per-layer chart from layers.json, with Ethayarajh's published values on it
     page.get_by_role("tab", name="How contextual is each layer?").click()
-    _settle(page, 500)
     geometry = page.get_by_role("tabpanel").filter(has_text="Ethayarajh (2019)").first
     chart = geometry.locator(".js-plotly-plot").first
-    chart.wait_for(timeout=60_000)
-    assert "GPT-2 (Ethayarajh 2019)" in chart.inner_text()
+    expect(chart).to_contain_text("GPT-2 (Ethayarajh 2019)")
     # the tab's explanation at the top of the window, its first chart below it
     geometry.locator('[data-testid="stAlert"]').first.evaluate(
         "e => e.scrollIntoView({block: 'start'})")
-    _settle(page, 1000)
+    expect(chart).to_be_in_viewport()
     page.screenshot(path=str(SHOTS / "benchmarks.png"))
     page.get_by_role("tab", name="Filling a blank").click()
-    _settle(page, 500)
     panel = page.get_by_role("tabpanel").filter(has_text="Everyday blanks").first
-    panel.wait_for(timeout=60_000)
+    expect(panel).to_be_visible()
     assert panel.locator('[data-testid="stDataFrame"]').count() >= 1
     method = panel.locator("details").filter(has_text="How it was measured")
     assert method.count() == 1 and method.get_attribute("open") is None
@@ -42,9 +41,8 @@ def test_benchmarks_page_is_for_users(server, browser):
     assert "|---" not in shown and "../shared" not in shown
     # the GPU report (results/gpu.json) has its own tab that says what MFU is before its table
     page.get_by_role("tab", name="GPU").click()
-    _settle(page, 500)
     gpu = page.get_by_role("tabpanel").filter(has_text="model FLOP utilisation").first
-    gpu.wait_for(timeout=60_000)
+    expect(gpu).to_be_visible()
     assert gpu.locator('[data-testid="stDataFrame"]').count() >= 1
     assert "|---" not in gpu.inner_text()
     assert not page.locator('[data-testid="stException"]').count()

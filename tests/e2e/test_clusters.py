@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import re
 
-from tests.e2e.helpers import (BANK, BROWSER_MARKS, MODEL_WAIT_MS, _differs_when_swapped,
-                               _first_chart, _goto, _open_sense_editor, _settle, _type_inputs)
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import expect
+
+from tests.e2e.helpers import (BANK, BROWSER_MARKS, _differs_when_swapped, _first_chart, _goto,
+                               _open_sense_editor, _type_inputs, idle, rerun, sense_cell)
 
 pytestmark = BROWSER_MARKS
 
@@ -16,16 +20,17 @@ def test_coinciding_points_are_explained_on_the_chart(server, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{server}/?preset=crane")
     _first_chart(page)
-    _settle(page)
-    assert page.get_by_role("textbox", name="Target word", exact=True).input_value() == "crane"
-    page.get_by_role("tab", name=re.compile(r"^GPT: ")).first.click()
-    _settle(page)
+    expect(page.get_by_role("textbox", name="Target word", exact=True)).to_have_value("crane")
+    tab = page.get_by_role("tab", name=re.compile(r"^GPT: ")).first
+    tab.click()
+    expect(tab).to_have_attribute("aria-selected", "true")
     gpt = page.get_by_role("tabpanel").filter(has_text="coincide at").first
-    gpt.wait_for(timeout=120_000)      # its model loads after the first tab's
+    expect(gpt).to_be_visible()
     note = gpt.get_by_text(re.compile(r"coincide at .*share the words before 'crane'")).first
     assert "left-to-right model has not read what follows" in note.inner_text()
     assert gpt.get_by_text(re.compile(r"is context-free: all 8 sentences give 'crane' the "
                                       r"same vector there")).count() == 1
+    idle(page)
     assert not page.locator('[data-testid="stException"]').count()
     page.close()
 
@@ -37,14 +42,13 @@ def test_an_over_long_line_is_named_and_the_other_sentences_still_plot(server, b
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{server}/")
     _first_chart(page)
-    _settle(page)
+    idle(page)
     lines = ["A mouse ran across the floor.", "x" * 5000, "The mouse slept all day.",
              "My mouse stopped clicking."]
     box = _type_inputs(page, lines, "mouse")
-    _settle(page)
-    page.get_by_text("Line 2 is left out: the text has 5000 characters; the cap is 1000.") \
-        .first.wait_for(timeout=60_000)
-    page.wait_for_selector("text='mouse' in 3 sentences >> visible=true", timeout=MODEL_WAIT_MS)
+    expect(page.get_by_text("Line 2 is left out: the text has 5000 characters; the cap is "
+                            "1000.").first).to_be_visible()
+    expect(page.locator("text='mouse' in 3 sentences >> visible=true").first).to_be_visible()
     assert box.input_value().split("\n") == lines
     assert not page.locator('[data-testid="stException"]').count()
     page.close()
@@ -59,18 +63,17 @@ def test_sense_tools_leave_out_unlabelled_and_lone_senses_and_round_the_tsne_not
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     _goto(page, server, sentences="\n".join(BANK), target="bank",
           labels="?|river|money|money|money")
-    page.wait_for_selector("text='bank' in 5 sentences >> visible=true", timeout=MODEL_WAIT_MS)
-    _settle(page)
-    page.get_by_text("1 unlabelled sentence ('?') left out of both measures.").first \
-        .wait_for(timeout=MODEL_WAIT_MS)
-    page.get_by_text("every sense needs at least two sentences ('river' has one)").first \
-        .wait_for(timeout=60_000)
+    page.wait_for_selector("text='bank' in 5 sentences >> visible=true")
+    expect(page.get_by_text("1 unlabelled sentence ('?') left out of both measures.").first) \
+        .to_be_visible()
+    expect(page.get_by_text("every sense needs at least two sentences ('river' has one)")
+           .first).to_be_visible()
+    idle(page)
     titles = page.locator(".js-plotly-plot .gtitle").all_text_contents()
     assert "Silhouette" in titles and "Nearest-centroid" not in titles, titles
     page.get_by_text("t-SNE", exact=True).first.click()
-    _settle(page)
     note = page.get_by_text(re.compile(r"t-SNE perplexity=")).filter(visible=True).first
-    note.wait_for(timeout=MODEL_WAIT_MS)
+    expect(note).to_have_text(re.compile(r"perplexity=[\d.]+ for 5 points"))
     value = re.search(r"perplexity=([\d.]+) for 5 points", note.inner_text()).group(1)
     assert value == "1.33", note.inner_text()
     assert not page.locator('[data-testid="stException"]').count()
@@ -84,13 +87,11 @@ def test_suggested_senses_and_the_learned_mix_say_how_good_they_are(server, brow
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     _goto(page, server, preset="mouse")
     _first_chart(page)
-    _settle(page)
     page.locator("details").filter(has_text="Sense labels").first.locator("summary").click()
     page.get_by_role("button", name="Suggest senses").click()
-    _settle(page)
     split = page.get_by_text(re.compile(r"top layer splits the sentences \d+ : \d+ "
                                         r"\(silhouette -?\d\.\d\d\)")).first
-    split.wait_for(timeout=120_000)
+    expect(split).to_be_visible()
     sizes = [int(x) for x in re.search(r"splits the sentences (\d+) : (\d+)",
                                        split.inner_text()).groups()]
     assert sum(sizes) == 8
@@ -98,12 +99,9 @@ def test_suggested_senses_and_the_learned_mix_say_how_good_they_are(server, brow
         assert "weak split" in split.inner_text()
 
     _goto(page, server, "elmo", preset="mouse")
-    page.wait_for_selector("h1:has-text('ELMo layer weights')", timeout=MODEL_WAIT_MS)
-    _settle(page)
     page.get_by_role("button", name="Learn the mix").click()
-    _settle(page)
     verdict = page.get_by_text(re.compile(r"^Top layer only: silhouette -?\d")).first
-    verdict.wait_for(timeout=120_000)
+    expect(verdict).to_be_visible()
     assert re.search(r"The learned mix (beats|does not beat) it \([+-]\d\.\d{3}\)",
                      verdict.inner_text()), \
         verdict.inner_text()
@@ -118,11 +116,12 @@ def test_cjk_and_emoji_draw_as_glyphs_in_the_charts(server, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     _goto(page, server, sentences="我 的 猫 在 睡觉 。\n那 只 猫 很 可爱 。\n"
           "猫 喜欢 吃 鱼 。\n他 画 了 一 只 猫 。", target="猫", labels="🦊|🦊|🐼|🐼")
-    page.wait_for_selector("text='猫' in 4 sentences >> visible=true", timeout=MODEL_WAIT_MS)
-    _settle(page)
     title = page.locator("text='猫' in 4 sentences >> visible=true").first
-    assert _differs_when_swapped(page, title, "猫", "狗")
     legend = page.locator(".legendtext:visible").filter(has_text="🦊").first
+    expect(title).to_be_visible()
+    expect(legend).to_be_visible()
+    idle(page)                          # no redraw under the swaps below
+    assert _differs_when_swapped(page, title, "猫", "狗")
     assert _differs_when_swapped(page, legend, "🦊", "🐼")
     assert not page.locator('[data-testid="stException"]').count()
     page.close()
@@ -137,10 +136,11 @@ def test_the_clusters_address_opens_the_clusters_page_with_its_link_settings(ser
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{server}/clusters?projection=UMAP")
     _first_chart(page)
-    _settle(page)
+    expect(page.locator("h1:has-text('Polysemy clusters')")).to_be_visible()
+    # the alias's switch to `/` keeps the link's settings
+    page.wait_for_url(lambda url: urlparse(url).path in ("", "/"))
+    idle(page)
     assert not page.get_by_text("Page not found").count()
-    assert page.locator("h1:has-text('Polysemy clusters')").count()
-    assert urlparse(page.url).path in ("", "/"), page.url
     query = parse_qs(urlparse(page.url).query)
     assert query.get("projection") == ["UMAP"], page.url
     page.close()
@@ -154,52 +154,40 @@ def test_every_sense_label_typed_in_a_row_is_kept(server, browser):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(f"{server}/")
     _first_chart(page)
-    _settle(page)
+    idle(page)
     editor = _open_sense_editor(page)
     typed = ["alpha", "beta", "gamma", "delta"]
+
+    def url_labels(url: str) -> list[str]:
+        return parse_qs(urlparse(url).query).get("labels", [""])[0].split("|")
+
     # a trailing space (phone keyboards add one) is stripped when read back: that read-back
     # must not count as a change from outside the table
-    def url_labels() -> list[str]:
-        return parse_qs(urlparse(page.url).query).get("labels", [""])[0].split("|")
-
     for row, label in enumerate(["alpha ", "beta", "gamma", "delta"]):
-        # the label is typed once, into an open cell editor that holds it before Enter: a
-        # double click that lands while the table redraws after the last edit, or on a row
-        # scrolled out of the window, opens none and is made again (up to 3 times); the keys
-        # never go to no editor, so a label missing from the link below is one the app lost
-        opened = False
-        for _ in range(3):
-            editor.scroll_into_view_if_needed()
-            box = editor.bounding_box()
-            y = box["y"] + 35 * (row + 1) + 17                      # the row's middle
-            if not 0 < y < page.viewport_size["height"]:
-                page.mouse.wheel(0, y - page.viewport_size["height"] / 2)
-                page.wait_for_timeout(300)
-                box = editor.bounding_box()
-                y = box["y"] + 35 * (row + 1) + 17
-            page.mouse.dblclick(box["x"] + 30, y)                   # sense column
-            try:
-                page.wait_for_selector("textarea.gdg-input", state="visible", timeout=4000)
-                opened = True
-                break
-            except Exception:    # noqa: BLE001 - playwright's TimeoutError: no editor yet
-                _settle(page, 500)
-        assert opened, f"no cell editor opened on row {row + 1}"
-        page.wait_for_timeout(300)
-        page.keyboard.press("Control+a")
-        page.keyboard.type(label, delay=30)
-        assert page.locator("textarea.gdg-input").input_value() == label
-        page.keyboard.press("Enter")
-        _settle(page, 1000)
-        # the link is written at the end of the rerun the edit starts, which under load can
-        # come after the settle: wait for this row's label to reach it (a dropped edit never
-        # does, and the check below then fails), up to 20 s
-        for _ in range(40):
-            if url_labels()[row:row + 1] == [typed[row]]:
-                break
-            page.wait_for_timeout(500)
-    labels = url_labels()
-    assert labels[:4] == typed, labels
+        # the row's sense cell in the grid, focused and opened with Enter, as a keyboard user
+        # does: the editor then holds the label before Enter sends it
+        cell = sense_cell(editor, row)
+        cell.focus()
+        cell.press("Enter")
+        field = page.locator("textarea.gdg-input")
+        expect(field).to_be_visible()
+        field.press("Control+a")
+        field.type(label)
+        expect(field).to_have_value(label)
+        with rerun(page):
+            field.press("Enter")
+        # the link is written at the end of that run
+        try:
+            page.wait_for_url(lambda url: url_labels(url)[row:row + 1] == [typed[row]],
+                              timeout=10_000)
+        except PlaywrightTimeout:
+            pytest.fail(f"row {row + 1}'s label {typed[row]!r} never reached the link: "
+                        f"{url_labels(page.url)}", pytrace=False)
+    labels = url_labels(page.url)
+    for row, label in enumerate(typed):
+        assert labels[row:row + 1] == [label], f"row {row + 1}'s label {label!r} lost: {labels}"
+        expect(sense_cell(editor, row), f"row {row + 1}'s label {label!r} in the table") \
+            .to_have_text(label)
     page.close()
 
 
@@ -211,11 +199,10 @@ def test_the_sense_column_to_edit_comes_first_on_a_phone(server, browser):
             "The little bat slept upside down all day long in the old barn ."]
     _goto(page, server, sentences="\n".join(long), target="bat")
     _first_chart(page)
-    _settle(page)
     editor = _open_sense_editor(page)
-    headers = editor.evaluate("e => Array.from(e.querySelectorAll('th')).map(h => "
-                              "[h.textContent.trim(), h.getAttribute('aria-colindex')])")
-    assert ["sense", "1"] in headers, headers
+    # the grid's accessible table is drawn under its canvas, hidden: found by its roles
+    header = editor.locator('th[role="columnheader"]').filter(has_text=re.compile(r"^sense$"))
+    expect(header).to_have_attribute("aria-colindex", "1")
     page.close()
 
 
@@ -225,7 +212,7 @@ def test_charts_carry_a_short_mode_bar(server, browser):
     page = browser.new_page(viewport={"width": 390, "height": 844})
     page.goto(f"{server}/")
     _first_chart(page)
-    _settle(page)
+    idle(page)
     counts = page.locator(".js-plotly-plot").evaluate_all(
         "els => els.map(e => e.querySelectorAll('.modebar-btn').length)")
     assert counts and max(counts) <= 7, counts

@@ -5,7 +5,9 @@ import json
 import re
 import tomllib
 
-from tests.e2e.helpers import (BROWSER_MARKS, MODEL_WAIT_MS, ROOT, SHOTS, _download, _settle)
+from playwright.sync_api import expect
+
+from tests.e2e.helpers import BROWSER_MARKS, ROOT, SHOTS, _download, idle, rerun
 
 pytestmark = BROWSER_MARKS
 
@@ -15,19 +17,18 @@ def test_layer_grid_click_links_every_panel_and_fills_the_side_panel(server, bro
     the side panel names its sentence and its nearest neighbours; the grid exports."""
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
     page.goto(f"{server}/grid")
-    page.wait_for_selector("text=/'mouse', 8 points/ >> visible=true", timeout=MODEL_WAIT_MS)
-    _settle(page)
+    page.wait_for_selector("text=/'mouse', 8 points/ >> visible=true")
+    idle(page)
     plot = page.locator(".js-plotly-plot:visible").filter(has_text="(baseline)").first
     m = re.search(r"(\d+) of (\d+) layers", plot.locator(".gtitle").text_content())
     shown, total = int(m.group(1)), int(m.group(2))
     assert shown == total == plot.locator(".annotation-text").count()
     points = plot.locator(".scatterlayer .trace .points path")
     assert points.count() == 8 * shown
-    points.nth(0).click(force=True)
-    _settle(page)
-    side = page.get_by_text("Nearest to", exact=False).first
-    side.wait_for(timeout=60_000)
-    page.wait_for_selector("text=/1 selected in .*, read at/ >> visible=true", timeout=60_000)
+    with rerun(page):
+        points.nth(0).click(force=True)
+    expect(page.get_by_text("Nearest to", exact=False).first).to_be_visible()
+    page.wait_for_selector("text=/1 selected in .*, read at/ >> visible=true")
     body = page.locator("body").inner_text()
     assert "Nearest to" in body and "(sentence " in body
     sentence = int(re.search(r"\(sentence (\d+)\)", body).group(1))
@@ -86,22 +87,22 @@ def test_grid_clicks_add_to_the_selection_when_asked(server, browser):
     a point, and a second click on it takes it out again."""
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
     page.goto(f"{server}/grid?grid_add=True")
-    page.wait_for_selector("text=/'mouse', 8 points/ >> visible=true", timeout=MODEL_WAIT_MS)
-    _settle(page)
+    page.wait_for_selector("text=/'mouse', 8 points/ >> visible=true")
+    idle(page)
 
     def click(n: int) -> None:
         # points of the top layer's panel (the last traces): the baseline's coincide
         plot = page.locator(".js-plotly-plot:visible").filter(has_text="(baseline)").first
-        plot.locator(".scatterlayer .trace .points path").nth(n).click(force=True)
-        _settle(page)
+        with rerun(page):
+            plot.locator(".scatterlayer .trace .points path").nth(n).click(force=True)
 
     click(-1)
-    page.wait_for_selector("text=/1 selected in .*, read at/ >> visible=true", timeout=60_000)
+    page.wait_for_selector("text=/1 selected in .*, read at/ >> visible=true")
     click(-2)
-    page.wait_for_selector("text=/2 selected in .*, read at/ >> visible=true", timeout=60_000)
-    page.wait_for_url(re.compile(r"grid_sel=\d+%3A\d+%2C\d+%3A\d+(&|$)"), timeout=30_000)
+    page.wait_for_selector("text=/2 selected in .*, read at/ >> visible=true")
+    page.wait_for_url(re.compile(r"grid_sel=\d+%3A\d+%2C\d+%3A\d+(&|$)"))
     click(-2)
-    page.wait_for_selector("text=/1 selected in .*, read at/ >> visible=true", timeout=60_000)
+    page.wait_for_selector("text=/1 selected in .*, read at/ >> visible=true")
     assert not page.locator('[data-testid="stException"]').count()
     page.close()
 
@@ -113,8 +114,12 @@ def test_stacked_3d_grids_stay_within_the_browsers_webgl_contexts(server, browse
     lost = []
     page.on("console", lambda m: lost.append(m.text) if "WebGL" in m.text else None)
     page.goto(f"{server}/grid?grid_3d=True&grid_all=True")
-    page.wait_for_selector("text=/'mouse', 8 points/ >> visible=true", timeout=MODEL_WAIT_MS)
-    _settle(page, 4000)
+    page.wait_for_selector("text=/'mouse', 8 points/ >> visible=true")
+    # every model's grid drawn: three titled charts, each with its panels' WebGL scenes
+    page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].filter(e "
+                           "=> /'mouse', 8 points/.test(e.layout?.title?.text ?? '') && "
+                           "e.querySelector('.gl-container canvas')).length === 3")
+    idle(page)
     scenes = page.evaluate("() => document.querySelectorAll('.js-plotly-plot .gl-container "
                            "canvas').length")
     titles = page.locator(".js-plotly-plot .gtitle").evaluate_all(
@@ -131,10 +136,10 @@ def test_layer_grid_panel_titles_do_not_run_into_each_other_on_a_phone(server, b
     "biLSTM 1"; the chart's own title ran off the screen."""
     page = browser.new_page(viewport={"width": 390, "height": 844})
     page.goto(f"{server}/grid?grid_all=True")
-    page.wait_for_selector("text=/'mouse', 8 points/ >> visible=true", timeout=MODEL_WAIT_MS)
-    _settle(page, 3000)
+    page.wait_for_selector("text=/'mouse', 8 points/ >> visible=true")
     charts = page.locator(".js-plotly-plot", has=page.locator(".gtitle", has_text="points"))
-    assert charts.count() >= 3
+    expect(charts.nth(2)).to_be_visible()          # the three models' grids
+    idle(page)
     for c in range(3):
         boxes = charts.nth(c).locator(".annotation-text").evaluate_all(
             "els => els.map(e => { const r = e.getBoundingClientRect();"

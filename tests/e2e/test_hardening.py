@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import (app_server, BROWSER_MARKS, MODEL_WAIT_MS, SERVER_PIDS, _goto,
-                               _settle, wait_until_idle)
+from playwright.sync_api import expect
+
+from tests.e2e.helpers import (DRAW_MS, FRESH, app_server, BROWSER_MARKS, SERVER_PIDS, _goto,
+                               idle, rerun, wait_until_idle, warm)
 
 pytestmark = BROWSER_MARKS
 
@@ -27,12 +29,15 @@ IN_MESSAGES = ", ".join(f'[data-testid="{box}"] {tag}' for box in ("stAlertConta
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, browser):
     """The app as a shared class server runs it (CTXLENS_READ_ONLY=1), with no corpus index
-    and an index folder of its own (not ~/.cache/ctxlens)."""
+    and an index folder of its own (not ~/.cache/ctxlens); the models its pages run loaded
+    before the first test (minilm-l6; SmolLM2 on the components page's own example)."""
     log = Path(tempfile.gettempdir()) / f"ctxlens-e2e-hardening-{os.getpid()}.log"
     with open(log, "w") as out, app_server(tmp_path_factory, out,
                                            env={"CTXLENS_READ_ONLY": "1"}) as url:
+        warm(browser, url, [("", {**FRESH, **ONE_MODEL}), ("", {"preset": "mouse", **ONE_MODEL}),
+                            ("components", PATCHING)])
         yield url
 
 
@@ -54,8 +59,8 @@ def test_a_target_in_no_sentence_is_quoted_as_text_on_the_grid(server, browser, 
     _goto(page, server, "grid", preset="mouse", target=target, **ONE_MODEL)
     error = page.locator('[data-testid="stAlertContainer"]').filter(
         has_text="is in none of the sentences").first
-    error.wait_for(timeout=MODEL_WAIT_MS)
-    _settle(page)
+    error.wait_for()
+    idle(page)
     shown = error.inner_text().replace("\u2060", "")
     assert f"'{target}' is in none of the sentences" in shown, shown
     assert page.locator(IN_MESSAGES).count() == 0
@@ -71,13 +76,14 @@ def test_sense_labels_with_markup_show_literally_in_the_legend_and_the_note(serv
     asked = _outside_requests(page, server)
     labels = [TAG, BIG, BIG, LINK, LINK, "b", "b", "b"]
     _goto(page, server, "", preset="mouse", labels="|".join(labels), **ONE_MODEL)
-    page.wait_for_selector(".js-plotly-plot .legendtext", timeout=MODEL_WAIT_MS)
-    _settle(page, 3000)
+    page.wait_for_selector(".js-plotly-plot .legendtext")
+    note = page.locator('[data-testid="stAlertContainer"]').filter(has_text="has one").first
+    expect(note).to_be_visible()
+    idle(page)
     legend = page.locator(".js-plotly-plot .legendtext").all_text_contents()
     assert {TAG, BIG, LINK} <= set(legend), legend
     assert page.locator(".js-plotly-plot svg a").count() == 0
     assert page.locator('.js-plotly-plot [style*="90px"]').count() == 0
-    note = page.locator('[data-testid="stAlertContainer"]').filter(has_text="has one").first
     assert f"('{TAG}' has one)" in note.inner_text().replace("\u2060", "")
     assert page.locator(IN_MESSAGES).count() == 0
     assert asked == []
@@ -91,36 +97,37 @@ def test_custom_brings_back_the_typed_sentences_after_a_preset(server, browser):
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{server}/benchmarks")
-    _settle(page)
+    idle(page)
     typed = ["My own line about a crane.", "The crane lifted the steel beam."]
     box = page.get_by_role("textbox", name="Sentences, one per line", exact=True)
     box.fill("\n".join(typed))
-    box.press("Control+Enter")
-    _settle(page, 500)
+    with rerun(page):
+        box.press("Control+Enter")
     target = page.get_by_role("textbox", name="Target word", exact=True)
     target.fill("crane")
-    target.press("Enter")
-    _settle(page, 500)
+    with rerun(page):
+        target.press("Enter")
     preset = page.get_by_role("combobox", name="Preset")
 
     def pick(name: str) -> None:
         preset.click()
         page.get_by_role("option", name=name, exact=True).click()
-        _settle(page, 500)
+        expect(preset).to_have_value(name)
 
     pick("bank")
-    assert box.input_value() == "\n".join(presets()["bank"].sentences)
-    assert target.input_value() == presets()["bank"].target
+    expect(box).to_have_value("\n".join(presets()["bank"].sentences))
+    expect(target).to_have_value(presets()["bank"].target)
     pick("(custom)")
-    assert box.input_value() == "\n".join(typed)
-    assert target.input_value() == "crane"
+    expect(box).to_have_value("\n".join(typed))
+    expect(target).to_have_value("crane")
     page.close()
 
 
 # Issue 66 H1: 300 astral-plane characters (84 words: inside every text cap) are 1,197 SmolLM2
 # tokens, and patching them is 31 × 1,197 cells, about a day of both cores
 DAY_LONG = "".join(chr(0x10000 + 37 * i) for i in range(300))
-DAY_LONG_LINK = {"parts_model": "smollm2-135m", "parts_view": "Activation patching",
+PATCHING = {"parts_model": "smollm2-135m", "parts_view": "Activation patching"}
+DAY_LONG_LINK = {**PATCHING,
                  "patch_how": "another text", "patch_text_next": DAY_LONG,
                  "patch_corrupt_next": chr(0x10001) + DAY_LONG[1:], "patch_target_next": "a"}
 
@@ -133,10 +140,9 @@ def test_a_day_long_link_is_refused_at_once_and_the_server_goes_idle(server, ses
     pass, and the server's CPU is idle seconds later."""
     url = server if which == "read-only" else session_server
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    # the model loads once (the longest wait), on the page's own small example
-    _goto(page, url, "components", parts_model="smollm2-135m",
-          parts_view="Activation patching")
-    page.locator(".js-plotly-plot:visible").first.wait_for(timeout=MODEL_WAIT_MS)
+    # the page's own small example first (the server has loaded SmolLM2)
+    _goto(page, url, "components", **PATCHING)
+    page.locator(".js-plotly-plot:visible").first.wait_for(timeout=DRAW_MS)
     _goto(page, url, "components", **DAY_LONG_LINK)
     refusal = page.locator('[data-testid="stAlertContainer"]').filter(
         has_text="refused before it starts")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.registry import ASSETS
-from tests.e2e.helpers import BROWSER_MARKS, MODEL_WAIT_MS, _goto, _settle, app_server
+from tests.e2e.helpers import BROWSER_MARKS, DRAW_MS, _goto, app_server, idle, warm
 
 pytestmark = BROWSER_MARKS
 
@@ -43,10 +43,16 @@ def hostile(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, hostile):
+def server(tmp_path_factory, hostile, browser):
+    """A server whose model directories hold the hostile paths, both models loaded before the
+    first test (the Polysemy and Predictions pages run each)."""
+    _, gpt, bert = hostile
     log = Path(tempfile.gettempdir()) / f"ctxlens-e2e-hostile-{os.getpid()}.log"
     with open(log, "w") as out, app_server(tmp_path_factory, out,
                                            env={"CTXLENS_MODEL_DIRS": str(hostile[0])}) as url:
+        models = {"model_elmo": "(none)", "model_gpt": gpt, "model_bert": bert}
+        warm(browser, url, [("", {"preset": "mouse", **models}),
+                            ("predictions", {"preset": "mouse", **models})])
         yield url
 
 
@@ -76,12 +82,11 @@ def test_model_paths_that_read_as_markdown_show_as_text_on_every_page(server, br
     for path in PAGES:
         _goto(page, server, path, preset="mouse", model_elmo="(none)", model_gpt=gpt,
               model_bert=bert)
-        page.wait_for_selector('[data-testid="stMain"] h1', timeout=MODEL_WAIT_MS)
+        page.wait_for_selector('[data-testid="stMain"] h1')
         if path in ("attention", "predictions"):
             # the models ran: a path is on the page as typed (the escapes are not shown)
-            page.wait_for_function(SHOWS_A_PATH, arg=[IMAGE_DIR, LINK_DIR],
-                                   timeout=MODEL_WAIT_MS)
-        _settle(page, 2000)
+            page.wait_for_function(SHOWS_A_PATH, arg=[IMAGE_DIR, LINK_DIR], timeout=DRAW_MS)
+        idle(page, DRAW_MS)                  # every element of the page drawn, then looked at
         assert _pointing_out(page) == [], path
         assert asked == [], (path, asked)
     page.close()
@@ -96,8 +101,8 @@ def test_a_path_climbing_back_through_names_not_there_is_refused_as_text(server,
           model_bert=climbing)
     error = page.locator('[data-testid="stAlertContainer"]').filter(
         has_text="is not a model folder inside the configured model directories").first
-    error.wait_for(timeout=MODEL_WAIT_MS)
-    _settle(page)
+    error.wait_for()
+    idle(page)
     assert "[click here](http:" in error.inner_text().replace("\u2060", "")
     assert _pointing_out(page) == [] and asked == []
     page.close()
@@ -107,8 +112,8 @@ def test_the_toolbar_offers_visitors_no_deploy_button(server, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     _goto(page, server, "layers", preset="mouse", model_elmo="(none)", model_gpt="(none)",
           model_bert="(none)")
-    page.wait_for_selector('[data-testid="stToolbar"]', timeout=MODEL_WAIT_MS)
-    _settle(page)
+    page.wait_for_selector('[data-testid="stToolbar"]')
+    idle(page)
     assert page.get_by_role("button", name="Deploy").count() == 0
     assert page.locator('[data-testid="stAppDeployButton"]').count() == 0
     page.close()

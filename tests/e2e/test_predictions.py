@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import re
 
-from tests.e2e.helpers import (BROWSER_MARKS, MODEL_WAIT_MS, _goto, _settle)
+from playwright.sync_api import expect
+
+from tests.e2e.helpers import BROWSER_MARKS, DRAW_MS, _goto, idle, rerun
 
 pytestmark = BROWSER_MARKS
 
@@ -14,23 +16,20 @@ def test_word_to_mask_follows_edited_sentences(server, browser):
     position (which would name another word, or none)."""
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{server}/predictions?preset=mouse")
-    from playwright.sync_api import expect
-
     word = page.get_by_role("combobox", name="Word to mask").last
-    word.wait_for(timeout=MODEL_WAIT_MS)
-    _settle(page)
-    expect(word).to_have_value("mouse (#2)", timeout=60_000)   # "Your mouse likes cheese."
+    expect(word).to_have_value("mouse (#2)")       # "Your mouse likes cheese."
+    idle(page, DRAW_MS)
     word.click()
-    page.get_by_role("option", name="cheese (#4)").click()
-    _settle(page)
-    expect(word).to_have_value("cheese (#4)", timeout=60_000)
+    with rerun(page, DRAW_MS):
+        page.get_by_role("option", name="cheese (#4)").click()
+    expect(word).to_have_value("cheese (#4)")
     box = page.get_by_role("textbox", name="Sentences, one per line", exact=True)
     box.fill("My old mouse hid under the bed .\nA mouse ran .")
     box.press("Control+Enter")
-    _settle(page)
     page.wait_for_selector("text=My old [MASK] hid under the bed . >> visible=true",
-                           timeout=120_000)
-    expect(word).to_have_value("mouse (#3)", timeout=60_000)   # not #4, now "hid"
+                           timeout=DRAW_MS)
+    expect(word).to_have_value("mouse (#3)")       # not #4, now "hid"
+    idle(page, DRAW_MS)
     assert not page.locator('[data-testid="stException"]').count()
     page.close()
 
@@ -43,8 +42,8 @@ def test_next_word_pieces_read_as_words_or_marked_continuations(server, browser)
           target="key")
     chart = page.locator(".js-plotly-plot").filter(
         has=page.locator(".gtitle", has_text="Next word (left side only)")).first
-    chart.wait_for(timeout=MODEL_WAIT_MS)
-    _settle(page)
+    chart.wait_for(timeout=DRAW_MS)
+    idle(page, DRAW_MS)
     ticks = chart.locator(".ytick text").all_text_contents()
     assert len(ticks) >= 3
     for t in ticks:
@@ -63,14 +62,14 @@ def test_the_rescore_toggle_redraws_the_masked_lm_and_travels_in_the_link(server
     _goto(page, server, "predictions", sentences="He locked the door with a key .", target="key")
     titled = page.locator(".js-plotly-plot").filter(
         has=page.locator(".gtitle", has_text=re.compile(r"^Masked LM$")))
-    titled.first.wait_for(timeout=MODEL_WAIT_MS)
-    _settle(page)
+    titled.first.wait_for(timeout=DRAW_MS)
+    idle(page, DRAW_MS)
     plain = titled.first.locator(".ytick text").all_text_contents()
     page.get_by_text("Re-rank by sentence", exact=True).click()
     reranked = page.locator(".js-plotly-plot").filter(
         has=page.locator(".gtitle", has_text="Masked LM, re-ranked")).first
-    reranked.wait_for(timeout=MODEL_WAIT_MS)
-    _settle(page)
+    reranked.wait_for(timeout=DRAW_MS)
+    idle(page, DRAW_MS)
     words = reranked.locator(".ytick text").all_text_contents()
     assert len(words) >= 3 and all(w.isalpha() for w in words), words
     assert words != plain and "door" in plain and "door" not in words[:3]
@@ -80,8 +79,8 @@ def test_the_rescore_toggle_redraws_the_masked_lm_and_travels_in_the_link(server
     fresh = browser.new_page(viewport={"width": 1400, "height": 1000})
     fresh.goto(link)
     fresh.locator(".js-plotly-plot").filter(
-        has=fresh.locator(".gtitle", has_text="Masked LM, re-ranked")).first.wait_for(
-        timeout=MODEL_WAIT_MS)
+        has=fresh.locator(".gtitle", has_text="Masked LM, re-ranked")).first.wait_for()
+    idle(fresh, DRAW_MS)
     for p in (page, fresh):
         assert not p.locator('[data-testid="stException"]').count()
         p.close()
