@@ -420,7 +420,9 @@ def test_ig_is_complete_on_every_architecture(arch, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("model_id,text,kind", [
     ("minilm-l6-mlm", "He sat on the river [MASK] and watched the water .", "masked"),
-    ("smollm2-135m", "He sat on the river bank and watched the", "next")])
+    # the whole 480-step ladder of a 135M decoder with gradients: minutes on 2 cores
+    pytest.param("smollm2-135m", "He sat on the river bank and watched the", "next",
+                 marks=pytest.mark.slow_by_nature)])
 def test_bundled_models_explain_their_own_top_prediction(model_id, text, kind):
     """MiniLM's trained MLM-head overlay and SmolLM2 dequantised from GGUF: f is the log of the
     probability the Predictions page shows for the top word; f and f_baseline are the model's
