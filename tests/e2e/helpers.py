@@ -265,12 +265,11 @@ def _streamlit(env: dict, log, prelude: str = "", tries: int = 5):
 # the model), so a visit with them loads every model its page runs
 FRESH = {"sentences": f"The warm bank {os.getpid()} opened late.\nWe sat on the warm bank "
                       f"{os.getpid()} of the river.", "target": "bank"}
-# what the shared server draws before the first test: the Polysemy page (the three families'
-# default encoders: elmo-brown, smollm2-135m, minilm-l6), SmolLM2's attention maps, the
-# Predictions page (minilm-l6-mlm's blanks, each family's next word), on fresh sentences and
-# on the default preset most tests open
-WARM_VISITS = (("", FRESH), ("attention", FRESH), ("predictions", FRESH), ("", {}),
-               ("attention", {}), ("predictions", {}))
+# what the shared server draws before the first test: the Polysemy page on fresh sentences
+# (the three families' default encoders: elmo-brown, smollm2-135m, minilm-l6), then the
+# default preset most tests open on it, the Attention page (SmolLM2's maps) and the
+# Predictions page (minilm-l6-mlm's blanks, each family's next word: no store holds those)
+WARM_VISITS = (("", FRESH), ("", {}), ("attention", {}), ("predictions", {}))
 
 
 def warm(browser, url: str, visits=WARM_VISITS) -> None:
