@@ -185,9 +185,10 @@ def rebuild_reports() -> None:
 
 
 def run_attribution(models: list[str] | None, quick: bool) -> None:
-    """results/attribution.json: in a run over every model the speeds first, then the
-    faithfulness across held-out sentences model by model (only `models` when given), each
-    written as it finishes, so an interrupted run keeps what it measured."""
+    """results/attribution.json: in a run over every model the speeds and IG's memory on a
+    long sentence first, then the faithfulness across held-out sentences model by model
+    (only `models` when given), each written as it finishes, so an interrupted run keeps
+    what it measured."""
     from bench import attribution, attribution_speed
     from bench.meta import meta
 
@@ -195,6 +196,8 @@ def run_attribution(models: list[str] | None, quick: bool) -> None:
     if models is None:
         speed = attribution_speed.run_speed(quick=quick, log=log)
         attribution.write(RESULTS, speed={**speed, "meta": now})
+        memory = attribution_speed.run_memory(quick=quick, log=log)
+        attribution.write(RESULTS, memory={**memory, "quick": quick, "meta": now})
     for mid, *_ in attribution.MODELS:
         if models and mid not in models:
             continue

@@ -208,9 +208,9 @@ def run_faithfulness(models: list[str] | None = None, quick: bool = False,
 
 
 def write(results_dir: Path, faithfulness: list[dict] | None = None,
-          speed: dict | None = None) -> dict:
-    """results/attribution.json: {"faithfulness": [per model], "speed": {...}}; a part not
-    given keeps what the file holds (faithfulness merged by model)."""
+          speed: dict | None = None, memory: dict | None = None) -> dict:
+    """results/attribution.json: {"faithfulness": [per model], "speed": {...}, "memory":
+    {...}}; a part not given keeps what the file holds (faithfulness merged by model)."""
     from bench.store import merge
 
     path = results_dir / "attribution.json"
@@ -223,6 +223,8 @@ def write(results_dir: Path, faithfulness: list[dict] | None = None,
         data["faithfulness"] = merge(tmp, faithfulness, lambda r: r["model"])
     if speed is not None:
         data["speed"] = speed
+    if memory is not None:
+        data["memory"] = memory
     path.write_text(json.dumps(data, indent=1))
     return data
 

@@ -11,10 +11,24 @@ masked LM, the padding token for a decoder), target and 32 Gauss-Legendre steps:
 times and the largest difference of the per-piece attributions.
 Generation: SmolLM2-135M, 32 tokens greedy, tokens per second of engine.generation.generate
 (with and without the logit lens) against model.generate(do_sample=False) on the same model.
+Memory (issue 66, M2): SmolLM2-135M filling the blank at word 61 of a 127-word sentence, the
+CLI's whole attribute call (IG at MEMORY_STEPS steps, faithfulness included), against a plain
+forward pass of the same input, each in a fresh process with the resident memory sampled
+every 2 ms (as bench/patching.py measures patching's): the peak and peak / plain forward, whose
+target is 1.5× (the attributions' passes are batched by memory, engine/memory.py).
+
+    python -m bench.attribution_speed --memory [--quick]   (results/attribution.json "memory")
 """
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -28,6 +42,20 @@ TARGETS = {"gradxinput": 0.5, "ig": 3.0, "occlusion": 2.0, "warm": 0.1}
 GEN_TOKENS = 32
 GEN_PROMPT = "The history of the small town began when the first farmers"
 GEN_TARGETS = {"tokens_per_s": 10.0, "vs_generate": 0.9}
+ROOT = Path(__file__).resolve().parent.parent
+MEMORY_MODEL = "smollm2-135m"
+LONG_SENTENCE = (
+    "On Saturday morning my sister and I woke up early because we wanted to visit our "
+    "grandmother who lives in a small house near the lake on the other side of the town and "
+    "we knew the roads would be busy later in the day so we walked down the street to the "
+    "corner where we had parked our old [MASK] the night before and when we got in it would "
+    "not start at first but after a few tries the engine finally began to run and we drove "
+    "slowly past the school the bakery and the old church while the sun came up over the "
+    "green hills and the radio played a song we both liked when we were children and we sang "
+    "along the way")                              # 127 words, the blank the 61st
+LONG_TARGET = "car"
+MEMORY_STEPS, QUICK_MEMORY_STEPS = 32, 8
+MEMORY_TARGET = 1.5                               # peak / a plain forward's peak
 
 
 def median_ci(seconds) -> dict:
@@ -189,3 +217,126 @@ def run_speed(quick: bool = False, log=print) -> dict:
             "attribution": [attribution_speed("minilm-l6-mlm", "masked", log, runs),
                             attribution_speed("smollm2-135m", "next", log, runs)],
             "generation": generation_speed(runs=runs, log=log)}
+
+
+# -- memory ---------------------------------------------------------------------------------
+def _rss() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def measure_memory(what: str, steps: int) -> dict:
+    """In this (fresh) process: the model loaded, the weights paged in by a one-token pass,
+    then a plain forward of the long sentence's objective ("plain") or the CLI's attribute
+    call ("ig"), timed, with the resident memory sampled every 2 ms: before (the loaded
+    model), at the peak, and what the run added; ru_maxrss is the whole process's peak (the
+    loading's included, what /usr/bin/time reports)."""
+    import resource
+
+    import torch
+
+    from engine.api import Engine
+    from engine.attribution.explain import attribute, objective_of
+    from engine.text import to_word_text
+
+    adapter = Engine(device="cpu").adapter(MEMORY_MODEL, progress=False)
+    wt = to_word_text(LONG_SENTENCE)
+    obj = objective_of(adapter, wt, LONG_TARGET, None, "masked")
+    out: dict = {"tokens": len(obj.pieces), "rows_per_gradient_pass": obj.value.rows(
+        steps, grad=True), "rows_per_forward_pass": obj.value.rows(36, grad=False)}
+    with torch.no_grad():
+        adapter.model(input_ids=torch.tensor([[adapter.pad_id]]), use_cache=False)
+
+    def plain():
+        with torch.no_grad():
+            return obj.value(obj.x)
+
+    def ig():
+        a = attribute(adapter, wt, LONG_TARGET, method="ig", kind="masked", steps=steps)
+        out.update(f=a.f, completeness_gap=a.completeness_gap, converged=a.converged)
+
+    base = _rss()
+    peak, done = [base], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], _rss())
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
+    t = time.perf_counter()
+    {"plain": plain, "ig": ig}[what]()
+    seconds = time.perf_counter() - t
+    done.set()
+    watcher.join()
+    peak[0] = max(peak[0], _rss())
+    return {**out, "seconds": seconds, "loaded_mb": base / 2**20, "peak_mb": peak[0] / 2**20,
+            "added_mb": (peak[0] - base) / 2**20,
+            "process_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "memory_is": "resident (RSS)"}
+
+
+def _measured_memory(what: str, steps: int) -> dict:
+    out = subprocess.run([sys.executable, "-m", "bench.attribution_speed", "--measure", what,
+                          "--steps", str(steps)], cwd=ROOT, capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"bench.attribution_speed --measure {what}: "
+                           f"{out.stderr.strip()[-500:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_memory(quick: bool = False, log=print) -> dict:
+    """IG's peak on the long sentence against a plain forward's, each in a fresh process."""
+    steps = QUICK_MEMORY_STEPS if quick else MEMORY_STEPS
+    plain = _measured_memory("plain", steps)
+    ig = _measured_memory("ig", steps)
+    out = {"model": MEMORY_MODEL, "text": LONG_SENTENCE, "n_words": len(LONG_SENTENCE.split()),
+           "blank_word": LONG_SENTENCE.split().index("[MASK]") + 1, "target": LONG_TARGET,
+           "steps": steps, "tokens": plain["tokens"], "threads": _threads(),
+           "rows_per_gradient_pass": ig["rows_per_gradient_pass"],
+           "rows_per_forward_pass": ig["rows_per_forward_pass"], "plain": plain, "ig": ig,
+           "peak_over_plain": ig["peak_mb"] / plain["peak_mb"],
+           "process_peak_over_plain": ig["process_peak_mb"] / plain["process_peak_mb"],
+           "memory_target": MEMORY_TARGET}
+    log(f"memory {MEMORY_MODEL}, {out['n_words']} words ({out['tokens']} tokens), IG "
+        f"{steps} steps: peak {ig['peak_mb']:.0f} MB in {ig['seconds']:.0f} s, a plain "
+        f"forward {plain['peak_mb']:.0f} MB: {out['peak_over_plain']:.2f}x")
+    return out
+
+
+def _threads() -> int:
+    return int(os.environ.get("BENCH_THREADS", "2"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.attribution_speed", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--memory", action="store_true", help="measure the memory part and write "
+                    "it to results/attribution.json")
+    ap.add_argument("--quick", action="store_true", help=f"IG at {QUICK_MEMORY_STEPS} steps")
+    ap.add_argument("--measure", choices=("plain", "ig"), help=argparse.SUPPRESS)
+    ap.add_argument("--steps", type=int, default=MEMORY_STEPS, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(_threads())
+    if args.measure:
+        print(json.dumps(measure_memory(args.measure, args.steps)))
+        return 0
+    if not args.memory:
+        ap.error("name --memory (the speed part runs from python -m bench --only attribution)")
+    from bench import attribution
+    from bench.meta import meta
+
+    log = lambda s: print(s, file=sys.stderr, flush=True)          # noqa: E731
+    mem = run_memory(args.quick, log)
+    attribution.write(ROOT / "results", memory={
+        **mem, "quick": args.quick,
+        "meta": meta(" ".join(["python -m bench.attribution_speed", *sys.argv[1:]]))})
+    (ROOT / "results" / "attribution.md").write_text(attribution.report())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -119,10 +119,30 @@ def _met(value: float, target: float, below: bool = True) -> str:
     return "yes" if (value <= target if below else value >= target) else "no"
 
 
+def memory_table(m: dict) -> Table:
+    """Integrated gradients' peak memory on the long sentence beside a plain forward's."""
+    ig, plain, ratio = m["ig"], m["plain"], m["peak_over_plain"]
+    rows = [[f"integrated gradients, {m['steps']} steps (the CLI's attribute call, "
+             "faithfulness included)", f"{ig['seconds']:.0f} s", f"{ig['peak_mb']:.0f} MB",
+             f"{ratio:.2f}×", f"≤ {m['memory_target']:g}×", _met(ratio, m["memory_target"])],
+            ["a plain forward pass, same input", f"{plain['seconds']:.2f} s",
+             f"{plain['peak_mb']:.0f} MB", "1×", "", ""]]
+    return Table(
+        f"Memory: integrated gradients on a {m['n_words']}-word sentence",
+        ["what", "time", "peak memory", "peak / plain forward", "target", "met?"], rows,
+        f"{m['model']} filling the blank at word {m['blank_word']} ({m['tokens']} tokens, f "
+        "read at the blank and the 32 tokens after it), one run each in a fresh process, the "
+        "resident memory sampled every 2 ms with the model loaded; "
+        f"{m['rows_per_gradient_pass']} row(s) a gradient pass and "
+        f"{m['rows_per_forward_pass']} a forward pass, by memory (engine/memory.py). The "
+        f"whole process's peaks, the loading included: {ig['process_peak_mb']:.0f} MB and "
+        f"{plain['process_peak_mb']:.0f} MB.")
+
+
 def speed_view(data: dict) -> View:
-    sp = data.get("speed")
+    sp, mem = data.get("speed"), data.get("memory")
     if not sp:
-        return View()
+        return View([memory_table(mem)], measured=_measured([mem])) if mem else View()
     targets, rows, captum = sp["targets"], [], []
     for a in sp["attribution"]:
         name = f"{a['model']} ({a['kind']})"
@@ -176,5 +196,6 @@ def speed_view(data: dict) -> View:
               "run; above 1× ours is faster."),
         Table(f"Generation: {g['model']}, {g['tokens']} tokens greedy", ["", "value",
                                                                           "target", "met?"],
-              gen, f"Median of {g['runs']} runs each, same model, prompt and run.")],
-        measured=_measured([sp]))
+              gen, f"Median of {g['runs']} runs each, same model, prompt and run.")]
+        + ([memory_table(mem)] if mem else []),
+        measured=_measured([sp] + ([mem] if mem else [])))

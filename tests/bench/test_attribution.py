@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from bench.attribution import kendall, load_sentences, mean_ci, row_on_words, summarise
-from bench.attribution_speed import median_ci
-from bench.attribution_views import beats_random, faithfulness_view, weak
+from bench.attribution_speed import LONG_SENTENCE, median_ci
+from bench.attribution_views import beats_random, faithfulness_view, speed_view, weak
 
 
 def test_mean_ci_averages_the_finite_values_and_brackets_the_mean():
@@ -84,3 +84,22 @@ def test_weak_agreement_is_judged_by_the_whole_interval():
     assert weak({"mean": -0.7, "ci": [-0.8, -0.6]}) == "yes (opposite ranking)"
     assert weak({"mean": 0.5, "ci": [0.3, 0.7]}) == "unclear"
     assert weak({"mean": 0.7, "ci": [0.6, 0.8]}) == "no"
+
+
+def test_the_long_sentence_is_127_words_with_the_blank_the_61st():
+    words = LONG_SENTENCE.split()
+    assert len(words) == 127 and words.index("[MASK]") == 60 and words.count("[MASK]") == 1
+
+
+def test_the_memory_table_gives_the_peak_over_a_plain_forward_against_its_target():
+    run = {"seconds": 1.0, "peak_mb": 1000.0, "process_peak_mb": 1300.0}
+    mem = {"model": "m", "n_words": 127, "blank_word": 61, "tokens": 93, "steps": 32,
+           "rows_per_gradient_pass": 1, "rows_per_forward_pass": 9, "memory_target": 1.5,
+           "plain": run, "ig": {**run, "seconds": 90.0, "peak_mb": 1600.0},
+           "peak_over_plain": 1.6}
+    table = speed_view({"memory": mem}).tables[0]
+    assert table.rows[0][3:] == ["1.60×", "≤ 1.5×", "no"]
+    assert table.rows[1][2] == "1000 MB"
+    mem = {**mem, "peak_over_plain": 1.1}
+    assert speed_view({"memory": mem}).tables[0].rows[0][-1] == "yes"
+
