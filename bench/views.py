@@ -92,7 +92,8 @@ TOPICS: tuple[Topic, ...] = (
     Topic("attribution_speed", "Attribution and generation speed", "One attribution of a "
           "20-word sentence per method on 2 CPU cores against the targets, beside Captum's "
           "LayerIntegratedGradients, and SmolLM2's generation beside model.generate, each "
-          "measured in the same run.", ("attribution.json",),
+          "measured in the same run; and integrated gradients' peak memory on a 127-word "
+          "sentence beside a plain forward's.", ("attribution.json",),
           "python -m bench --only attribution"),
     Topic("components_speed", "Direct logit attribution speed", "One direct logit "
           "attribution (each head's and feed-forward block's direct effect on the next word's "
