@@ -2,7 +2,7 @@
 
     python -m bench [--quick]
                     [--only layers|cloze|speed|grid|bank|embed|app|bad-input|soak|corpus|
-                            attribution|reports]
+                            attribution|attribution-memory|reports]
                     [--models id,id] [--fresh]
                     [--mix-layer-norm]
 
@@ -196,14 +196,25 @@ def run_attribution(models: list[str] | None, quick: bool) -> None:
     if models is None:
         speed = attribution_speed.run_speed(quick=quick, log=log)
         attribution.write(RESULTS, speed={**speed, "meta": now})
-        memory = attribution_speed.run_memory(quick=quick, log=log)
-        attribution.write(RESULTS, memory={**memory, "quick": quick, "meta": now})
+        run_attribution_memory(quick, now)
     for mid, *_ in attribution.MODELS:
         if models and mid not in models:
             continue
         faith = attribution.run_faithfulness([mid], quick=quick, log=log)
         attribution.write(RESULTS, faithfulness=[{**r, "meta": now} for r in faith])
         (RESULTS / "attribution.md").write_text(attribution.report())
+
+
+def run_attribution_memory(quick: bool, now: dict | None = None) -> None:
+    """results/attribution.json's memory part: IG's peak on a 127-word sentence against a
+    plain forward's (bench/attribution_speed.py run_memory), and attribution.md."""
+    from bench import attribution, attribution_speed
+    from bench.meta import meta
+
+    memory = attribution_speed.run_memory(quick=quick, log=log)
+    attribution.write(RESULTS, memory={**memory, "quick": quick, "meta": now or meta(
+        "python -m bench " + " ".join(sys.argv[1:]))})
+    (RESULTS / "attribution.md").write_text(attribution.report())
 
 
 def write_readme() -> None:
@@ -227,11 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="small inputs (minutes)")
     ap.add_argument("--only", choices=("layers", "cloze", "speed", "grid", "bank", "embed",
                                        "app", "bad-input", "soak", "corpus", "attribution",
-                                       "reports"),
+                                       "attribution-memory", "reports"),
                     help="run one part (grid, bank, embed, app: only the layers-side-by-side, "
                     "the bank-preset, the embedding or the app-start timings, merged into "
-                    "results/speed.json; "
-                    "reports: rebuild the markdown and plots from "
+                    "results/speed.json; attribution-memory: only IG's peak memory on a long "
+                    "sentence, into results/attribution.json; reports: rebuild the markdown and plots from "
                     "results/layers.json and speed.json)")
     ap.add_argument("--models", help="comma-separated model ids (default: all available)")
     ap.add_argument("--fresh", action="store_true", help="ignore cached per-model results")
@@ -271,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         stamp("speed.json", parts=True)
     if args.only in (None, "attribution"):
         run_attribution(args.models.split(",") if args.models else None, args.quick)
+    if args.only == "attribution-memory":
+        run_attribution_memory(args.quick)
     if args.only in (None, "bad-input"):
         from bench import bad_input
 

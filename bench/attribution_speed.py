@@ -17,7 +17,7 @@ forward pass of the same input, each in a fresh process with the resident memory
 every 2 ms (as bench/patching.py measures patching's): the peak and peak / plain forward, whose
 target is 1.5× (the attributions' passes are batched by memory, engine/memory.py).
 
-    python -m bench.attribution_speed --memory [--quick]   (results/attribution.json "memory")
+    python -m bench --only attribution-memory [--quick]   (results/attribution.json "memory")
 """
 from __future__ import annotations
 
@@ -310,31 +310,16 @@ def _threads() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """One measurement in this process (run_memory starts it as a fresh one)."""
     ap = argparse.ArgumentParser(prog="python -m bench.attribution_speed", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--memory", action="store_true", help="measure the memory part and write "
-                    "it to results/attribution.json")
-    ap.add_argument("--quick", action="store_true", help=f"IG at {QUICK_MEMORY_STEPS} steps")
-    ap.add_argument("--measure", choices=("plain", "ig"), help=argparse.SUPPRESS)
-    ap.add_argument("--steps", type=int, default=MEMORY_STEPS, help=argparse.SUPPRESS)
+    ap.add_argument("--measure", choices=("plain", "ig"), required=True)
+    ap.add_argument("--steps", type=int, default=MEMORY_STEPS)
     args = ap.parse_args(argv)
     import torch
 
     torch.set_num_threads(_threads())
-    if args.measure:
-        print(json.dumps(measure_memory(args.measure, args.steps)))
-        return 0
-    if not args.memory:
-        ap.error("name --memory (the speed part runs from python -m bench --only attribution)")
-    from bench import attribution
-    from bench.meta import meta
-
-    log = lambda s: print(s, file=sys.stderr, flush=True)          # noqa: E731
-    mem = run_memory(args.quick, log)
-    attribution.write(ROOT / "results", memory={
-        **mem, "quick": args.quick,
-        "meta": meta(" ".join(["python -m bench.attribution_speed", *sys.argv[1:]]))})
-    (ROOT / "results" / "attribution.md").write_text(attribution.report())
+    print(json.dumps(measure_memory(args.measure, args.steps)))
     return 0
 
 
