@@ -51,7 +51,7 @@ SENTENCES = ["A bat flew out of the cave.", "He swung the bat hard.", "The bat s
 # every wait for what a page shows: each server loads the models its pages draw before the
 # first test (warm), so a missing element fails in a minute, not after a model's first load;
 # CTXLENS_E2E_WAIT_MS changes it
-WAIT_MS = int(os.environ.get("CTXLENS_E2E_WAIT_MS", 60_000))
+WAIT_MS = int(os.environ.get("CTXLENS_E2E_WAIT_MS", 120_000))
 expect.set_options(timeout=WAIT_MS)      # expect(locator).to_have_text(...) and the like
 # the first draw of sentences no page has drawn on a page that computes much, the models
 # loaded: the Predictions page fills the blank with every family and asks each for the next
@@ -117,6 +117,9 @@ class Browser:
     def new_page(self, **kwargs):
         page = self._browser.new_page(**kwargs)
         page.add_init_script(RUNS)
+        # Playwright's own 30-s default for a wait given no timeout: too short on 2 busy cores
+        # (five such waits timed out in a run beside other jobs)
+        page.set_default_timeout(WAIT_MS)
         return page
 
     def __getattr__(self, name):
