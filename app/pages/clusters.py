@@ -177,9 +177,7 @@ def render(inputs: state.Inputs) -> None:
         return
     names = [f"{state.family_name(f)}: {safe_md(m)}" for f, m in models]
     best = opening_view(inputs, models, labels)
-    # keyed: the tab chosen stays in front when a rerun draws the tabs at another place
-    tabs = st.tabs(names, default=names[[m for _, m in models].index(best[0])] if best else None,
-                   key="clusters_models")
+    tabs = st.tabs(names, default=names[[m for _, m in models].index(best[0])] if best else None)
     shown = []
     for tab, (family, model_id) in zip(tabs, models):
         with tab, ui.guarded():          # a failing model keeps the other models' tabs
