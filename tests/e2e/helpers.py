@@ -64,9 +64,10 @@ WARM_MS = 900_000
 # the page's own scripts run: every run starts with a ForwardMsg new_session (field 4) and
 # ends with script_finished (field 6; status 2 is a run stopped for the next one). Each count
 # moves after Streamlit has handled that message (a task later); `idle` also waits for the
-# app to show the run's end (stApp's data-test-script-state).
+# app to show the run's end (stApp's data-test-script-state). `lostAt`: since when the page
+# has had no connection to the server (null while it has one).
 RUNS = """(() => {
-  const runs = window.__stRuns = {started: 0, ended: 0, running: false};
+  const runs = window.__stRuns = {started: 0, ended: 0, running: false, lostAt: null};
   const fields = (bytes) => {       // the top-level fields of one protobuf message
     const found = new Map();
     let i = 0;
@@ -90,6 +91,8 @@ RUNS = """(() => {
   window.WebSocket = class extends Native {
     constructor(...args) {
       super(...args);
+      this.addEventListener('open', () => { runs.lostAt = null; });
+      this.addEventListener('close', () => { runs.lostAt = runs.lostAt ?? performance.now(); });
       this.addEventListener('message', (event) => {
         if (!(event.data instanceof ArrayBuffer)) return;
         const msg = fields(new Uint8Array(event.data));
@@ -101,8 +104,11 @@ RUNS = """(() => {
   };
 })();"""
 
-# the page has finished a run started after run number `n` (the app shows it: its status)
+# the page has finished a run started after run number `n` (the app shows it: its status);
+# a page whose server has been gone for 10 s (Streamlit reconnects within that) fails the wait
 _RAN_SINCE = """(n) => { const r = window.__stRuns;
+  if (r && r.lostAt !== null && performance.now() - r.lostAt > 10000)
+    throw new Error('the page has had no connection to its server for 10 s: did it die?');
   const app = document.querySelector('[data-testid="stApp"]');
   return !!r && r.started > n && r.ended > 0 && !r.running && !!app
          && app.getAttribute('data-test-script-state') === 'notRunning'; }"""
