@@ -71,6 +71,20 @@ SESSION_VARS = (SESSION_ENV, "CTXLENS_CACHE", "CTXLENS_REGISTRY", "HF_HOME", "XD
 tempfile.tempdir = None          # read TMPDIR again: this process's temporary files go there too
 
 
+# The app's cached functions, called by unit tests outside a Streamlit runtime, each log "No
+# runtime found, using MemoryCacheStorageManager": the memory store is what such a test wants, and
+# the line is noise in the suite's output (the servers the tests start keep their own logging)
+def _quiet_streamlit_outside_a_runtime() -> None:
+    import logging
+
+    from streamlit.logger import get_logger
+
+    get_logger("streamlit.runtime.caching.cache_data_api").setLevel(logging.ERROR)
+
+
+_quiet_streamlit_outside_a_runtime()
+
+
 # CTXLENS_REQUIRE_SHARED=1: a missing ../shared fails the tests that need it instead of
 # skipping them (for a machine that must run them)
 REQUIRE_SHARED_ENV = "CTXLENS_REQUIRE_SHARED"

@@ -200,7 +200,9 @@ def _mix_loss(params: np.ndarray, cross: np.ndarray, norm_a: np.ndarray, norm_b:
     dot = np.einsum("l,plk,k->p", w, cross, w)
     na, nb = np.einsum("l,plk,k->p", w, norm_a, w), np.einsum("l,plk,k->p", w, norm_b, w)
     cos = dot / np.sqrt(np.maximum(na * nb, _EPS))
-    p = expit(np.exp(log_tau) * (cos - theta))
+    # a line search may try a huge log_tau: past e**50 the sigmoid is a step either way, and
+    # exp of more overflows
+    p = expit(np.exp(min(log_tau, 50.0)) * (cos - theta))
     y = same.astype(float)
     nll = -np.mean(y * np.log(p + _EPS) + (1 - y) * np.log(1 - p + _EPS))
     return float(nll + l2 * np.sum(params[:n_layers] ** 2))
