@@ -1,5 +1,6 @@
 """Shared test fixtures: the ../shared folder (skipped with a reason when absent), offline mode,
-and the session folder that every cache, config and temporary file of a run goes to."""
+the session folder that every cache, config and temporary file of a run goes to, and the tiny
+checkpoints' zoo in it."""
 from __future__ import annotations
 
 import os
@@ -111,6 +112,15 @@ def elmo_fixture_dir(shared_dir: Path) -> Path:
     if not d.is_dir():
         _missing(d, "AllenNLP's ELMo outputs that ctxlens's ELMo is checked against")
     return d
+
+
+@pytest.fixture(scope="session")
+def zoo():
+    """The tiny checkpoints of tests/zoo.py, each built once a session into SESSION/zoo and
+    shared with pytest-xdist's other workers."""
+    from tests.zoo import Zoo       # here, not at the top: it imports torch
+
+    return Zoo(SESSION / "zoo")
 
 
 @pytest.fixture
