@@ -131,18 +131,23 @@ def model_dir(tmp_path, monkeypatch) -> Path:
 
 
 # `make test` runs the suite on two workers (pytest-xdist, --dist loadgroup). Each test file
-# stays on one worker, so a module's loaded models serve all of its tests; the browser tests
-# all go to one, where one `streamlit run` and one Chromium serve every page's tests (a server
-# per worker would load the bundled models twice on the 2 cores they share).
+# stays on one worker, so a module's loaded models serve all of its tests. The browser tests go
+# in two groups, one for each of tests/e2e/conftest.py's two shared servers (a personal one and
+# a class one, read-only with model folders of its own): each group is one `streamlit run` and
+# one Chromium on whichever worker takes it, so the two can run side by side.
 BROWSER_FILES = ("tests/e2e/", "tests/test_serving.py")
+# the browser test files that run against the class server (tests/e2e/conftest.py's `server`)
+CLASS_SERVER_FILES = tuple(f"tests/e2e/test_{name}.py" for name in (
+    "hardening", "hostile_ids", "attention", "clusters", "grid", "explain", "knockout"))
 
 
 def pytest_itemcollected(item):
     # as each test is collected: xdist reads the groups in its own collection_modifyitems
     path = item.nodeid.split("::")[0]
-    item.add_marker(pytest.mark.xdist_group(
-        "browser" if path.startswith(BROWSER_FILES)
-        else path.removeprefix("tests/").removesuffix(".py")))
+    group = ("browser-class" if path in CLASS_SERVER_FILES
+             else "browser" if path.startswith(BROWSER_FILES)
+             else path.removeprefix("tests/").removesuffix(".py"))
+    item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(trylast=True)

@@ -1,13 +1,24 @@
-"""The browser tests' fixtures: one Chromium and one `streamlit run` of the app for every
-browser test module (a server loads the bundled models once, the longest wait of these tests);
-a module that needs a server set up otherwise starts its own with helpers._streamlit."""
+"""The browser tests' fixtures: one Chromium, and two shared `streamlit run`s of the app that the
+modules' `server` names: a personal one (as `make run` serves it: builds allowed) and a class one
+(CTXLENS_READ_ONLY=1, as a teacher serves a class, with model folders of its own whose paths read
+as markdown). Each loads its models once before its first test (the longest wait of these
+tests); tests/conftest.py puts each server's modules in one pytest-xdist group, so the two
+servers' tests run side by side. A module that needs a server set up otherwise starts its own
+with helpers._streamlit."""
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import ARGS, CHROMIUM, SERVER_LOG, SHOTS, Browser, app_server, warm
+from engine.registry import ASSETS
+from tests.conftest import CLASS_SERVER_FILES, ROOT
+from tests.e2e.helpers import (ARGS, CHROMIUM, FRESH, IMAGE_DIR, LINK_DIR, ONE_MODEL, PATCHING,
+                               SERVER_LOG, SHOTS, WARM_VISITS, Browser, app_server, warm)
 
 
 @pytest.fixture(autouse=True)
@@ -44,10 +55,41 @@ def session_server(index_dir, tmp_path_factory, browser):
 
 
 @pytest.fixture(scope="session")
-def server(session_server):
-    """The shared server (a module with a server of its own names that one `server`, and can
-    still ask for this one as session_server)."""
-    return session_server
+def hostile(tmp_path_factory):
+    """The class server's model directory: the bundled GPT and BERT under paths that read as a
+    markdown image and a markdown link -> (the directory, the GPT's path, the BERT's path)."""
+    root = tmp_path_factory.mktemp("hostile-models")
+    gpt, bert = root / "g" / IMAGE_DIR, root / "b" / LINK_DIR
+    shutil.copytree(ASSETS / "models" / "gpt-brown", gpt)
+    shutil.copytree(ASSETS / "models" / "bert-brown-mlm", bert)
+    return root, str(gpt), str(bert)
+
+
+@pytest.fixture(scope="session")
+def class_server(index_dir, hostile, tmp_path_factory, browser):
+    """The app as a shared class server runs it (CTXLENS_READ_ONLY=1), its model directory the
+    hostile paths; before the first test it draws the default pages, minilm-l6 alone, the
+    components page's patching example (SmolLM2) and both hostile models."""
+    root, gpt, bert = hostile
+    log = Path(tempfile.gettempdir()) / f"ctxlens-e2e-class-server-{os.getpid()}.log"
+    hostile_models = {"preset": "mouse", "model_elmo": "(none)", "model_gpt": gpt,
+                      "model_bert": bert}
+    with open(log, "w") as out, app_server(tmp_path_factory, out, index_dirs=index_dir,
+                                           env={"CTXLENS_READ_ONLY": "1",
+                                                "CTXLENS_MODEL_DIRS": str(root)}) as url:
+        warm(browser, url, [*WARM_VISITS, ("", {**FRESH, **ONE_MODEL}),
+                            ("", {"preset": "mouse", **ONE_MODEL}), ("components", PATCHING),
+                            ("", hostile_models), ("predictions", hostile_models)])
+        yield url
+
+
+@pytest.fixture(scope="module")
+def server(request):
+    """The shared server of the module's group: the class server for CLASS_SERVER_FILES, the
+    personal one for the rest (a module with a server of its own names that one `server`)."""
+    path = Path(request.module.__file__).resolve().relative_to(ROOT).as_posix()
+    return request.getfixturevalue("class_server" if path in CLASS_SERVER_FILES
+                                   else "session_server")
 
 
 @pytest.fixture(scope="session")

@@ -279,6 +279,17 @@ FRESH = {"sentences": f"The warm bank {os.getpid()} opened late.\nWe sat on the 
 # default preset most tests open on it, the Attention page (SmolLM2's maps) and the
 # Predictions page (minilm-l6-mlm's blanks, each family's next word: no store holds those)
 WARM_VISITS = (("", FRESH), ("", {}), ("attention", {}), ("predictions", {}))
+# the pages run minilm-l6 alone (quick to load)
+ONE_MODEL = {"model_elmo": "(none)", "model_gpt": "(none)", "model_bert": "minilm-l6"}
+# the components page's own patching example (SmolLM2)
+PATCHING = {"parts_model": "smollm2-135m", "parts_view": "Activation patching"}
+# an address no page may ask for: a closed port on this machine (a request is recorded, and
+# refused at once, whatever the network)
+OUTSIDE = "127.0.0.1:9"
+# the class server's model folders, whose paths read as markdown (a path cannot hold '//', and
+# a browser takes 'http:/h/p' for 'http://h/p')
+IMAGE_DIR = f"![x](http:/{OUTSIDE}/p.png)"
+LINK_DIR = f"[click here](http:/{OUTSIDE}/phish)"
 
 
 def warm(browser, url: str, visits=WARM_VISITS) -> None:

@@ -1,23 +1,18 @@
-"""Issue 47 in a real browser (`streamlit run` + the system Chromium, as the other browser tests
-drive it): user text shows as text, never as a link, an image or a tag (item 4), and typed
-sentences come back after a preset is picked (item 6). The pages run minilm-l6 alone (quick to
-load)."""
+"""Issue 47 in a real browser, on the class server (CTXLENS_READ_ONLY=1, tests/e2e/conftest.py):
+user text shows as text, never as a link, an image or a tag (item 4), typed sentences come back
+after a preset is picked (item 6), and issue 66's day-long link is refused at once. The pages
+run minilm-l6 alone (quick to load)."""
 from __future__ import annotations
-
-import os
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from playwright.sync_api import expect
 
-from tests.e2e.helpers import (DRAW_MS, FRESH, app_server, BROWSER_MARKS, SERVER_PIDS, _goto,
-                               idle, rerun, wait_until_idle, warm)
+from tests.e2e.helpers import (DRAW_MS, ONE_MODEL, PATCHING, BROWSER_MARKS, SERVER_PIDS, _goto,
+                               idle, rerun, wait_until_idle)
 
 pytestmark = BROWSER_MARKS
 
-ONE_MODEL = {"model_elmo": "(none)", "model_gpt": "(none)", "model_bert": "minilm-l6"}
 LINK = "[x](http://example.com/t)"
 IMAGE = "![i](http://127.0.0.1:9/t.png)"
 TAG = '<a href="//example.com">R</a>'
@@ -26,19 +21,6 @@ BIG = '<span style="font-size:90px">big</span>'
 IN_MESSAGES = ", ".join(f'[data-testid="{box}"] {tag}' for box in ("stAlertContainer",
                                                                    "stCaptionContainer")
                         for tag in ("a", "img"))
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, browser):
-    """The app as a shared class server runs it (CTXLENS_READ_ONLY=1), with no corpus index
-    and an index folder of its own (not ~/.cache/ctxlens); the models its pages run loaded
-    before the first test (minilm-l6; SmolLM2 on the components page's own example)."""
-    log = Path(tempfile.gettempdir()) / f"ctxlens-e2e-hardening-{os.getpid()}.log"
-    with open(log, "w") as out, app_server(tmp_path_factory, out,
-                                           env={"CTXLENS_READ_ONLY": "1"}) as url:
-        warm(browser, url, [("", {**FRESH, **ONE_MODEL}), ("", {"preset": "mouse", **ONE_MODEL}),
-                            ("components", PATCHING)])
-        yield url
 
 
 def _outside_requests(page, server: str) -> list[str]:
@@ -126,19 +108,16 @@ def test_custom_brings_back_the_typed_sentences_after_a_preset(server, browser):
 # Issue 66 H1: 300 astral-plane characters (84 words: inside every text cap) are 1,197 SmolLM2
 # tokens, and patching them is 31 × 1,197 cells, about a day of both cores
 DAY_LONG = "".join(chr(0x10000 + 37 * i) for i in range(300))
-PATCHING = {"parts_model": "smollm2-135m", "parts_view": "Activation patching"}
 DAY_LONG_LINK = {**PATCHING,
                  "patch_how": "another text", "patch_text_next": DAY_LONG,
                  "patch_corrupt_next": chr(0x10001) + DAY_LONG[1:], "patch_target_next": "a"}
 
 
-@pytest.mark.parametrize("which", ["read-only", "shared"])
-def test_a_day_long_link_is_refused_at_once_and_the_server_goes_idle(server, session_server,
-                                                                      browser, which):
+def test_a_day_long_link_is_refused_at_once_and_the_server_goes_idle(server, browser):
     """The link pinned both cores for ~28 h (Stop, closing the tab and CTXLENS_READ_ONLY
     changed nothing): now the page says what it would cost and refuses it, before a forward
     pass, and the server's CPU is idle seconds later."""
-    url = server if which == "read-only" else session_server
+    url = server
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     # the page's own small example first (the server has loaded SmolLM2)
     _goto(page, url, "components", **PATCHING)

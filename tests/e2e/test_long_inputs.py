@@ -13,11 +13,10 @@ import pytest
 
 from playwright.sync_api import expect
 
-from tests.e2e.helpers import FRESH, app_server, BROWSER_MARKS, _goto, idle, warm
+from tests.e2e.helpers import FRESH, ONE_MODEL, app_server, BROWSER_MARKS, _goto, idle, warm
 
 pytestmark = BROWSER_MARKS
 
-ONE_MODEL = {"model_elmo": "(none)", "model_gpt": "(none)", "model_bert": "minilm-l6"}
 WORDS = ("the river bank was muddy after the rain and the children walked along it slowly "
          "while their parents talked about money loans and the new bank in town").split()
 
