@@ -50,7 +50,7 @@ TEST_DIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgrou
 TEST_REPORT := --durations=25 -rs
 
 # everything but the tests slow by nature (pytest -m slow_by_nature: torch.compile beyond one
-# case, a local Ray cluster, full disks, the corpus done-when run, tracing SmolLM2, the cloze
+# case, numba compiling UMAP from nothing, a local Ray cluster, full disks, the corpus done-when run, tracing SmolLM2, the cloze
 # benchmark), which `make test-all` runs; .ci/run runs both
 test: install
 	$(PY) -m pytest -q -m "not slow_by_nature" $(TEST_REPORT) $(TEST_DIST)

@@ -106,7 +106,7 @@ print(json.dumps({"hits": sum(stats.cache_hits.values()), "misses": sum(stats.ca
 """
 
 
-@pytest.mark.slow
+@pytest.mark.slow_by_nature    # UMAP's kernels compiled from nothing by numba: ~60 s of a core
 def test_a_second_process_loads_umaps_kernels_from_numbas_disk_cache(tmp_path):
     # umap-learn compiles smooth_knn_dist without cache=True: before the fix every process
     # compiled it (a cache miss) and none could load it
