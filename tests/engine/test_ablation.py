@@ -1,5 +1,5 @@
 """Knocking heads and feed-forward blocks out (engine/components/ablation.py) on the tiny
-checkpoint of every architecture in tests/arch_zoo.py: each ablation's predictions are those
+checkpoint of every architecture in tests/zoo.py: each ablation's predictions are those
 of a hook written here by hand on the module transformers built (found by its own name in each
 architecture, not by engine/components/sites.py), and each bad spec is one line."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 from engine.api import Engine
 from engine.components import ablation
 from engine.errors import EngineError
-from tests.arch_zoo import ARCHITECTURES, DECODERS, HEADS, LAYERS, save_arch
+from tests.zoo import ARCHITECTURES, DECODERS, HEADS, LAYERS
 
 MASKED = "She sat on the river [MASK] and watched the water."
 PREFIX = "She sat on the river bank and watched the"
@@ -57,9 +57,9 @@ HEAD = 2          # head 3 of layer 2: spec "2.3"
 
 
 @pytest.fixture(scope="module")
-def zoo(tmp_path_factory):
+def served(zoo, tmp_path_factory):
     root = tmp_path_factory.mktemp("ablation-zoo")
-    folders = {name: str(save_arch(name, root / name)) for name in ARCHITECTURES}
+    folders = {name: str(zoo.copy(f"arch:{name}", root / name)) for name in ARCHITECTURES}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CTXLENS_MODEL_DIRS", str(root))
         mp.setenv("CTXLENS_CACHE", str(tmp_path_factory.mktemp("cache")))
@@ -99,8 +99,8 @@ def assert_same(got, want, tol=1e-6):
 
 
 @pytest.mark.parametrize("name", list(ARCHITECTURES))
-def test_no_ablation_is_the_plain_prediction_and_leaves_no_hook_behind(zoo, name):
-    engine, folders = zoo
+def test_no_ablation_is_the_plain_prediction_and_leaves_no_hook_behind(served, name):
+    engine, folders = served
     plain = as_pairs(predict(engine, name, folders[name]))
     assert as_pairs(predict(engine, name, folders[name], ablate="")) == plain
     knocked = as_pairs(predict(engine, name, folders[name], ablate="1.1,2.mlp"))
@@ -109,8 +109,8 @@ def test_no_ablation_is_the_plain_prediction_and_leaves_no_hook_behind(zoo, name
 
 
 @pytest.mark.parametrize("name", list(ARCHITECTURES))
-def test_a_knocked_out_head_is_a_hand_written_hook_zeroing_its_slice(zoo, name):
-    engine, folders = zoo
+def test_a_knocked_out_head_is_a_hand_written_hook_zeroing_its_slice(served, name):
+    engine, folders = served
     model = engine.adapter(folders[name]).model
     proj = model.get_submodule(OUT_PROJ[name])
     cut, is_layer_2 = head_slice(proj), layer_2_calls(name)
@@ -133,8 +133,8 @@ def test_a_knocked_out_head_is_a_hand_written_hook_zeroing_its_slice(zoo, name):
 
 
 @pytest.mark.parametrize("name", list(ARCHITECTURES))
-def test_a_knocked_out_feed_forward_block_is_a_hook_zeroing_its_output(zoo, name):
-    engine, folders = zoo
+def test_a_knocked_out_feed_forward_block_is_a_hook_zeroing_its_output(served, name):
+    engine, folders = served
     mlp = engine.adapter(folders[name]).model.get_submodule(FEED_FORWARD[name])
     is_layer_2 = layer_2_calls(name)
 
@@ -154,8 +154,8 @@ def test_a_knocked_out_feed_forward_block_is_a_hook_zeroing_its_output(zoo, name
 
 
 @pytest.mark.parametrize("name", ["bert", "albert", "gpt2", "llama"])
-def test_mean_ablation_puts_in_the_heads_mean_over_the_reference_sentences(zoo, name):
-    engine, folders = zoo
+def test_mean_ablation_puts_in_the_heads_mean_over_the_reference_sentences(served, name):
+    engine, folders = served
     adapter = engine.adapter(folders[name])
     proj = adapter.model.get_submodule(OUT_PROJ[name])
     cut = head_slice(proj)
@@ -195,16 +195,16 @@ def test_mean_ablation_puts_in_the_heads_mean_over_the_reference_sentences(zoo, 
     assert got != as_pairs(predict(engine, name, folders[name], ablate=spec))
 
 
-def test_mean_ablation_of_a_feed_forward_block_differs_from_zero(zoo):
-    engine, folders = zoo
+def test_mean_ablation_of_a_feed_forward_block_differs_from_zero(served):
+    engine, folders = served
     mean = as_pairs(predict(engine, "gpt2", folders["gpt2"], ablate="1.mlp", ablate_mode="mean"))
     zero = as_pairs(predict(engine, "gpt2", folders["gpt2"], ablate="1.mlp"))
     plain = as_pairs(predict(engine, "gpt2", folders["gpt2"]))
     assert mean != zero and mean != plain
 
 
-def test_the_spec_is_written_back_canonically_from_1(zoo):
-    engine, folders = zoo
+def test_the_spec_is_written_back_canonically_from_1(served):
+    engine, folders = served
     s = ablation.sites(engine.adapter(folders["bert"]))
     parsed = ablation.parse(" 2.mlp, 1.3,1.1,2.* ", s)
     assert parsed.heads == frozenset({(0, 0), (0, 2)} | {(1, h) for h in range(HEADS)})
@@ -221,25 +221,24 @@ def test_the_spec_is_written_back_canonically_from_1(zoo):
     ("1.-2", "ablate entries are L.H, L.* or L.mlp, from 1: got '1.-2'"),
     ("1.*,2.*", "knocking out every head leaves no attention at all; keep at least one"),
 ])
-def test_a_bad_spec_is_one_line(zoo, spec, message):
-    engine, folders = zoo
+def test_a_bad_spec_is_one_line(served, spec, message):
+    engine, folders = served
     with pytest.raises(EngineError) as err:
         predict(engine, "bert", folders["bert"], ablate=spec)
     assert str(err.value) == message
 
 
-def test_a_bad_mode_is_one_line(zoo):
-    engine, folders = zoo
+def test_a_bad_mode_is_one_line(served):
+    engine, folders = served
     with pytest.raises(EngineError) as err:
         predict(engine, "gpt2", folders["gpt2"], ablate="1.1", ablate_mode="median")
     assert str(err.value) == "ablate mode must be one of zero, mean, not 'median'"
 
 
-def test_elmo_has_no_heads_to_knock_out(model_dir):
+def test_elmo_has_no_heads_to_knock_out(zoo, model_dir):
     from engine.errors import UnsupportedPrediction
-    from tests.engine.elmo_tiny import write_tiny_elmo
 
-    folder = str(write_tiny_elmo(model_dir / "elmo"))
+    folder = str(zoo.copy("elmo", model_dir / "elmo"))
     engine = Engine(device="cpu")
     plain = engine.predict_next(folder, "the river", top_k=2)       # it predicts without
     assert plain.candidates

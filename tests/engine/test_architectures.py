@@ -1,5 +1,5 @@
 """Every common encoder and decoder architecture, every view, offline: tiny random checkpoints
-(tests/arch_zoo.py) served from a model folder and as hub ids out of a temporary Hugging Face
+(tests/zoo.py) served from a model folder and as hub ids out of a temporary Hugging Face
 cache, each view checked against the model's own outputs as transformers computes them.
 
 Each test writes what it saw into OBSERVED (architecture -> view -> cell) once its checks have
@@ -17,10 +17,10 @@ import torch
 from engine.analysis.attention import word_attention
 from engine.api import Engine
 from engine.errors import UnsupportedPrediction
-from tests.arch_zoo import ARCHITECTURES, DECODERS, ENCODERS, NEURON_VIEW_REFUSED, VIEWS, \
-    WRITE_MATRIX_ENV, into_hub_cache, matrix_markdown, save_arch, write_matrix
+from tests.zoo import ARCHITECTURES, DECODERS, ENCODERS, NEURON_VIEW_REFUSED, VIEWS, \
+    WRITE_MATRIX_ENV, into_hub_cache, matrix_markdown, write_matrix
 
-# architecture -> view (arch_zoo.VIEWS, or "tokenizer") -> what the test of that cell saw
+# architecture -> view (zoo.VIEWS, or "tokenizer") -> what the test of that cell saw
 OBSERVED: dict[str, dict[str, str]] = {name: {} for name in ARCHITECTURES}
 FAILED = "✗ (its test failed)"
 
@@ -39,12 +39,12 @@ MASKED = "She sat on the river [MASK] and watched the water."
 
 
 @pytest.fixture(scope="module")
-def zoo(tmp_path_factory):
+def served(zoo, tmp_path_factory):
     root = tmp_path_factory.mktemp("zoo")
     hub = tmp_path_factory.mktemp("hf-hub")
     folders = {}
     for name in ARCHITECTURES:
-        folders[name] = save_arch(name, root / name)
+        folders[name] = zoo.copy(f"arch:{name}", root / name)
         into_hub_cache(folders[name], hub, f"tiny-zoo/{name}")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CTXLENS_MODEL_DIRS", str(root))
@@ -73,8 +73,8 @@ def own_outputs(folder: str, text: str, engine: Engine, model_id: str):
 
 
 @pytest.mark.parametrize("name", list(ARCHITECTURES))
-def test_config_decides_the_family_by_mechanism(zoo, name):
-    engine, folders = zoo
+def test_config_decides_the_family_by_mechanism(served, name):
+    engine, folders = served
     for view in (VIEWS[0], "checkpoint", "tokenizer"):
         observing(name, view)
     expected = ("bert", "masked_lm") if name in ENCODERS else ("gpt", "next_word")
@@ -96,8 +96,8 @@ def test_config_decides_the_family_by_mechanism(zoo, name):
 
 
 @pytest.mark.parametrize("name", list(ARCHITECTURES))
-def test_hidden_states_of_every_layer_and_a_subset(zoo, name):
-    engine, folders = zoo
+def test_hidden_states_of_every_layer_and_a_subset(served, name):
+    engine, folders = served
     observing(name, VIEWS[1])
     out, t = own_outputs(folders[name], S, engine, folders[name])
     enc = engine.encode(folders[name], [S])[0]
@@ -115,8 +115,8 @@ def test_hidden_states_of_every_layer_and_a_subset(zoo, name):
 
 
 @pytest.mark.parametrize("name", list(ARCHITECTURES))
-def test_attention_maps_are_the_models_own(zoo, name):
-    engine, folders = zoo
+def test_attention_maps_are_the_models_own(served, name):
+    engine, folders = served
     observing(name, VIEWS[2])
     out, _ = own_outputs(folders[name], S, engine, folders[name])
     enc = engine.encode(folders[name], [S], attentions=True)[0]
@@ -132,8 +132,8 @@ def test_attention_maps_are_the_models_own(zoo, name):
 
 
 @pytest.mark.parametrize("name", list(ARCHITECTURES))
-def test_neuron_view_rebuilds_attention_from_query_and_key(zoo, name):
-    engine, folders = zoo
+def test_neuron_view_rebuilds_attention_from_query_and_key(served, name):
+    engine, folders = served
     observing(name, VIEWS[3])
     enc = engine.encode(folders[name], [S], attentions=True)[0]
     n_layers, n_heads, n_tok, _ = enc.attentions.shape
@@ -177,10 +177,10 @@ def pseudo_log_likelihood(model, ids: torch.Tensor, pos: int, word_id: int, head
 
 
 @pytest.mark.parametrize("name", list(ENCODERS))
-def test_masked_predictions_and_rescore_from_any_masked_lm_head(zoo, name):
+def test_masked_predictions_and_rescore_from_any_masked_lm_head(served, name):
     from transformers import AutoModelForMaskedLM
 
-    engine, folders = zoo
+    engine, folders = served
     observing(name, VIEWS[4])
     out, t = own_outputs(folders[name], MASKED, engine, folders[name])
     tok = engine.adapter(folders[name]).tokenizer
@@ -205,14 +205,14 @@ def test_masked_predictions_and_rescore_from_any_masked_lm_head(zoo, name):
 
 
 @pytest.mark.parametrize("name", list(DECODERS))
-def test_a_decoder_fills_a_blank_ranked_by_the_sentence_each_word_makes(zoo, name):
+def test_a_decoder_fills_a_blank_ranked_by_the_sentence_each_word_makes(served, name):
     """A GPT's filled blank: its candidates' shares are those of the log-probability of the
     whole sentence each makes, worked out here with transformers (a ranking by the left context
     alone, or by the candidate's own tokens, gives other gaps). The tiny checkpoints' 96
     positions hold no fill-in-the-blank prompt, so their candidates come from the left side."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    engine, folders = zoo
+    engine, folders = served
     observing(name, VIEWS[4])
     fill = engine.predict_masked(folders[name], MASKED, top_k=3)
     assert len(fill.candidates) == 3 and "re-ranked by the whole sentence" in fill.method
@@ -231,8 +231,8 @@ def test_a_decoder_fills_a_blank_ranked_by_the_sentence_each_word_makes(zoo, nam
 
 
 @pytest.mark.parametrize("name", list(ENCODERS))
-def test_an_encoder_says_it_has_no_next_word_or_logit_lens(zoo, name):
-    engine, folders = zoo
+def test_an_encoder_says_it_has_no_next_word_or_logit_lens(served, name):
+    engine, folders = served
     observing(name, VIEWS[5])
     with pytest.raises(UnsupportedPrediction):
         engine.predict_next(folders[name], S, top_k=1)
@@ -242,8 +242,8 @@ def test_an_encoder_says_it_has_no_next_word_or_logit_lens(zoo, name):
 
 
 @pytest.mark.parametrize("name", list(DECODERS))
-def test_logit_lens_top_layer_is_the_models_own_prediction(zoo, name):
-    engine, folders = zoo
+def test_logit_lens_top_layer_is_the_models_own_prediction(served, name):
+    engine, folders = served
     observing(name, VIEWS[5])
     out, _ = own_outputs(folders[name], S, engine, folders[name])
     lens = engine.logit_lens(folders[name], S)
@@ -256,13 +256,13 @@ def test_logit_lens_top_layer_is_the_models_own_prediction(zoo, name):
 
 
 @pytest.mark.parametrize("name", ["gemma2", "mistral", "modernbert"])
-def test_query_key_npz_rebuilds_soft_capped_and_windowed_attention(zoo, name, tmp_path):
+def test_query_key_npz_rebuilds_soft_capped_and_windowed_attention(served, name, tmp_path):
     """The NPZ of `ctxlens attention --query-key` carries what the scores are made of for a
     soft-capped (Gemma-2), sliding-window (Mistral) or local-attention (ModernBERT) model:
     softmax(cap(q·kᵀ × scale)) over the allowed keys is the model's own map."""
     from engine import cli
 
-    engine, folders = zoo
+    engine, folders = served
     long = " ".join([S] * 2)        # past the tiny sliding windows (8 tokens)
     out = tmp_path / "a.npz"
     assert cli.main(["attention", "--model", folders[name], "--text", long, "--output",
@@ -284,7 +284,7 @@ def test_query_key_npz_rebuilds_soft_capped_and_windowed_attention(zoo, name, tm
 def test_the_docs_show_the_matrix_these_tests_observed():
     """docs/models.md's architecture × view table is rendered from OBSERVED, the cells the
     tests above recorded in this run (last in the file, so that they have run: each file runs
-    on one worker). `python -m tests.arch_zoo` runs this file and writes the table it renders;
+    on one worker). `python -m tests.zoo` runs this file and writes the table it renders;
     the README links to the page."""
     from pathlib import Path
 

@@ -1,9 +1,8 @@
 """engine/attribution: each method against what it must equal, on tiny random checkpoints
-built here (tests/arch_zoo.py, tests/tiny_models.py): f against transformers' own
-log-probabilities, gradient × input against a finite difference, IG's completeness (and
-against Captum's LayerIntegratedGradients), occlusion against the model run by hand with the
-word replaced, the faithfulness numbers by hand, ELMo through its char CNN and biLSTM, and
-every bad input as one line."""
+(tests/zoo.py): f against transformers' own log-probabilities, gradient × input against a
+finite difference, IG's completeness (and against Captum's LayerIntegratedGradients),
+occlusion against the model run by hand with the word replaced, the faithfulness numbers by
+hand, ELMo through its char CNN and biLSTM, and every bad input as one line."""
 from __future__ import annotations
 
 import math
@@ -20,8 +19,7 @@ from engine.families import bert, gpt
 from engine.families.base import LoadOptions
 from engine.families.elmo import adapter as elmo
 from engine.text import split_words
-from tests.arch_zoo import DECODERS, ENCODERS, save_arch
-from tests.tiny_models import save_bert, save_elmo
+from tests.zoo import DECODERS, ENCODERS
 
 CPU = LoadOptions(device="cpu")
 MASKED = "She sat on the [MASK] bank and watched the riverbank ."   # riverbank: river ##bank
@@ -30,12 +28,10 @@ ELMO_TEXT = "the bank of the river is money ."
 
 
 @pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    root = tmp_path_factory.mktemp("attribution")
-    return {"bert": save_arch("bert", root / "bert"), "gpt2": save_arch("gpt2", root / "gpt2"),
-            "llama": save_arch("llama", root / "llama"),
-            "headless": save_bert(root / "headless", masked_lm=False),
-            "elmo": save_elmo(root / "elmo", [ELMO_TEXT])}
+def folders(zoo):
+    return {"bert": zoo.path("arch:bert"), "gpt2": zoo.path("arch:gpt2"),
+            "llama": zoo.path("arch:llama"), "headless": zoo.path("bert", masked_lm=False),
+            "elmo": zoo.path("elmo", sentences=[ELMO_TEXT])}
 
 
 @pytest.fixture(scope="module")
@@ -392,9 +388,9 @@ def single_piece_word(tok, words=("bank", "water", "the", "river", "money", "day
 
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", sorted(ENCODERS) + sorted(DECODERS))
-def test_ig_is_complete_on_every_architecture(arch, tmp_path):
+def test_ig_is_complete_on_every_architecture(zoo, arch):
     encoder = arch in ENCODERS
-    adapter = (bert if encoder else gpt).load(arch, save_arch(arch, tmp_path / arch), CPU,
+    adapter = (bert if encoder else gpt).load(arch, zoo.path(f"arch:{arch}"), CPU,
                                               progress=False)
     tok = adapter.tokenizer
     word = single_piece_word(tok)

@@ -18,8 +18,6 @@ from engine.families import bert, gpt
 from engine.families.base import LoadOptions
 from engine.families.elmo import adapter as elmo
 from engine.text import split_words
-from tests.arch_zoo import save_arch
-from tests.tiny_models import save_elmo
 
 CPU = LoadOptions(device="cpu")
 ELMO_TEXT = "the bank of the river is money ."
@@ -27,15 +25,11 @@ LONG = " ".join(["the old man walked to the river bank and sat down to watch the
 
 
 @pytest.fixture(scope="module")
-def zoo(tmp_path_factory):
-    root = tmp_path_factory.mktemp("batching")
-    return {"bert": bert.load("tiny-bert", save_arch("bert", root / "bert"), CPU,
-                              progress=False),
-            "llama": gpt.load("tiny-llama", save_arch("llama", root / "llama"), CPU,
-                              progress=False),
-            "gpt2": gpt.load("tiny-gpt2", save_arch("gpt2", root / "gpt2"), CPU,
-                             progress=False),
-            "elmo": elmo.load("tiny-elmo", save_elmo(root / "elmo", [ELMO_TEXT]), CPU,
+def adapters(zoo):
+    return {"bert": bert.load("tiny-bert", zoo.path("arch:bert"), CPU, progress=False),
+            "llama": gpt.load("tiny-llama", zoo.path("arch:llama"), CPU, progress=False),
+            "gpt2": gpt.load("tiny-gpt2", zoo.path("arch:gpt2"), CPU, progress=False),
+            "elmo": elmo.load("tiny-elmo", zoo.path("elmo", sentences=[ELMO_TEXT]), CPU,
                               progress=False)}
 
 
@@ -109,10 +103,10 @@ def _saved_bytes(obj, weights) -> int:
     ("llama", LONG, "water", None, "next"),
     ("gpt2", LONG + " [MASK] .", "river", None, "masked"),
     ("elmo", "the bank of the [MASK] is money .", "river", None, "masked")])
-def test_the_count_bounds_what_autograd_keeps(arch, text, target, contrast, kind, zoo):
+def test_the_count_bounds_what_autograd_keeps(arch, text, target, contrast, kind, adapters):
     from engine.attribution import elmo as elmo_objective
 
-    adapter = zoo[arch]
+    adapter = adapters[arch]
     obj = objective_of(adapter, split_words(text), target, contrast, kind)
     if arch == "elmo":
         weights = [*adapter.bilm.parameters(), *adapter.softmax[:2]]
@@ -144,10 +138,10 @@ def _spied(obj, rows: int):
     ("llama", "She sat on the river bank and watched the", "water", None, "next"),
     ("elmo", "the bank of the [MASK] is money .", "river", None, "masked")])
 def test_every_pass_takes_the_rows_memory_allows_and_the_maps_do_not_change(
-        arch, text, target, contrast, kind, zoo):
+        arch, text, target, contrast, kind, adapters):
     """IG's steps, occlusion's perturbed inputs and the faithfulness measures' variants, one
     row a pass and all in one pass: the same attributions (to float rounding, 1e-5)."""
-    obj = objective_of(zoo[arch], split_words(text), target, contrast, kind)
+    obj = objective_of(adapters[arch], split_words(text), target, contrast, kind)
     groups = np.searchsorted(obj.scored_words, obj.slot_words)
     got = {}
     for rows in (1, 64):
@@ -169,11 +163,11 @@ def test_every_pass_takes_the_rows_memory_allows_and_the_maps_do_not_change(
     ("llama", LONG, "water", "next"),
     ("bert", LONG + " [MASK] .", "river", "masked"),
     ("elmo", "the bank of the [MASK] is money .", "river", "masked")])
-def test_the_objective_sizes_its_passes_from_the_model(arch, text, target, kind, zoo):
+def test_the_objective_sizes_its_passes_from_the_model(arch, text, target, kind, adapters):
     """hf.py and elmo.py give value.rows, the rows the model's memory allows (a tiny model's
     half is under one row: the floor's budget); a gradient pass takes no more rows than a
     forward pass, and never more than asked for."""
-    adapter = zoo[arch]
+    adapter = adapters[arch]
     obj = objective_of(adapter, split_words(text), target, None, kind)
     grad, forward = obj.value.rows(512, grad=True), obj.value.rows(512, grad=False)
     assert 1 <= grad <= forward <= 512

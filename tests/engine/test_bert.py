@@ -12,19 +12,19 @@ from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families.base import Adapter
 from engine.families.bert import with_mask_token
 from engine.text import split_words
-from tests.tiny_models import BERT_SENTENCES, DIM, HEADS, LAYERS, save_bert
+from tests.zoo import BERT_SENTENCES, DIM, HEADS, LAYERS
 
 SENTENCES = list(BERT_SENTENCES)
 
 
 @pytest.fixture
-def bert_mlm(model_dir: Path) -> str:
-    return str(save_bert(model_dir / "bert-mlm"))
+def bert_mlm(zoo, model_dir: Path) -> str:
+    return str(zoo.copy("bert", model_dir / "bert-mlm"))
 
 
 @pytest.fixture
-def bert_plain(model_dir: Path) -> str:
-    return str(save_bert(model_dir / "bert-plain", masked_lm=False))
+def bert_plain(zoo, model_dir: Path) -> str:
+    return str(zoo.copy("bert", model_dir / "bert-plain", masked_lm=False))
 
 
 def test_encoding_shapes_follow_the_config(bert_mlm):
@@ -100,10 +100,10 @@ def test_long_texts_get_smaller_batches_under_the_attention_budget(monkeypatch):
     assert groups == [[1, 4, 0], [2, 3]]       # at most 3 texts of 100 tokens per batch
 
 
-def test_saved_checkpoint_gives_the_same_states_as_the_model_in_memory(model_dir):
+def test_saved_checkpoint_gives_the_same_states_as_the_model_in_memory(zoo, model_dir):
     from transformers import AutoModel, AutoTokenizer
 
-    path = save_bert(model_dir / "bert-mlm")
+    path = zoo.copy("bert", model_dir / "bert-mlm")
     enc, = Engine(device="cpu").encode(str(path), [SENTENCES[0]])
     model = AutoModel.from_pretrained(path).eval()
     ids = AutoTokenizer.from_pretrained(path)(SENTENCES[0], return_tensors="pt")
@@ -112,10 +112,10 @@ def test_saved_checkpoint_gives_the_same_states_as_the_model_in_memory(model_dir
     np.testing.assert_allclose(enc.hidden_states, torch.stack(states)[:, 0].numpy(), atol=1e-5)
 
 
-def test_masked_prediction_is_best_first_and_matches_the_mlm_head(model_dir):
+def test_masked_prediction_is_best_first_and_matches_the_mlm_head(zoo, model_dir):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    path = save_bert(model_dir / "bert-mlm")
+    path = zoo.copy("bert", model_dir / "bert-mlm")
     text = "She sat on the river [MASK] and watched the water."
     pred = Engine(device="cpu").predict_masked(str(path), text, top_k=5)
     probs = [c.prob for c in pred.candidates]
@@ -155,8 +155,8 @@ def test_text_longer_than_the_position_embeddings_is_refused(bert_mlm):
         Engine(device="cpu").encode(bert_mlm, [" ".join(["bank"] * 70)])
 
 
-def test_path_outside_the_model_dirs_is_refused(model_dir, tmp_path_factory):
-    elsewhere = save_bert(tmp_path_factory.mktemp("elsewhere") / "bert")
+def test_path_outside_the_model_dirs_is_refused(zoo, model_dir):
+    elsewhere = zoo.path("bert")            # the zoo's folder is no configured model directory
     assert model_dir not in elsewhere.parents
     with pytest.raises(ModelUnavailable, match="is not a model folder inside the configured model directories"):
         Engine(device="cpu").encode(str(elsewhere), [SENTENCES[0]])
@@ -171,14 +171,14 @@ def test_mask_word_is_respelled_with_the_tokenizers_mask_token():
                                                       "<mask>", "."]
 
 
-def test_rescoring_ranks_whole_words_by_the_filled_sentences_pseudo_likelihood(model_dir):
+def test_rescoring_ranks_whole_words_by_the_filled_sentences_pseudo_likelihood(zoo, model_dir):
     """Checked against a plain reading of Salazar et al.: the full MLM forward pass over every
     filled sentence with each other token masked in turn (no head-only shortcut, no batching)."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from engine.families import bert
 
-    path = save_bert(model_dir / "bert-mlm")
+    path = zoo.copy("bert", model_dir / "bert-mlm")
     text = "She sat on the river [MASK] and watched the water."
     pred = Engine(device="cpu").predict_masked(str(path), text, top_k=4, rescore=True)
     assert pred.kind == "masked" and len(pred.candidates) == 4
@@ -211,14 +211,15 @@ def test_rescoring_ranks_whole_words_by_the_filled_sentences_pseudo_likelihood(m
     assert all(c.token.isalpha() for c in pred.candidates)
 
 
-def test_rescored_probabilities_do_not_depend_on_how_many_are_listed(model_dir, monkeypatch):
+def test_rescored_probabilities_do_not_depend_on_how_many_are_listed(zoo, model_dir,
+                                                                     monkeypatch):
     """They are shares among the head's RESCORE_CANDIDATES words; asking for more than those
     used to widen the pool and lower every listed word's probability (minilm-l6-mlm, "side":
     0.564 at 5, 0.536 at 40). The tiny vocabulary has 19 whole words: a pool of 6 here."""
     from engine.families import bert
 
     monkeypatch.setattr(bert, "RESCORE_CANDIDATES", 6)
-    path = save_bert(model_dir / "bert-mlm")
+    path = zoo.copy("bert", model_dir / "bert-mlm")
     engine = Engine(device="cpu")
     text = "She sat on the river [MASK] and watched the water."
     few = engine.predict_masked(str(path), text, top_k=3, rescore=True)
@@ -229,9 +230,7 @@ def test_rescored_probabilities_do_not_depend_on_how_many_are_listed(model_dir, 
     assert sum(c.prob for c in many.candidates) == pytest.approx(1.0)
 
 
-def test_rescoring_is_for_masked_lms_only(model_dir):
-    from tests.tiny_models import save_causal_lm
-
-    gpt = str(save_causal_lm(model_dir / "gpt", "gpt2"))
+def test_rescoring_is_for_masked_lms_only(zoo, model_dir):
+    gpt = str(zoo.copy("causal:gpt2", model_dir / "gpt"))
     with pytest.raises(UnsupportedPrediction, match="needs a masked LM.*bert-base-uncased"):
         Engine(device="cpu").predict_masked(gpt, "the [MASK] of the river", rescore=True)

@@ -13,17 +13,16 @@ from engine import budget
 from engine.api import Engine
 from engine.errors import EngineError
 from engine.text import to_word_text
-from tests.arch_zoo import save_arch
 
 NEXT = ("She sat on the river bank and watched the", "She sat on the water bank and watched the")
 MASKED = "She sat on the river [MASK] and watched the water ."
 
 
 @pytest.fixture(scope="module")
-def zoo(tmp_path_factory):
+def served(zoo, tmp_path_factory):
     root = tmp_path_factory.mktemp("budget-zoo")
     for name in ("gpt2", "llama", "bert"):
-        save_arch(name, root / name)
+        zoo.copy(f"arch:{name}", root / name)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CTXLENS_MODEL_DIRS", str(root))
         mp.setenv("CTXLENS_CACHE", str(tmp_path_factory.mktemp("cache")))
@@ -50,7 +49,7 @@ def rows_run(model):
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "bert"])
-def test_a_pass_costs_what_torch_counts(zoo, name):
+def test_a_pass_costs_what_torch_counts(served, name):
     """pass_ops (2 × weights × T + 4 × layers × width × T²) against torch's FlopCounterMode
     on the model's own forward of 16 and 64 tokens (its body, without the vocabulary head;
     eager attention, whose matmuls the counter sees: it skips the CPU's fused SDPA kernel)."""
@@ -58,7 +57,7 @@ def test_a_pass_costs_what_torch_counts(zoo, name):
     from engine.families.hf.cost import anatomy_of
     from engine.families.hf.forward import attention_implementation
 
-    engine, root = zoo
+    engine, root = served
     base = engine.adapter(str(root / name)).model.base_model
     for tokens in (16, 64):
         ids = torch.randint(0, base.config.vocab_size, (1, tokens))
@@ -84,8 +83,8 @@ def _refused_then_run(engine, model, work_seconds, call, monkeypatch):
     return rows[0]
 
 
-def test_patching_is_refused_before_its_first_pass_and_runs_what_it_said(zoo, monkeypatch):
-    engine, root = zoo
+def test_patching_is_refused_before_its_first_pass_and_runs_what_it_said(served, monkeypatch):
+    engine, root = served
     model_id = str(root / "gpt2")
     work = engine.patch_work(model_id, NEXT[0], NEXT[1], None, "residual", None, 5)
     tokens = engine.adapter(model_id).count_tokens(to_word_text(NEXT[0]))
@@ -98,16 +97,16 @@ def test_patching_is_refused_before_its_first_pass_and_runs_what_it_said(zoo, mo
     assert work.passes / 3 <= ran <= work.passes
 
 
-def test_noise_seeds_multiply_the_work(zoo):
-    engine, root = zoo
+def test_noise_seeds_multiply_the_work(served):
+    engine, root = served
     one = engine.patch_work(str(root / "llama"), NEXT[0], None, None, "mlp", "river", 1)
     five = engine.patch_work(str(root / "llama"), NEXT[0], None, None, "mlp", "river", 5)
     assert five.passes == 5 * one.passes and five.seconds == pytest.approx(5 * one.seconds)
     assert "5 seeds" in five.what and "fewer seeds" in five.shorter
 
 
-def test_head_importance_is_refused_before_its_first_pass(zoo, monkeypatch):
-    engine, root = zoo
+def test_head_importance_is_refused_before_its_first_pass(served, monkeypatch):
+    engine, root = served
     model_id = str(root / "bert")
     works = engine.head_importance_work(model_id, MASKED, None)
     heads = engine.adapter(model_id).info.n_layers * engine.adapter(model_id).info.n_heads
@@ -119,8 +118,8 @@ def test_head_importance_is_refused_before_its_first_pass(zoo, monkeypatch):
 
 
 @pytest.mark.parametrize("method", ["ig", "gradxinput", "occlusion"])
-def test_an_attribution_is_refused_before_its_first_pass(zoo, monkeypatch, method):
-    engine, root = zoo
+def test_an_attribution_is_refused_before_its_first_pass(served, monkeypatch, method):
+    engine, root = served
     model_id = str(root / "gpt2")
     works = engine.attribute_work(model_id, NEXT[0], None, method, None)
     if method == "ig":       # the whole ladder: a map that does not converge climbs it all
@@ -132,8 +131,8 @@ def test_an_attribution_is_refused_before_its_first_pass(zoo, monkeypatch, metho
     assert 0 < ran <= sum(w.passes for w in works) + 2
 
 
-def test_generation_and_the_logits_parts_are_bounded_too(zoo, monkeypatch):
-    engine, root = zoo
+def test_generation_and_the_logits_parts_are_bounded_too(served, monkeypatch):
+    engine, root = served
     model_id = str(root / "gpt2")
     monkeypatch.setenv(budget.RATE_ENV, "1")           # one operation a second: nothing fits
     model = engine.adapter(model_id).model
@@ -145,16 +144,16 @@ def test_generation_and_the_logits_parts_are_bounded_too(zoo, monkeypatch):
     assert rows[0] == 0
 
 
-def test_an_empty_prompt_is_still_written_from_the_start_token(zoo):
+def test_an_empty_prompt_is_still_written_from_the_start_token(served):
     """The generation's estimate reads the prompt's tokens; an empty prompt has none to
     count (generation.generate starts it from the model's start token)."""
-    engine, root = zoo
+    engine, root = served
     assert len(engine.generate(str(root / "gpt2"), "", 3).tokens) == 3
 
 
-def test_a_result_already_computed_is_not_refused(zoo, monkeypatch):
+def test_a_result_already_computed_is_not_refused(served, monkeypatch):
     """The cap guards work; a cached result costs none."""
-    engine, root = zoo
+    engine, root = served
     model_id = str(root / "gpt2")
     first = engine.patch(model_id, NEXT[0], NEXT[1], "bank", site="mlp")
     monkeypatch.setenv(budget.RATE_ENV, "1")

@@ -68,11 +68,10 @@ def test_size_zero_keeps_nothing():
     assert cache.get_or_compute("k", lambda: 1) == 1 and len(cache) == 0
 
 
-def test_the_engine_caches_encodings_read_only(tmp_path, monkeypatch):
+def test_the_engine_caches_encodings_read_only(zoo, tmp_path, monkeypatch):
     from engine.api import Engine
-    from tests.tiny_models import save_bert
 
-    path = save_bert(tmp_path / "bert", masked_lm=False)
+    path = zoo.copy("bert", tmp_path / "bert", masked_lm=False)
     monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(tmp_path))
     engine = Engine(device="cpu")
     first = engine.encode(str(path), ["the cat sat"])[0]

@@ -22,15 +22,14 @@ from engine.errors import EngineError, ModelUnavailable
 from engine.families import bert as bert_family
 from engine.families.hf import loading
 from engine.families.base import LoadOptions
-from tests.tiny_models import save_bert
 
 CPU = LoadOptions(device="cpu", dtype="float32")
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    """A tiny BERT masked LM, written once; each test copies it into its model directory."""
-    return save_bert(tmp_path_factory.mktemp("tiny") / "bert")
+def tiny(zoo) -> Path:
+    """The zoo's tiny BERT masked LM; each test copies it into its model directory."""
+    return zoo.path("bert")
 
 
 @pytest.fixture(autouse=True)
@@ -135,21 +134,21 @@ def test_a_pickle_beside_an_empty_safetensors_is_refused(tiny, model_dir, monkey
         Engine(device="cpu").adapter(str(folder), progress=False)
 
 
-def test_a_masked_lm_config_over_weights_without_the_head_is_refused(model_dir):
+def test_a_masked_lm_config_over_weights_without_the_head_is_refused(zoo, model_dir):
     """A config that names the MLM head over an encoder's weights: the head would be random."""
-    folder = save_bert(model_dir / "headless", masked_lm=False)
+    folder = zoo.copy("bert", model_dir / "headless", masked_lm=False)
     edit_config(folder, architectures=["BertForMaskedLM"])
     with pytest.raises(ModelUnavailable, match=r"lack 'cls\.predictions"):
         Engine(device="cpu").adapter(str(folder), progress=False)
 
 
-def test_tied_heads_a_missing_pooler_and_an_overlays_head_still_load(model_dir):
+def test_tied_heads_a_missing_pooler_and_an_overlays_head_still_load(zoo, model_dir):
     """What the weights may lack: a head tied to the embeddings (GPT-2's lm_head; an overlay's
     decoder bias), the pooler, which ctxlens never reads (a token classifier has none), and the
     tensors an overlay puts in right after the load."""
     from transformers import BertConfig, BertModel
 
-    from tests.tiny_models import wordpiece_tokenizer
+    from tests.zoo import wordpiece_tokenizer
 
     tok = wordpiece_tokenizer()
     cfg = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2,
@@ -159,7 +158,7 @@ def test_tied_heads_a_missing_pooler_and_an_overlays_head_still_load(model_dir):
     edit_config(model_dir / "no-pooler", architectures=["BertForTokenClassification"])
     assert Engine(device="cpu").encode(str(model_dir / "no-pooler"), ["The bank."])
 
-    base = save_bert(model_dir / "base", masked_lm=False)
+    base = zoo.copy("bert", model_dir / "base", masked_lm=False)
     head = model_dir / "head"
     head.mkdir()
     from transformers import AutoConfig, BertForMaskedLM
@@ -381,7 +380,7 @@ def test_the_apps_lists_leave_broken_folders_out_and_say_why(broken_folders):
 def test_a_pickled_only_repo_in_the_hub_cache_says_why_in_the_app(tiny, tmp_path, monkeypatch):
     """Was: "this model needs a download" with no reason and no button, also offline."""
     from app import engine_access
-    from tests.arch_zoo import into_hub_cache
+    from tests.zoo import into_hub_cache
 
     folder = tmp_path / "bin-only"
     shutil.copytree(tiny, folder)

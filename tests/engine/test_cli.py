@@ -245,13 +245,13 @@ def test_predict_next_is_json_best_first(capsys):
     assert "Paris" in [p["token"].strip() for p in preds]
 
 
-def test_embed_allennlp_directory_gives_three_elmo_layers(model_dir, capsys):
-    from tests.engine.elmo_tiny import TINY_OPTIONS, write_tiny_elmo
+def test_embed_allennlp_directory_gives_three_elmo_layers(zoo, model_dir, capsys):
+    from tests.zoo import ELMO_OPTIONS
 
-    elmo = write_tiny_elmo(model_dir / "tiny-elmo", seed=3)
+    elmo = zoo.copy("elmo", model_dir / "tiny-elmo", seed=3)
     z = embed(model_dir, str(elmo), "the bank of the river .\nthe money is a bank\n",
               "--device", "cpu")
-    dim = 2 * TINY_OPTIONS["lstm"]["projection_dim"]
+    dim = 2 * ELMO_OPTIONS["lstm"]["projection_dim"]
     assert z["vectors"].shape == (11, 3, dim)
     bank = [i for i, w in enumerate(z["words"]) if w == "bank"]
     # layer 0 (char CNN) ignores context; the biLSTM layers do not
@@ -259,12 +259,11 @@ def test_embed_allennlp_directory_gives_three_elmo_layers(model_dir, capsys):
     assert not np.allclose(z["vectors"][bank[0], 2], z["vectors"][bank[1], 2])
 
 
-def test_attention_of_a_model_without_maps_says_which_families_have_them(model_dir, tmp_path,
-                                                                         capsys):
+def test_attention_of_a_model_without_maps_says_which_families_have_them(zoo, model_dir,
+                                                                         tmp_path, capsys):
     from engine.cli import main
-    from tests.engine.elmo_tiny import write_tiny_elmo
 
-    elmo = write_tiny_elmo(model_dir / "tiny-elmo", seed=3)
+    elmo = zoo.copy("elmo", model_dir / "tiny-elmo", seed=3)
     assert main(["attention", "--model", str(elmo), "--text", "the bank .", "--output",
                  str(tmp_path / "a.npz")]) == 2
     err = capsys.readouterr().err.strip()
@@ -272,32 +271,28 @@ def test_attention_of_a_model_without_maps_says_which_families_have_them(model_d
     assert "is an ELMo model: it has no attention maps (models that have: GPT, BERT)" in err
 
 
-def test_predict_masked_on_an_elmo_fills_from_both_sides(model_dir):
-    from tests.engine.elmo_tiny import TINY_VOCAB, write_tiny_elmo
+def test_predict_masked_on_an_elmo_fills_from_both_sides(zoo, model_dir):
+    from tests.zoo import ELMO_VOCAB
 
-    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+    elmo = zoo.copy("elmo", model_dir / "tiny-elmo")
     proc = run_cli("predict", "--model", str(elmo), "--text", "the [MASK] of the river",
                    "--top-k", "20", env={"CTXLENS_MODEL_DIRS": str(model_dir)})
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     # every real word of the tiny vocabulary, never a sentence marker, probabilities summing to 1
-    assert {c["token"] for c in got} == set(TINY_VOCAB) - {"<S>", "</S>", "<UNK>"}
+    assert {c["token"] for c in got} == set(ELMO_VOCAB) - {"<S>", "</S>", "<UNK>"}
     assert sum(c["prob"] for c in got) == pytest.approx(1.0, abs=1e-6)
 
 
-def test_predict_masked_on_a_model_without_a_head_names_the_models_that_can(model_dir):
-    from tests.tiny_models import save_bert
-
-    plain = save_bert(model_dir / "plain-bert", masked_lm=False)
+def test_predict_masked_on_a_model_without_a_head_names_the_models_that_can(zoo, model_dir):
+    plain = zoo.copy("bert", model_dir / "plain-bert", masked_lm=False)
     proc = run_cli("predict", "--model", str(plain), "--text", "the [MASK] of the river",
                    env={"CTXLENS_MODEL_DIRS": str(model_dir)})
     assert_one_line_error(proc, "cannot fill a blank", "bert-base-uncased")
 
 
-def test_predict_input_file_writes_one_json_line_per_text(model_dir, tmp_path):
-    from tests.engine.elmo_tiny import write_tiny_elmo
-
-    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+def test_predict_input_file_writes_one_json_line_per_text(zoo, model_dir, tmp_path):
+    elmo = zoo.copy("elmo", model_dir / "tiny-elmo")
     src = tmp_path / "blanks.txt"
     src.write_text("the [MASK] of the river\n\nno blank here\nthe bank [MASK] money .\n")
     out = tmp_path / "out.jsonl"
@@ -314,10 +309,8 @@ def test_predict_input_file_writes_one_json_line_per_text(model_dir, tmp_path):
     assert "2 of 3 texts predicted, 1 with an error" in proc.stderr
 
 
-def test_predict_input_kind_next_and_bad_file(model_dir, tmp_path):
-    from tests.engine.elmo_tiny import write_tiny_elmo
-
-    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+def test_predict_input_kind_next_and_bad_file(zoo, model_dir, tmp_path):
+    elmo = zoo.copy("elmo", model_dir / "tiny-elmo")
     src = tmp_path / "prefixes.txt"
     src.write_text("the bank of\nthe river\n")
     proc = run_cli("predict", "--model", str(elmo), "--input", str(src), "--kind", "next",
@@ -338,11 +331,9 @@ def test_predict_input_kind_next_and_bad_file(model_dir, tmp_path):
     assert failed.returncode == 2 and "0 of 2 texts predicted, 2 with an error" in failed.stderr
 
 
-def test_a_reader_that_stops_early_ends_the_output_quietly(model_dir, tmp_path):
+def test_a_reader_that_stops_early_ends_the_output_quietly(zoo, model_dir, tmp_path):
     """`ctxlens predict --input big.txt | head -1` ended with 'internal error: BrokenPipeError'."""
-    from tests.engine.elmo_tiny import write_tiny_elmo
-
-    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+    elmo = zoo.copy("elmo", model_dir / "tiny-elmo")
     src = tmp_path / "prefixes.txt"
     src.write_text("the bank of\n" * 400)
     full_env = {**os.environ, "CTXLENS_MODEL_DIRS": str(model_dir)}
@@ -400,10 +391,8 @@ def test_reachability_probe_is_bounded_even_when_dns_stalls(monkeypatch):
         release.set()
 
 
-def test_predict_rescore_fills_a_blank_and_refuses_a_next_word(model_dir):
-    from tests.tiny_models import save_bert
-
-    mlm = save_bert(model_dir / "mlm-bert")
+def test_predict_rescore_fills_a_blank_and_refuses_a_next_word(zoo, model_dir):
+    mlm = zoo.copy("bert", model_dir / "mlm-bert")
     env = {"CTXLENS_MODEL_DIRS": str(model_dir)}
     proc = run_cli("predict", "--model", str(mlm), "--text", "the [MASK] of the river",
                    "--rescore", "--top-k", "3", env=env)
@@ -420,11 +409,9 @@ def test_predict_rescore_fills_a_blank_and_refuses_a_next_word(model_dir):
     assert_one_line_error(proc, "--rescore", "masked LM")
 
 
-def test_a_single_prediction_says_how_it_was_made(model_dir):
+def test_a_single_prediction_says_how_it_was_made(zoo, model_dir):
     """The app explains "<UNK>" under ELMo's guesses; the CLI listed it first with no word."""
-    from tests.engine.elmo_tiny import write_tiny_elmo
-
-    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+    elmo = zoo.copy("elmo", model_dir / "tiny-elmo")
     proc = run_cli("predict", "--model", str(elmo), "--next", "the bank of",
                    env={"CTXLENS_MODEL_DIRS": str(model_dir)})
     assert proc.returncode == 0 and json.loads(proc.stdout)
@@ -432,10 +419,9 @@ def test_a_single_prediction_says_how_it_was_made(model_dir):
     assert len(note) == 1 and note[0].startswith("ctxlens: forward LM") and "<UNK>" in note[0]
 
 
-def test_a_half_precision_dtype_on_the_cpu_is_said_not_silently_dropped(model_dir, tmp_path):
-    from tests.engine.elmo_tiny import write_tiny_elmo
-
-    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+def test_a_half_precision_dtype_on_the_cpu_is_said_not_silently_dropped(zoo, model_dir,
+                                                                        tmp_path):
+    elmo = zoo.copy("elmo", model_dir / "tiny-elmo")
     src = tmp_path / "s.txt"
     src.write_text("the bank of the river .\n")
     proc = run_cli("embed", "--model", str(elmo), "--input", str(src), "--output",
@@ -452,13 +438,11 @@ SPLIT_TEXT = "They were playing near the riverbank all day."
 
 
 @pytest.fixture(scope="module")
-def attention_models(tmp_path_factory) -> dict[str, str]:
-    from tests.tiny_models import save_bert, save_causal_lm
-
+def attention_models(zoo, tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("att-models")
-    return {"root": str(root), "bert": str(save_bert(root / "bert", masked_lm=False)),
-            "gpt2": str(save_causal_lm(root / "gpt2", "gpt2")),
-            "llama": str(save_causal_lm(root / "llama", "llama"))}
+    return {"root": str(root), "bert": str(zoo.copy("bert", root / "bert", masked_lm=False)),
+            "gpt2": str(zoo.copy("causal:gpt2", root / "gpt2")),
+            "llama": str(zoo.copy("causal:llama", root / "llama"))}
 
 
 def attention_npz(models, monkeypatch, tmp_path, kind: str, *flags: str):
@@ -568,21 +552,17 @@ LINE_BREAKS_IN_LINES = ("the bank\u2028of the river .\r\n"
                         "the\x85bank [MASK] money .\n")
 
 
-def test_input_lines_split_at_newlines_only(model_dir, capsys):
+def test_input_lines_split_at_newlines_only(zoo, model_dir, capsys):
     """U+2028, U+2029, U+0085, VT and FF split a line: this file gave 8 sentences, not 3."""
-    from tests.tiny_models import save_bert
-
-    bert = save_bert(model_dir / "bert", masked_lm=False)
+    bert = zoo.copy("bert", model_dir / "bert", masked_lm=False)
     z = embed(model_dir, str(bert), LINE_BREAKS_IN_LINES)
     assert len(z["sentences"]) == 3 and z["sentences"][0] == "the bank\u2028of the river ."
     assert z["words"].tolist()[:6] == ["the", "bank", "of", "the", "river", "."]
 
 
-def test_predict_input_numbers_lines_as_an_editor_does(model_dir, tmp_path):
+def test_predict_input_numbers_lines_as_an_editor_does(zoo, model_dir, tmp_path):
     """Text on line 1 holding U+2028 was reported as line 2."""
-    from tests.engine.elmo_tiny import write_tiny_elmo
-
-    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+    elmo = zoo.copy("elmo", model_dir / "tiny-elmo")
     src = tmp_path / "blanks.txt"
     src.write_text(LINE_BREAKS_IN_LINES.replace("river .", "[MASK] ."), encoding="utf-8")
     proc = run_cli("predict", "--model", str(elmo), "--input", str(src), "--top-k", "2",
@@ -629,23 +609,21 @@ def test_a_library_error_is_one_short_line(monkeypatch, capsys):
     assert err.startswith("ctxlens: internal error: ValueError: bad yyy")
 
 
-def test_a_long_embed_prints_progress_lines_without_a_terminal(model_dir, monkeypatch, capsys):
+def test_a_long_embed_prints_progress_lines_without_a_terminal(zoo, model_dir, monkeypatch,
+                                                               capsys):
     """With stderr not a terminal tqdm draws nothing: 10,000 sentences ran in silence."""
     import engine.cli.embed as cli_embed
-    from tests.tiny_models import save_bert
 
     monkeypatch.setattr(cli_embed, "EMBED_CHUNK", 20)
-    bert = save_bert(model_dir / "bert", masked_lm=False)
+    bert = zoo.copy("bert", model_dir / "bert", masked_lm=False)
     z = embed(model_dir, str(bert), "the bank of the river .\n" * 100)
     assert len(z["sentences"]) == 100
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "embedded" in ln]
     assert lines == [f"ctxlens: embedded {n}/100 sentences" for n in (20, 40, 60, 80, 100)]
 
 
-def test_a_text_in_a_script_without_spaces_gets_one_note(model_dir, tmp_path, capsys):
-    from tests.tiny_models import save_bert
-
-    bert = save_bert(model_dir / "bert", masked_lm=False)
+def test_a_text_in_a_script_without_spaces_gets_one_note(zoo, model_dir, tmp_path, capsys):
+    bert = zoo.copy("bert", model_dir / "bert", masked_lm=False)
     embed(model_dir, str(bert), "ภาษาไทย ง่าย .\nภาษาไทย .\nthe bank .\n")
     notes = [ln for ln in capsys.readouterr().err.splitlines() if "without spaces" in ln]
     assert notes == ["ctxlens: Thai is written without spaces: ctxlens takes each run of it "
@@ -664,17 +642,16 @@ def compare(model_dir: Path, models: str, text: str = COMPARE_TEXT, *flags: str)
                  str(model_dir / "cka.npz"), "--resamples", "200", *flags])
 
 
-def test_compare_writes_cka_between_two_models_with_intervals_as_csv_and_npz(model_dir,
+def test_compare_writes_cka_between_two_models_with_intervals_as_csv_and_npz(zoo, model_dir,
                                                                              capsys):
     """#45 item 4: ELMo's layers x a BERT's, one CSV row per pair, the NPZ as matrices."""
     import pandas as pd
 
     from engine.analysis.model_cka import compare_models
     from engine.api import Engine
-    from tests.engine.elmo_tiny import write_tiny_elmo
-    from tests.tiny_models import save_bert
 
-    elmo, bert = str(write_tiny_elmo(model_dir / "elmo")), str(save_bert(model_dir / "bert"))
+    elmo = str(zoo.copy("elmo", model_dir / "elmo"))
+    bert = str(zoo.copy("bert", model_dir / "bert"))
     assert compare(model_dir, f"{elmo},{bert}") == 0
     assert "debiased linear CKA over 24 words of 4 sentences" in capsys.readouterr().err
     z = np.load(model_dir / "cka.npz")
@@ -694,10 +671,8 @@ def test_compare_writes_cka_between_two_models_with_intervals_as_csv_and_npz(mod
     np.testing.assert_allclose(z["ci_high"], expected.high, atol=1e-5)
 
 
-def test_compare_csv_goes_where_asked(model_dir):
-    from tests.tiny_models import save_bert
-
-    bert = str(save_bert(model_dir / "bert"))
+def test_compare_csv_goes_where_asked(zoo, model_dir):
+    bert = str(zoo.copy("bert", model_dir / "bert"))
     assert compare(model_dir, f"{bert},{bert}", COMPARE_TEXT, "--csv",
                    str(model_dir / "table.csv")) == 0
     assert (model_dir / "table.csv").exists() and not (model_dir / "cka.csv").exists()
@@ -731,12 +706,10 @@ def test_compare_refuses_an_unwritable_default_csv_before_the_models_load(model_
     assert not (model_dir / "cka.npz").exists()
 
 
-def test_index_notes_a_script_without_spaces_once(model_dir, tmp_path, capsys):
+def test_index_notes_a_script_without_spaces_once(zoo, model_dir, tmp_path, capsys):
     """embed, predict and compare say how a script without spaces is split; index said
     nothing about its corpus."""
-    from tests.tiny_models import save_bert
-
-    bert = save_bert(model_dir / "bert", masked_lm=False)
+    bert = zoo.copy("bert", model_dir / "bert", masked_lm=False)
     src = tmp_path / "corpus.txt"
     src.write_text("ภาษาไทย ง่าย .\nภาษาไทย .\nthe bank of the river .\n", encoding="utf-8")
     assert main(["index", "--model", str(bert), "--corpus", str(src), "--output",
@@ -747,12 +720,10 @@ def test_index_notes_a_script_without_spaces_once(model_dir, tmp_path, capsys):
                      "choose the split yourself"]
 
 
-def test_json_output_escapes_line_and_paragraph_separators(model_dir, tmp_path):
+def test_json_output_escapes_line_and_paragraph_separators(zoo, model_dir, tmp_path):
     """U+2028 and U+2029 are line ends in JavaScript source: JSON lines holding them raw break
     when pasted into a script or an HTML page. They are written as \\u2028 and \\u2029."""
-    from tests.engine.elmo_tiny import write_tiny_elmo
-
-    elmo = write_tiny_elmo(model_dir / "tiny-elmo")
+    elmo = zoo.copy("elmo", model_dir / "tiny-elmo")
     src, out = tmp_path / "blanks.txt", tmp_path / "out.jsonl"
     src.write_text("the bank\u2028of the [MASK] .\nthe\u2029[MASK] é .\n", encoding="utf-8")
     assert main(["predict", "--model", str(elmo), "--input", str(src), "--top-k", "2",

@@ -9,21 +9,22 @@ import numpy as np
 import pytest
 
 from engine.api import Engine
-from tests.arch_zoo import HEADS, LAYERS
-from tests.engine.cli_zoo import bert_and_gpt2, folder_of, run
+from tests.engine.cli_run import run
+from tests.zoo import HEADS, LAYERS
 
 MASKED = "She sat on the river [MASK] and watched the water ."
 PREFIX = "She sat on the river bank and watched the"
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    return bert_and_gpt2(tmp_path_factory, "components-cli")
+def models(zoo, tmp_path_factory):
+    root = tmp_path_factory.mktemp("components-cli")
+    return {name: zoo.copy(f"arch:{name}", root / name) for name in ("bert", "gpt2")}
 
 
 @pytest.fixture(autouse=True)
 def configured(models, monkeypatch, tmp_path):
-    monkeypatch.setenv("CTXLENS_MODEL_DIRS", folder_of(models))
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(models["bert"].parent))
     monkeypatch.setenv("CTXLENS_CACHE", str(tmp_path / "cache"))
 
 

@@ -10,16 +10,15 @@ import pytest
 
 from engine.api import Engine
 from engine.cli import main
-from tests.arch_zoo import save_arch
 
 TEXT = "She sat on the river bank and watched the"
 NUMERIC = {"heads", "mlp", "embed", "rest", "logit"}
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
+def models(zoo, tmp_path_factory):
     root = tmp_path_factory.mktemp("dla-cli")
-    return {n: save_arch(n, root / n) for n in ("llama", "bert")}
+    return {n: zoo.copy(f"arch:{n}", root / n) for n in ("llama", "bert")}
 
 
 @pytest.fixture(autouse=True)

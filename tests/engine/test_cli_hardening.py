@@ -11,7 +11,7 @@ import torch
 
 from engine.cli import main
 from engine.cli.report import EXIT_USAGE
-from tests.engine.cli_zoo import bert_and_gpt2, folder_of, run
+from tests.engine.cli_run import run
 
 MASKED = "She sat on the river [MASK] and watched the water ."
 PREFIX = "She sat on the river bank and watched the"
@@ -29,14 +29,15 @@ def strict_json(text: str):
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
+def models(zoo, tmp_path_factory):
     """The tiny BERT and GPT-2, and a GPT-2 whose attention writes nothing (every output
     projection zero): knocking out any of its heads changes nothing, so each head's drop and
     gradient are 0 and their rank correlation is undefined."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    found = bert_and_gpt2(tmp_path_factory, "hardening-cli")
-    dead = found["gpt2"].parent / "gpt2-silent-heads"
+    root = tmp_path_factory.mktemp("hardening-cli")
+    found = {name: zoo.copy(f"arch:{name}", root / name) for name in ("bert", "gpt2")}
+    dead = root / "gpt2-silent-heads"
     model = AutoModelForCausalLM.from_pretrained(found["gpt2"])
     with torch.no_grad():
         for block in model.transformer.h:
@@ -54,7 +55,7 @@ def index(models, tmp_path_factory):
     src = folder / "corpus.txt"
     src.write_text(NO_REPEATS)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CTXLENS_MODEL_DIRS", folder_of(models))
+        mp.setenv("CTXLENS_MODEL_DIRS", str(models["bert"].parent))
         mp.setenv("CTXLENS_CACHE", str(folder / "cache"))
         assert main(["index", "--model", str(models["bert"]), "--corpus", str(src),
                      "--output", str(folder / "ix")]) == 0
@@ -63,7 +64,7 @@ def index(models, tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def configured(models, monkeypatch, tmp_path):
-    monkeypatch.setenv("CTXLENS_MODEL_DIRS", folder_of(models))
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(models["bert"].parent))
     monkeypatch.setenv("CTXLENS_CACHE", str(tmp_path / "cache"))
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from engine.api import Engine
-from tests.engine.cli_zoo import bert_and_gpt2, folder_of, run
+from tests.engine.cli_run import run
 
 CLEAN = "She sat on the river bank and watched the"
 CORRUPT = "She sat on the water bank and watched the"
@@ -17,13 +17,14 @@ MASKED = "She sat on the river [MASK] and watched the water ."
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    return bert_and_gpt2(tmp_path_factory, "patch-cli")
+def models(zoo, tmp_path_factory):
+    root = tmp_path_factory.mktemp("patch-cli")
+    return {name: zoo.copy(f"arch:{name}", root / name) for name in ("bert", "gpt2")}
 
 
 @pytest.fixture(autouse=True)
 def configured(models, monkeypatch):
-    monkeypatch.setenv("CTXLENS_MODEL_DIRS", folder_of(models))
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(models["bert"].parent))
 
 
 def test_the_npz_holds_engine_patch_arrays(models, tmp_path, capsys):

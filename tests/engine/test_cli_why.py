@@ -10,20 +10,21 @@ import json
 import pytest
 import torch
 
-from tests.engine.cli_zoo import bert_and_gpt2, folder_of, run
+from tests.engine.cli_run import run
 
 MASKED = "She sat on the [MASK] of the river ."
 PROMPT = "She sat on the bank of the"
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    return bert_and_gpt2(tmp_path_factory, "why-cli")
+def models(zoo, tmp_path_factory):
+    root = tmp_path_factory.mktemp("why-cli")
+    return {name: zoo.copy(f"arch:{name}", root / name) for name in ("bert", "gpt2")}
 
 
 @pytest.fixture(autouse=True)
 def configured(models, monkeypatch):
-    monkeypatch.setenv("CTXLENS_MODEL_DIRS", folder_of(models))
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(models["bert"].parent))
 
 
 def _one_word_piece(folder, candidates=("river", "bank", "the", "sat")):

@@ -8,7 +8,6 @@ import torch
 from engine.api import Engine
 from engine.errors import EngineError
 from engine.families.base import resolve_device, resolve_dtype
-from tests.tiny_models import save_bert
 
 
 def test_auto_picks_cuda_only_when_present():
@@ -32,8 +31,8 @@ def test_half_precision_stays_float32_on_the_cpu_and_is_kept_on_cuda(dtype):
         resolve_dtype("int4", "cpu")
 
 
-def test_an_engine_asked_for_bfloat16_on_the_cpu_runs_float32(tmp_path, monkeypatch):
-    path = save_bert(tmp_path / "bert", masked_lm=False)
+def test_an_engine_asked_for_bfloat16_on_the_cpu_runs_float32(zoo, tmp_path, monkeypatch):
+    path = zoo.copy("bert", tmp_path / "bert", masked_lm=False)
     monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(tmp_path))
     engine = Engine(device="cpu", dtype="bfloat16")
     adapter = engine.adapter(str(path))

@@ -1,5 +1,5 @@
 """Direct logit attribution (engine/components/dla.py) on the tiny checkpoint of every decoder in
-tests/arch_zoo.py: the parts add up to the model's own logit, that logit is the one a plain
+tests/zoo.py: the parts add up to the model's own logit, that logit is the one a plain
 forward pass gives, one head's part is the hand-computed one, and what cannot be split is
 refused with its reason."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 
 from engine.api import Engine
 from engine.errors import EngineError, UnsupportedPrediction
-from tests.arch_zoo import DECODERS, _config, _tokenizer, save_arch
+from tests.zoo import DECODERS, arch_config, arch_tokenizer
 
 TEXT = "She sat on the river bank and watched the"
 TARGET, CONTRAST = "water", "sky"
@@ -36,8 +36,8 @@ def _post_norm_opt(folder):
     """An OPT whose blocks normalise after each residual addition (as opt-350m)."""
     import transformers as tf
 
-    tok = _tokenizer("opt")
-    cfg = _config("opt", len(tok), tok)
+    tok = arch_tokenizer("opt")
+    cfg = arch_config("opt", len(tok), tok)
     cfg.do_layer_norm_before = False
     tf.OPTForCausalLM(cfg).eval().save_pretrained(folder)
     tok.save_pretrained(folder)
@@ -45,13 +45,13 @@ def _post_norm_opt(folder):
 
 
 @pytest.fixture(scope="module")
-def zoo(tmp_path_factory):
+def served(zoo, tmp_path_factory):
     root = tmp_path_factory.mktemp("dla-zoo")
     folders = {}
     for name in DECODERS:
-        folders[name] = save_arch(name, root / name)
+        folders[name] = zoo.copy(f"arch:{name}", root / name)
         _random_small_params(folders[name])
-    folders["bert"] = save_arch("bert", root / "bert")
+    folders["bert"] = zoo.copy("arch:bert", root / "bert")
     folders["opt-post-norm"] = _post_norm_opt(root / "opt-post-norm")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CTXLENS_MODEL_DIRS", str(root))
@@ -74,8 +74,8 @@ def _plain(folder: str, words: list[str]):
 
 
 @pytest.mark.parametrize("name", list(DECODERS))
-def test_parts_add_up_to_the_models_own_logit(zoo, name):
-    engine, folders = zoo
+def test_parts_add_up_to_the_models_own_logit(served, name):
+    engine, folders = served
     one = engine.components(folders[name], TEXT, TARGET)
     other = engine.components(folders[name], TEXT, CONTRAST)
     both = engine.components(folders[name], TEXT, TARGET, CONTRAST)
@@ -99,8 +99,8 @@ def test_parts_add_up_to_the_models_own_logit(zoo, name):
     assert np.abs(one.heads).max() > 1e-3          # the heads carry some of it
 
 
-def test_biases_and_the_norms_beta_land_in_rest(zoo):
-    engine, folders = zoo
+def test_biases_and_the_norms_beta_land_in_rest(served):
+    engine, folders = served
     c = engine.components(folders["gpt2"], TEXT, TARGET)
     assert abs(c.rest) > 1e-3     # GPT-2's c_proj biases and ln_f's β, drawn non-zero here
 
@@ -114,8 +114,8 @@ def _own_hook(module, seen, key, pre=True):
 
 
 @pytest.mark.parametrize("name,layer,head", [("gpt2", 1, 2), ("llama", 0, 3)])
-def test_one_heads_part_is_the_hand_computed_one(zoo, name, layer, head):
-    engine, folders = zoo
+def test_one_heads_part_is_the_hand_computed_one(served, name, layer, head):
+    engine, folders = served
     c = engine.components(folders[name], TEXT, TARGET, CONTRAST)
     import transformers as tf
 
@@ -152,39 +152,39 @@ def test_one_heads_part_is_the_hand_computed_one(zoo, name, layer, head):
     assert abs(want) > 1e-4       # a head that says something, not 0 = 0
 
 
-def test_bert_is_refused_with_why(zoo):
-    engine, folders = zoo
+def test_bert_is_refused_with_why(served):
+    engine, folders = served
     with pytest.raises(UnsupportedPrediction, match="post-norm encoder.*MLM head"):
         engine.components(folders["bert"], TEXT, TARGET)
 
 
-def test_a_post_norm_decoder_is_refused_with_why(zoo):
-    engine, folders = zoo
+def test_a_post_norm_decoder_is_refused_with_why(served):
+    engine, folders = served
     assert "direct_logit" in engine.resolved(folders["opt-post-norm"]).cannot
     with pytest.raises(UnsupportedPrediction, match="post-norm decoder"):
         engine.components(folders["opt-post-norm"], TEXT, TARGET)
 
 
-def test_post_norm_opt_would_not_add_up_either(zoo):
+def test_post_norm_opt_would_not_add_up_either(served):
     """The check inside the function stands on its own: called on the post-norm OPT directly
     (past the capability), it refuses rather than return parts that miss the logit."""
     from engine.components.dla import components
     from engine.text import to_word_text
 
-    engine, folders = zoo
+    engine, folders = served
     adapter = engine.adapter(folders["opt-post-norm"])
     with pytest.raises(UnsupportedPrediction, match="no final norm|do not add up"):
         components(adapter, to_word_text(TEXT), TARGET, None)
 
 
-def test_a_contrast_equal_to_the_target_is_refused(zoo):
-    engine, folders = zoo
+def test_a_contrast_equal_to_the_target_is_refused(served):
+    engine, folders = served
     # the message of every view with a contrast (engine.attribution.objective.check_pair)
     with pytest.raises(EngineError, match="'water' is the target itself"):
         engine.components(folders["llama"], TEXT, TARGET, TARGET)
 
 
-def test_a_target_the_vocabulary_cannot_spell_is_refused(zoo):
-    engine, folders = zoo
+def test_a_target_the_vocabulary_cannot_spell_is_refused(served):
+    engine, folders = served
     with pytest.raises(EngineError, match="cannot spell"):
         engine.components(folders["llama"], TEXT, "日本語")

@@ -20,7 +20,6 @@ import pytest
 
 from engine import checkpoint, cli, hub
 from engine.errors import ModelUnavailable
-from tests.arch_zoo import save_arch
 from tests.fake_hub import serving
 
 MB, GB = 2**20, 2**30
@@ -28,8 +27,8 @@ Usage = namedtuple("Usage", "total used free")
 
 
 @pytest.fixture(scope="module")
-def tiny_repo(tmp_path_factory) -> Path:
-    return save_arch("gpt-neox", tmp_path_factory.mktemp("sized-hub") / "repo")
+def tiny_repo(zoo) -> Path:
+    return zoo.path("arch:gpt-neox")          # only served (read) by the stand-in hub
 
 
 def bf16_copy(folder: Path, target: Path) -> Path:

@@ -18,20 +18,20 @@ from engine.families.elmo.modules import ElmoBiLm
 from engine.families.elmo.reference import compare_with_fixture
 from engine.families.elmo.weights import load_allennlp, save_allennlp, tf_arrays
 from engine.text import from_words, split_words
-from tests.engine.elmo_tiny import TINY_OPTIONS, TINY_VOCAB, write_tiny_elmo
+from tests.zoo import ELMO_OPTIONS, ELMO_VOCAB
 
 torch.set_num_threads(1)
 CPU = LoadOptions(device="cpu")
 
 
 @pytest.fixture
-def tiny_dir(tmp_path):
-    return write_tiny_elmo(tmp_path / "tiny-elmo", seed=3)
+def tiny_dir(zoo, tmp_path):
+    return zoo.copy("elmo", tmp_path / "tiny-elmo", seed=3)
 
 
 @pytest.fixture
-def tiny(tiny_dir):
-    return elmo.load("tiny", tiny_dir, CPU, progress=False)
+def tiny(zoo):
+    return elmo.load("tiny", zoo.path("elmo", seed=3), CPU, progress=False)
 
 
 # -- reference numerics ------------------------------------------------------------------
@@ -148,7 +148,7 @@ def test_encoding_has_words_as_tokens_and_three_named_layers(tiny):
     enc = tiny.encode([split_words("Rivers flow .")])[0]
     assert enc.family == "elmo" and enc.tokens == ("Rivers", "flow", ".")
     assert enc.token_to_word.tolist() == [0, 1, 2] and enc.attentions is None
-    assert enc.hidden_states.shape == (3, 3, 2 * TINY_OPTIONS["lstm"]["projection_dim"])
+    assert enc.hidden_states.shape == (3, 3, 2 * ELMO_OPTIONS["lstm"]["projection_dim"])
     assert enc.layer_names == ("char CNN", "biLSTM 1", "biLSTM 2")
     assert (tiny.info.n_layers, tiny.info.n_heads, tiny.info.dim) == (2, 0, 12)
 
@@ -164,7 +164,7 @@ def test_layer0_is_context_free_and_duplicated(tiny):
 # -- the two LSTM implementations, training ------------------------------------------------
 
 def test_fast_and_reference_lstm_give_the_same_outputs_and_states():
-    bilm = ElmoBiLm.from_options(TINY_OPTIONS, seed=5, init_scale=0.5)
+    bilm = ElmoBiLm.from_options(ELMO_OPTIONS, seed=5, init_scale=0.5)
     sentences = [["w"] * n for n in (7, 1, 12, 3, 12, 5)]
     ids = torch.from_numpy(batch_char_ids(sentences))
     with torch.no_grad():
@@ -179,7 +179,7 @@ def test_fast_and_reference_lstm_give_the_same_outputs_and_states():
 
 
 def test_lm_outputs_are_trainable_from_random_init():
-    bilm = ElmoBiLm.from_options(TINY_OPTIONS, seed=1)
+    bilm = ElmoBiLm.from_options(ELMO_OPTIONS, seed=1)
     ids = torch.from_numpy(batch_char_ids([["a", "b"], ["c", "d", "e"]]))
     fwd, bwd, mask = bilm.lm_outputs(ids)
     assert fwd.shape == bwd.shape == (2, 5, 6) and mask.sum().item() == 9
@@ -193,7 +193,7 @@ def test_fast_and_reference_lstm_give_the_same_gradients():
     ids = torch.from_numpy(batch_char_ids([["w"] * 6, ["x", "y"], ["z"] * 4]))
     grads = {}
     for impl in ("fast", "reference"):
-        bilm = ElmoBiLm.from_options(TINY_OPTIONS, seed=2, init_scale=0.5)
+        bilm = ElmoBiLm.from_options(ELMO_OPTIONS, seed=2, init_scale=0.5)
         fwd, bwd, _ = bilm.lm_outputs(ids, impl=impl)
         (fwd.sin().sum() + bwd.cos().sum()).backward()
         grads[impl] = {n: p.grad for n, p in bilm.named_parameters()}
@@ -203,7 +203,7 @@ def test_fast_and_reference_lstm_give_the_same_gradients():
 
 def test_skip_connection_adds_layer1_to_the_top_lstm_output():
     ids = torch.from_numpy(batch_char_ids([["a", "bank", "."], ["rivers"]]))
-    options = json.loads(json.dumps(TINY_OPTIONS))
+    options = json.loads(json.dumps(ELMO_OPTIONS))
     with_skip = ElmoBiLm.from_options(options, seed=4, init_scale=0.5)
     options["lstm"]["use_skip_connections"] = False
     without = ElmoBiLm(options)
@@ -216,7 +216,7 @@ def test_skip_connection_adds_layer1_to_the_top_lstm_output():
 
 def test_tanh_char_cnn_activation_is_applied():
     ids = torch.from_numpy(batch_char_ids([["bank"]]))
-    options = json.loads(json.dumps(TINY_OPTIONS))
+    options = json.loads(json.dumps(ELMO_OPTIONS))
     relu = ElmoBiLm.from_options(options, seed=4, init_scale=0.5)
     options["char_cnn"]["activation"] = "tanh"
     tanh = ElmoBiLm(options)
@@ -229,7 +229,7 @@ def test_tanh_char_cnn_activation_is_applied():
 
 
 def test_dropout_acts_in_training_mode_only():
-    bilm = ElmoBiLm.from_options(TINY_OPTIONS, seed=1, dropout=0.5)
+    bilm = ElmoBiLm.from_options(ELMO_OPTIONS, seed=1, dropout=0.5)
     ids = torch.from_numpy(batch_char_ids([["a", "b", "c"]]))
     with torch.no_grad():
         train = [bilm.train()(ids).layers for _ in range(2)]
@@ -239,7 +239,7 @@ def test_dropout_acts_in_training_mode_only():
 
 
 def test_default_init_starts_highways_near_identity():
-    bilm = ElmoBiLm.from_options(TINY_OPTIONS, seed=1)
+    bilm = ElmoBiLm.from_options(ELMO_OPTIONS, seed=1)
     for hw in bilm.char_cnn.highways:
         assert torch.all(hw.carry.bias == -2.0)   # bilm-tf: transform gate mostly closed
     assert not bilm.char_cnn.char_embedding.weight[0].any()
@@ -270,10 +270,10 @@ def test_directory_with_ambiguous_weight_files_is_refused(tiny_dir):
         elmo.load("ambiguous", tiny_dir, CPU, progress=False)
 
 
-def test_engine_encodes_a_configured_model_directory(model_dir):
+def test_engine_encodes_a_configured_model_directory(zoo, model_dir):
     from engine.api import Engine
 
-    path = write_tiny_elmo(model_dir / "my-elmo", seed=2)
+    path = zoo.copy("elmo", model_dir / "my-elmo", seed=2)
     encs = Engine(device="cpu").encode(str(path), ["The bank of the river .", "Money !"])
     assert [e.family for e in encs] == ["elmo", "elmo"]
     assert encs[0].hidden_states.shape == (3, 6, 12) and encs[1].words == ("Money", "!")
@@ -293,21 +293,21 @@ def test_lm_predictions_rank_vocab_words_from_the_right_direction(tiny, kind):
     probs = [c.prob for c in pred.candidates]
     assert pred.kind == kind and len(probs) == 5
     assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-9
-    assert all(c.token in TINY_VOCAB for c in pred.candidates)
+    assert all(c.token in ELMO_VOCAB for c in pred.candidates)
     top = tiny.layers([text.words])[0][-1]
     h = top[-1, :6] if kind == "next" else top[0, 6:]   # forward at last, backward at first
     expected = _manual_probs(tiny, h)
-    assert pred.candidates[0].token == TINY_VOCAB[int(expected.argmax())]
+    assert pred.candidates[0].token == ELMO_VOCAB[int(expected.argmax())]
     assert pred.candidates[0].prob == pytest.approx(float(expected.max()), abs=1e-9)
     # the unknown-word marker, when listed, is said to be one (11 words in the tiny vocab)
-    every = getattr(tiny, f"predict_{kind}")(text, top_k=len(TINY_VOCAB))
+    every = getattr(tiny, f"predict_{kind}")(text, top_k=len(ELMO_VOCAB))
     assert "<UNK>" in [c.token for c in every.candidates]
     assert every.method.endswith("; <UNK> is any word outside its 11-word vocabulary")
     assert ("<UNK>" in [c.token for c in pred.candidates]) == ("<UNK>" in pred.method)
 
 
-def test_predictions_need_the_softmax_companion(tmp_path):
-    path = write_tiny_elmo(tmp_path / "no-softmax", seed=0, with_softmax=False)
+def test_predictions_need_the_softmax_companion(zoo):
+    path = zoo.path("elmo", with_softmax=False)
     # what the registry says before it loads: its encoder's views, none of the LM's
     assert not {"fill_blank", "next_word"} & gives_of_dir(path).capabilities
     adapter = elmo.load("bare", path, CPU, progress=False)
@@ -336,7 +336,7 @@ def _expected_fill(tiny, words: list[str], blank: int, sides: str) -> np.ndarray
     if sides == "both":
         logp = logp + np.log(_manual_probs(tiny, top[blank + 2, 6:]))
     p = np.exp(logp - logp.max())
-    p[[TINY_VOCAB.index(w) for w in ("<S>", "</S>", "<UNK>")]] = 0
+    p[[ELMO_VOCAB.index(w) for w in ("<S>", "</S>", "<UNK>")]] = 0
     return p / p.sum()
 
 
@@ -348,9 +348,9 @@ def test_fill_blank_multiplies_forward_and_backward_lm(tiny, sentence, sides):
     pred = tiny.predict_masked(text, top_k=4, sides=sides)
     expected = _expected_fill(tiny, list(text.words), text.mask_indices[0], sides)
     assert pred.kind == "masked" and len(pred.candidates) == 4
-    assert [c.token for c in pred.candidates] == [TINY_VOCAB[i] for i in np.argsort(-expected)[:4]]
+    assert [c.token for c in pred.candidates] == [ELMO_VOCAB[i] for i in np.argsort(-expected)[:4]]
     for c in pred.candidates:
-        assert c.prob == pytest.approx(float(expected[TINY_VOCAB.index(c.token)]), abs=1e-9)
+        assert c.prob == pytest.approx(float(expected[ELMO_VOCAB.index(c.token)]), abs=1e-9)
     assert not {"<S>", "</S>", "<UNK>"} & {c.token for c in pred.candidates}
 
 

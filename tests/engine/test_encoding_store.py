@@ -15,16 +15,16 @@ import pytest
 from engine.api import Engine, encoding_store
 from engine.cache import EncodingStore
 from engine.errors import EngineError
-from tests.tiny_models import BERT_SENTENCES, save_bert
+from tests.zoo import BERT_SENTENCES
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = list(BERT_SENTENCES[:3])
 
 
 @pytest.fixture
-def bert(model_dir, tmp_path, monkeypatch) -> str:
+def bert(zoo, model_dir, tmp_path, monkeypatch) -> str:
     monkeypatch.setenv("CTXLENS_CACHE", str(tmp_path / "cache"))  # digests of its files
-    return str(save_bert(model_dir / "tiny-bert").resolve())
+    return str(zoo.copy("bert", model_dir / "tiny-bert").resolve())
 
 
 def _store(tmp_path, mb: float = 64) -> EncodingStore:

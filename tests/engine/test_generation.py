@@ -1,5 +1,5 @@
 """Generation (engine/generation.py) on the tiny random decoders of the architecture matrix
-(tests/arch_zoo.py), each checked against transformers itself: model.generate's tokens, a plain
+(tests/zoo.py), each checked against transformers itself: model.generate's tokens, a plain
 forward over the prompt and the tokens generated so far, a seeded multinomial written here."""
 from __future__ import annotations
 
@@ -17,17 +17,17 @@ from engine.families.gpt import final_norm
 from engine.families.hf.tokens import readable_tokens
 from engine.generation import MAX_GENERATED_TOKENS, generate, generation_attention
 from engine.text import to_word_text
-from tests.arch_zoo import DECODERS, POS, save_arch
+from tests.zoo import DECODERS, POS
 
 PROMPT = "She sat on the river bank and"
 N = 12
 
 
 @pytest.fixture(scope="module")
-def zoo(tmp_path_factory):
+def served(zoo, tmp_path_factory):
     """Engine-loaded adapters and the folders of every tiny decoder (and one encoder)."""
     root = tmp_path_factory.mktemp("gen-zoo")
-    folders = {name: str(save_arch(name, root / name)) for name in [*DECODERS, "bert"]}
+    folders = {name: str(zoo.copy(f"arch:{name}", root / name)) for name in [*DECODERS, "bert"]}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CTXLENS_MODEL_DIRS", str(root))
         mp.setenv("CTXLENS_CACHE", str(tmp_path_factory.mktemp("cache")))
@@ -57,8 +57,8 @@ def hf_generate(model, gen, n: int, eos, **kw) -> list[int]:
 
 
 @pytest.mark.parametrize("name", list(DECODERS))
-def test_greedy_tokens_equal_model_generate(zoo, name):
-    adapters, folders = zoo
+def test_greedy_tokens_equal_model_generate(served, name):
+    adapters, folders = served
     gen = generate(adapters[name], PROMPT, N)
     ref = hf_generate(own_model(folders[name]), gen, N, generation._eos_ids(adapters[name]),
                       do_sample=False)
@@ -67,10 +67,10 @@ def test_greedy_tokens_equal_model_generate(zoo, name):
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "gemma2"])
-def test_step_numbers_equal_a_plain_forward_on_the_prefix(zoo, name):
+def test_step_numbers_equal_a_plain_forward_on_the_prefix(served, name):
     """prob, entropy and top at step i are the softmax of the model's logits after
     prompt + tokens 0..i-1, run whole without a cache (Gemma-2: soft-capped logits)."""
-    adapters, folders = zoo
+    adapters, folders = served
     model = own_model(folders[name])
     gen = generate(adapters[name], PROMPT, N, top_k=4)
     for i, tid in enumerate(gen.token_ids):
@@ -93,10 +93,10 @@ def rank_bounds(logits: torch.Tensor, tid: int, eps: float = 1e-4) -> tuple[int,
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "gemma2"])
-def test_layer_ranks_are_the_logit_lens_rank_at_every_layer(zoo, name):
+def test_layer_ranks_are_the_logit_lens_rank_at_every_layer(served, name):
     """Below the top: the layer's hidden state through the final norm and the head (and
     Gemma-2's cap), computed here; the top layer: the rank in the model's own logits."""
-    adapters, folders = zoo
+    adapters, folders = served
     model = own_model(folders[name])
     norm, head = final_norm(model), model.get_output_embeddings()
     cap = getattr(model.config, "final_logit_softcapping", None)
@@ -119,10 +119,10 @@ def test_layer_ranks_are_the_logit_lens_rank_at_every_layer(zoo, name):
     assert (gen.layer_ranks[:, :-1] > 1).any()          # and the lower layers are read apart
 
 
-def test_without_a_logit_lens_the_steps_are_the_same_and_ranks_absent(zoo, monkeypatch):
+def test_without_a_logit_lens_the_steps_are_the_same_and_ranks_absent(served, monkeypatch):
     from dataclasses import replace
 
-    adapter = zoo[0]["llama"]
+    adapter = served[0]["llama"]
     full = generate(adapter, PROMPT, 5)
     quick = generate(adapter, PROMPT, 5, layer_ranks=False)
     assert quick.layer_ranks is None and quick.token_ids == full.token_ids
@@ -133,17 +133,17 @@ def test_without_a_logit_lens_the_steps_are_the_same_and_ranks_absent(zoo, monke
     assert all(s["layer_ranks"] is None for s in no_lens.to_json()["steps"])
 
 
-def test_the_first_step_is_the_next_word_prediction(zoo):
-    adapters, _ = zoo
+def test_the_first_step_is_the_next_word_prediction(served):
+    adapters, _ = served
     gen = generate(adapters["llama"], PROMPT, 1, top_k=5)
     pred = adapters["llama"].predict_next(to_word_text(PROMPT), top_k=5)
     np.testing.assert_allclose(gen.top_probs[0], [c.prob for c in pred.candidates], atol=1e-6)
 
 
-def test_each_new_token_runs_alone_on_the_cache(zoo):
+def test_each_new_token_runs_alone_on_the_cache(served):
     """One forward over the prompt, then one per new token with that token only (the last
     token is chosen, never run)."""
-    adapters, _ = zoo
+    adapters, _ = served
     adapter = adapters["gpt2"]
     lengths: list[int] = []
     hook = adapter.model.register_forward_pre_hook(
@@ -167,8 +167,8 @@ def hand_sampled(model, prompt_ids, n: int, temperature: float, seed: int) -> li
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_seeded_sampling_is_the_documented_multinomial(zoo, name):
-    adapters, folders = zoo
+def test_seeded_sampling_is_the_documented_multinomial(served, name):
+    adapters, folders = served
     model = own_model(folders[name])
     gen = generate(adapters[name], PROMPT, N, sample=True, temperature=1.5, seed=7)
     assert gen.stopped == "max_tokens"      # these seeds draw no end token on these models
@@ -184,8 +184,8 @@ def test_seeded_sampling_is_the_documented_multinomial(zoo, name):
         assert gen.prob[i] == pytest.approx(float(torch.softmax(logits, -1)[tid]), abs=1e-5)
 
 
-def test_a_seed_repeats_its_draw_and_other_seeds_differ(zoo):
-    adapter = zoo[0]["gpt2"]
+def test_a_seed_repeats_its_draw_and_other_seeds_differ(served):
+    adapter = served[0]["gpt2"]
     runs = [generate(adapter, PROMPT, N, sample=True, temperature=2.0, seed=s).token_ids
             for s in (1, 1, 2, 3)]
     assert runs[0] == runs[1]
@@ -198,8 +198,8 @@ def test_a_seed_repeats_its_draw_and_other_seeds_differ(zoo):
     assert torch.equal(torch.random.get_rng_state(), before)      # the global RNG untouched
 
 
-def test_generation_stops_after_an_end_token(zoo, monkeypatch):
-    adapter = zoo[0]["gpt2"]
+def test_generation_stops_after_an_end_token(served, monkeypatch):
+    adapter = served[0]["gpt2"]
     free = generate(adapter, PROMPT, N)
     assert free.stopped == "max_tokens" and len(free.token_ids) == N
     end = free.token_ids[3]
@@ -210,15 +210,15 @@ def test_generation_stops_after_an_end_token(zoo, monkeypatch):
     assert stopped.token_ids == free.token_ids[:first + 1]      # the end token is kept
 
 
-def test_an_empty_prompt_starts_from_the_start_token(zoo):
-    adapters, _ = zoo
+def test_an_empty_prompt_starts_from_the_start_token(served):
+    adapters, _ = served
     llama, gpt2 = adapters["llama"], adapters["gpt2"]
     assert generate(llama, "", 3).prompt_ids == (llama.tokenizer.bos_token_id,)  # its own BOS
     assert generate(gpt2, "  ", 3).prompt_ids == (gpt2._start_id,)     # the document start
 
 
-def test_bad_requests_are_refused_in_one_line(zoo, monkeypatch):
-    adapters, _ = zoo
+def test_bad_requests_are_refused_in_one_line(served, monkeypatch):
+    adapters, _ = served
     gpt2 = adapters["gpt2"]
     cases = [(dict(max_tokens=0), "at least 1 token"),
              (dict(max_tokens=-3), "at least 1 token"),
@@ -248,8 +248,8 @@ def test_bad_requests_are_refused_in_one_line(zoo, monkeypatch):
         generate(gpt2, "", 2)
 
 
-def test_contexts_read_back_as_the_ids_an_attribution_explains(zoo):
-    adapters, _ = zoo
+def test_contexts_read_back_as_the_ids_an_attribution_explains(served):
+    adapters, _ = served
     for name in ("gpt2", "llama"):
         tok = adapters[name].tokenizer
         gen = generate(adapters[name], PROMPT, N)
@@ -264,8 +264,8 @@ def test_contexts_read_back_as_the_ids_an_attribution_explains(zoo):
         assert gen.context_round_trips[0]
 
 
-def test_attention_over_prompt_and_generated_is_the_models_own(zoo, monkeypatch):
-    adapters, folders = zoo
+def test_attention_over_prompt_and_generated_is_the_models_own(served, monkeypatch):
+    adapters, folders = served
     gen = generate(adapters["llama"], PROMPT, 5)
     att = generation_attention(adapters["llama"], gen)
     n = len(gen.prompt_ids) + len(gen.token_ids)
@@ -281,8 +281,8 @@ def test_attention_over_prompt_and_generated_is_the_models_own(zoo, monkeypatch)
         generation_attention(adapters["llama"], gen)
 
 
-def test_json_holds_the_cli_keys_per_step(zoo):
-    adapter = zoo[0]["gpt2"]
+def test_json_holds_the_cli_keys_per_step(served):
+    adapter = served[0]["gpt2"]
     greedy = json.loads(json.dumps(generate(adapter, PROMPT, 4, top_k=3).to_json()))
     assert {"tokens", "text", "steps", "stopped", "prompt_tokens"} <= set(greedy)
     assert len(greedy["steps"]) == len(greedy["tokens"]) == 4

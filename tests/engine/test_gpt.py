@@ -14,8 +14,7 @@ from engine.errors import EngineError, UnsupportedPrediction
 from engine.families import gpt
 from engine.families.base import Adapter, LoadOptions
 from engine.families.hf.tokens import readable_tokens
-from tests.tiny_models import (DIM, GPT_CORPUS, HEADS, LAYERS, byte_level_tokenizer,
-                               save_causal_lm)
+from tests.zoo import DIM, GPT_CORPUS, HEADS, LAYERS, byte_level_tokenizer
 
 CORPUS = list(GPT_CORPUS)
 TEXT = "She sat on the river bank and watched the water."
@@ -24,8 +23,8 @@ ARCHS = ("gpt2", "llama")
 
 
 @pytest.fixture(params=ARCHS)
-def causal_lm(request, model_dir: Path) -> str:
-    return str(save_causal_lm(model_dir / request.param, request.param))
+def causal_lm(zoo, request, model_dir: Path) -> str:
+    return str(zoo.copy(f"causal:{request.param}", model_dir / request.param))
 
 
 def checkpoint(path: str):
@@ -56,10 +55,10 @@ def test_encoding_shapes_follow_the_config(causal_lm):
     assert enc.layer_names == ("embeddings", "layer 1", "layer 2")
 
 
-def test_each_model_keeps_its_own_bos_convention(model_dir):
+def test_each_model_keeps_its_own_bos_convention(zoo, model_dir):
     engine = Engine(device="cpu")
-    gpt2, = engine.encode(str(save_causal_lm(model_dir / "g", "gpt2")), [TEXT])
-    llama, = engine.encode(str(save_causal_lm(model_dir / "l", "llama")), [TEXT])
+    gpt2, = engine.encode(str(zoo.copy("causal:gpt2", model_dir / "g")), [TEXT])
+    llama, = engine.encode(str(zoo.copy("causal:llama", model_dir / "l")), [TEXT])
     assert (gpt2.token_to_word >= 0).all() and gpt2.token_to_word[0] == 0
     assert llama.tokens[0] == "<s>" and llama.token_to_word[0] == -1
     assert (llama.token_to_word[1:] >= 0).all()
@@ -77,13 +76,13 @@ def test_each_word_decodes_back_from_readable_tokens(causal_lm):
     assert multi > 0       # the tiny vocabulary splits at least one word
 
 
-def test_a_token_spanning_two_words_is_reported(model_dir):
+def test_a_token_spanning_two_words_is_reported(zoo, model_dir):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     from engine.errors import EngineError
 
-    path = save_causal_lm(model_dir / "joined", "llama")
+    path = zoo.copy("causal:llama", model_dir / "joined")
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Metaspace()     # no split at punctuation: "▁water."
     tok.decoder = decoders.Metaspace()
@@ -320,48 +319,48 @@ def fake_gguf(model_dir: Path, monkeypatch) -> Path:
     return f
 
 
-def counting_converter(calls: list):
+def counting_converter(zoo, calls: list):
     def convert(dest: Path) -> None:
         calls.append(dest)
-        save_causal_lm(dest, "gpt2")
+        zoo.copy("causal:gpt2", dest)
     return convert
 
 
-def test_gguf_conversion_is_cached_and_reused(fake_gguf):
+def test_gguf_conversion_is_cached_and_reused(zoo, fake_gguf):
     calls: list = []
-    first, hit1 = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
-    second, hit2 = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    first, hit1 = fetch.ensure_converted("tiny", fake_gguf, counting_converter(zoo, calls), False)
+    second, hit2 = fetch.ensure_converted("tiny", fake_gguf, counting_converter(zoo, calls), False)
     assert (hit1, hit2) == (False, True) and len(calls) == 1 and first == second
     assert (first / "model.safetensors").exists() and (first / "tokenizer.json").exists()
     assert not [p for p in first.parent.iterdir() if p.name.startswith(".tmp-")]
 
 
-def test_changed_gguf_file_converts_again_and_drops_the_old_copy(fake_gguf):
+def test_changed_gguf_file_converts_again_and_drops_the_old_copy(zoo, fake_gguf):
     calls: list = []
-    old, _ = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    old, _ = fetch.ensure_converted("tiny", fake_gguf, counting_converter(zoo, calls), False)
     st = fake_gguf.stat()
     fake_gguf.write_bytes(b"GGUF" + bytes(59) + b"\x01")    # same size, other content
     os.utime(fake_gguf, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))   # a coarse clock
-    new, hit = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    new, hit = fetch.ensure_converted("tiny", fake_gguf, counting_converter(zoo, calls), False)
     assert not hit and new != old and len(calls) == 2
     assert new.exists() and not old.exists()
 
 
-def test_the_same_gguf_installed_twice_shares_one_conversion(fake_gguf, tmp_path):
+def test_the_same_gguf_installed_twice_shares_one_conversion(zoo, fake_gguf, tmp_path):
     # a second checkout or a CI clone installs the same wheel with its own file times: it must
     # find the first install's conversion, not convert again and evict it
     calls: list = []
-    first, _ = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    first, _ = fetch.ensure_converted("tiny", fake_gguf, counting_converter(zoo, calls), False)
     other = tmp_path / "other-venv" / "tiny.gguf"
     other.parent.mkdir()
     other.write_bytes(fake_gguf.read_bytes())
     st = fake_gguf.stat()
     os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    second, hit = fetch.ensure_converted("tiny", other, counting_converter(calls), False)
+    second, hit = fetch.ensure_converted("tiny", other, counting_converter(zoo, calls), False)
     assert hit and second == first and len(calls) == 1 and first.exists()
 
 
-def test_a_killed_conversion_s_leftovers_are_swept_but_a_running_one_is_kept(fake_gguf):
+def test_a_killed_conversion_s_leftovers_are_swept_but_a_running_one_is_kept(zoo, fake_gguf):
     parent = fetch.converted_dir("tiny", fake_gguf).parent
     parent.mkdir(parents=True)
     abandoned, running = parent / ".tmp-killed", parent / ".tmp-running"
@@ -370,11 +369,11 @@ def test_a_killed_conversion_s_leftovers_are_swept_but_a_running_one_is_kept(fak
         (d / "model.safetensors").write_bytes(b"half")
     hours_ago = abandoned.stat().st_mtime - 2 * fetch.STALE_TMP_S
     os.utime(abandoned, (hours_ago, hours_ago))
-    fetch.ensure_converted("tiny", fake_gguf, counting_converter([]), False)
+    fetch.ensure_converted("tiny", fake_gguf, counting_converter(zoo, []), False)
     assert not abandoned.exists() and running.exists()
 
 
-def test_failed_conversion_leaves_no_partial_cache(fake_gguf):
+def test_failed_conversion_leaves_no_partial_cache(zoo, fake_gguf):
     def broken(dest: Path) -> None:
         (dest / "config.json").write_text("{}")
         raise RuntimeError("disk full")
@@ -383,12 +382,12 @@ def test_failed_conversion_leaves_no_partial_cache(fake_gguf):
         fetch.ensure_converted("tiny", fake_gguf, broken, False)
     assert list(fetch.converted_dir("tiny", fake_gguf).parent.iterdir()) == []
     calls: list = []
-    _, hit = fetch.ensure_converted("tiny", fake_gguf, counting_converter(calls), False)
+    _, hit = fetch.ensure_converted("tiny", fake_gguf, counting_converter(zoo, calls), False)
     assert not hit and len(calls) == 1
 
 
-def test_loading_a_gguf_model_reads_the_converted_cache(fake_gguf):
-    fetch.ensure_converted("tiny", fake_gguf, counting_converter([]), False)
+def test_loading_a_gguf_model_reads_the_converted_cache(zoo, fake_gguf):
+    fetch.ensure_converted("tiny", fake_gguf, counting_converter(zoo, []), False)
     adapter = Engine(device="cpu")._load_dir("tiny", "gpt", fake_gguf.parent, fake_gguf.name,
                                               progress=False)
     assert adapter.gguf_cache_hit is True

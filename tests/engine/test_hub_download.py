@@ -15,12 +15,11 @@ import pytest
 from engine import cli
 from engine.api import Engine
 from engine.errors import ModelUnavailable
-from tests.arch_zoo import save_arch
 from tests.fake_hub import FakeHub, serving
 
 @pytest.fixture
-def hub(tmp_path, monkeypatch):
-    folder = save_arch("gpt-neox", tmp_path / "repo")
+def hub(zoo, tmp_path, monkeypatch):
+    folder = zoo.copy("arch:gpt-neox", tmp_path / "repo")
     (folder / "pytorch_model.bin").write_bytes(b"never fetched")      # a pickle beside it
     with serving({"org/tiny-neox": folder, "org/gated": folder}, tmp_path, monkeypatch,
                  gated={"org/gated"}):

@@ -13,7 +13,7 @@ from engine.attribution.explain import objective_of
 from engine.components import importance
 from engine.errors import EngineError
 from engine.text import to_word_text
-from tests.arch_zoo import HEADS, LAYERS, save_arch
+from tests.zoo import HEADS, LAYERS
 
 MASKED = "She sat on the river [MASK] and watched the water."
 PREFIX = "She sat on the river bank and watched the"
@@ -24,9 +24,9 @@ CASES = {"bert": (MASKED, "masked", "bank", None),
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
+def models(zoo, tmp_path_factory):
     root = tmp_path_factory.mktemp("importance-zoo")
-    folders = {name: str(save_arch(name, root / name)) for name in CASES}
+    folders = {name: str(zoo.copy(f"arch:{name}", root / name)) for name in CASES}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CTXLENS_MODEL_DIRS", str(root))
         mp.setenv("CTXLENS_CACHE", str(tmp_path_factory.mktemp("cache")))

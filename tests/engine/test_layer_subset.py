@@ -14,16 +14,16 @@ from engine.api import Engine
 from engine.errors import EngineError
 from engine.families.hf import forward, tokens
 from engine.text import to_word_text
-from tests.tiny_models import GPT_CORPUS, LAYERS, save_bert, save_causal_lm, save_elmo
+from tests.zoo import LAYERS
 
 TEXTS = ["She sat on the river bank and watched the water.", "The bank raised rates."]
 
 
 @pytest.fixture(params=("bert", "gpt2", "llama"))
-def transformer(request, model_dir: Path) -> str:
+def transformer(zoo, request, model_dir: Path) -> str:
     if request.param == "bert":
-        return str(save_bert(model_dir / "b", masked_lm=False, sentences=TEXTS))
-    return str(save_causal_lm(model_dir / request.param, request.param, GPT_CORPUS))
+        return str(zoo.copy("bert", model_dir / "b", masked_lm=False, sentences=TEXTS))
+    return str(zoo.copy(f"causal:{request.param}", model_dir / request.param))
 
 
 def _blocks_run(engine: Engine, model_id: str, layers) -> tuple[list, int]:
@@ -68,8 +68,8 @@ def test_a_subset_is_cached_apart_from_the_full_encoding(transformer):
     assert some.n_layers == 1 and full.n_layers == LAYERS + 1
 
 
-def test_elmo_keeps_the_layers_asked(model_dir):
-    elmo = str(save_elmo(model_dir / "e", TEXTS))
+def test_elmo_keeps_the_layers_asked(zoo, model_dir):
+    elmo = str(zoo.copy("elmo", model_dir / "e", sentences=TEXTS))
     engine = Engine(device="cpu", cache_size=0)
     full, = engine.encode(elmo, TEXTS[:1])
     some, = engine.encode(elmo, TEXTS[:1], layers=(2, 0))
@@ -79,7 +79,7 @@ def test_elmo_keeps_the_layers_asked(model_dir):
         engine.encode(elmo, TEXTS[:1], layers=(3,))
 
 
-# "riverbank" and "playing" are split into pieces by the tiny BERT (tests/tiny_models.py)
+# "riverbank" and "playing" are split into pieces by the tiny BERT (tests/zoo.py)
 POOL_TEXTS = TEXTS + ["Children were playing on the riverbank.", "Yes."]
 
 
@@ -103,8 +103,8 @@ def test_word_vectors_pooled_where_the_model_runs_equal_the_encodings(transforme
             np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5 * float(np.abs(r).max()))
 
 
-def test_word_vectors_of_a_model_without_pooling_come_from_its_encodings(model_dir):
-    elmo = str(save_elmo(model_dir / "e", TEXTS))
+def test_word_vectors_of_a_model_without_pooling_come_from_its_encodings(zoo, model_dir):
+    elmo = str(zoo.copy("elmo", model_dir / "e", sentences=TEXTS))
     engine = Engine(device="cpu", cache_size=0)
     texts = [to_word_text(t) for t in TEXTS]
     got = engine.word_vectors(elmo, texts, layers=(2, 0), pool="last")
@@ -115,7 +115,7 @@ def test_word_vectors_of_a_model_without_pooling_come_from_its_encodings(model_d
 def test_tokenize_many_ignores_padding_and_truncation_stored_in_a_tokenizer_file():
     # all-MiniLM-L6-v2's tokenizer.json pads and truncates to 128: the batch tokenizer must not
     # inherit that from the Rust backend (a long text would be cut silently)
-    from tests.tiny_models import wordpiece_tokenizer
+    from tests.zoo import wordpiece_tokenizer
 
     plain, stored = wordpiece_tokenizer(), wordpiece_tokenizer()
     stored.backend_tokenizer.enable_truncation(max_length=5)
@@ -135,7 +135,7 @@ def test_tokenize_many_ignores_padding_and_truncation_stored_in_a_tokenizer_file
 def test_tokenize_many_checks_every_text_as_tokenize_does(bad, message):
     # tokenize_many checks a whole batch at once (too long; a word with no token); a bad text
     # anywhere in the batch gets tokenize()'s one-line error, and good texts tokenize alike
-    from tests.tiny_models import wordpiece_tokenizer
+    from tests.zoo import wordpiece_tokenizer
 
     tok = wordpiece_tokenizer()
     texts = [to_word_text(t) for t in POOL_TEXTS]
@@ -155,8 +155,8 @@ def test_tokenize_many_checks_every_text_as_tokenize_does(bad, message):
 
 # torch.compile's one case in make test is GPT-2's (~20 s); Llama's (~40 s) is slow by nature
 @pytest.fixture(params=("gpt2", pytest.param("llama", marks=pytest.mark.slow_by_nature)))
-def causal_lm(request, model_dir: Path) -> str:
-    return str(save_causal_lm(model_dir / request.param, request.param, GPT_CORPUS))
+def causal_lm(zoo, request, model_dir: Path) -> str:
+    return str(zoo.copy(f"causal:{request.param}", model_dir / request.param))
 
 
 @pytest.mark.slow

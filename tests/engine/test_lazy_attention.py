@@ -11,16 +11,15 @@ import pytest
 import torch
 
 from engine.api import Engine
-from tests.tiny_models import BERT_SENTENCES, save_bert, save_causal_lm
 
 TEXTS = ["The bank raised its rates again.", "She sat on the river bank and read."]
 
 
 @pytest.fixture(params=["bert", "gpt2", "llama"])
-def model_path(request, model_dir: Path) -> str:
+def model_path(zoo, request, model_dir: Path) -> str:
     if request.param == "bert":
-        return str(save_bert(model_dir / "bert", masked_lm=False, sentences=BERT_SENTENCES))
-    return str(save_causal_lm(model_dir / request.param, request.param))
+        return str(zoo.copy("bert", model_dir / "bert", masked_lm=False))
+    return str(zoo.copy(f"causal:{request.param}", model_dir / request.param))
 
 
 def plain_eager(path: str):

@@ -14,7 +14,7 @@ import pytest
 from engine import cli
 from engine.api import Engine
 from engine.errors import EngineError, ModelUnavailable, NeedsDownload
-from tests.arch_zoo import into_hub_cache, save_arch
+from tests.zoo import into_hub_cache
 
 
 @pytest.fixture
@@ -27,8 +27,8 @@ def hub_cache(tmp_path, monkeypatch):
     return cache
 
 
-def test_a_cached_hub_id_works_offline_and_an_uncached_one_fails_fast(tmp_path, hub_cache):
-    into_hub_cache(save_arch("roberta", tmp_path / "src"), hub_cache, "someone/tiny-roberta")
+def test_a_cached_hub_id_works_offline_and_an_uncached_one_fails_fast(zoo, hub_cache):
+    into_hub_cache(zoo.path("arch:roberta"), hub_cache, "someone/tiny-roberta")
     engine = Engine(device="cpu")
     enc = engine.encode("someone/tiny-roberta", ["The bank raised its rates ."])[0]
     assert enc.words[1] == "bank" and enc.hidden_states.shape[0] == 3
@@ -40,8 +40,8 @@ def test_a_cached_hub_id_works_offline_and_an_uncached_one_fails_fast(tmp_path, 
     assert "\n" not in str(err.value) and "Qwen/Qwen2.5-0.5B" in str(err.value)
 
 
-def test_a_user_registry_entry_needs_only_family_and_hub(tmp_path, hub_cache, monkeypatch):
-    into_hub_cache(save_arch("gpt2", tmp_path / "src"), hub_cache, "me/tiny-gpt")
+def test_a_user_registry_entry_needs_only_family_and_hub(zoo, tmp_path, hub_cache, monkeypatch):
+    into_hub_cache(zoo.path("arch:gpt2"), hub_cache, "me/tiny-gpt")
     user = tmp_path / "models.toml"
     user.write_text('[models.mine]\nfamily = "gpt"\nhub = "me/tiny-gpt"\n')
     monkeypatch.setenv("CTXLENS_REGISTRY", str(user))
@@ -53,11 +53,11 @@ def test_a_user_registry_entry_needs_only_family_and_hub(tmp_path, hub_cache, mo
         Engine(device="cpu")
 
 
-def test_ctxlens_models_lists_folders_and_cached_hub_models(tmp_path, hub_cache, monkeypatch,
-                                                            capsys):
+def test_ctxlens_models_lists_folders_and_cached_hub_models(zoo, tmp_path, hub_cache,
+                                                            monkeypatch, capsys):
     folders = tmp_path / "mine"
-    save_arch("distilbert", folders / "my-distilbert")
-    into_hub_cache(save_arch("llama", tmp_path / "src"), hub_cache, "org/tiny-llama")
+    zoo.copy("arch:distilbert", folders / "my-distilbert")
+    into_hub_cache(zoo.path("arch:llama"), hub_cache, "org/tiny-llama")
     monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(folders))
     assert cli.main(["models"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -67,7 +67,7 @@ def test_ctxlens_models_lists_folders_and_cached_hub_models(tmp_path, hub_cache,
     assert " gpt " in hub_line and "Hugging Face cache" in hub_line and "logit lens" in hub_line
 
 
-def _config(folder: Path, **fields) -> Path:
+def arch_config(folder: Path, **fields) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(fields))
     return folder
@@ -85,7 +85,7 @@ class _Payload:
 
 def test_a_pickled_checkpoint_is_refused_and_its_code_never_runs(tmp_path, model_dir):
     marker = tmp_path / "pwned"
-    folder = _config(model_dir / "evil", architectures=["BertForMaskedLM"], model_type="bert",
+    folder = arch_config(model_dir / "evil", architectures=["BertForMaskedLM"], model_type="bert",
                      vocab_size=10, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                      intermediate_size=8)
     (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"w": _Payload(marker)}))
@@ -97,7 +97,7 @@ def test_a_pickled_checkpoint_is_refused_and_its_code_never_runs(tmp_path, model
 
 def test_a_checkpoint_that_needs_its_own_code_is_refused(tmp_path, model_dir):
     marker = tmp_path / "ran"
-    folder = _config(model_dir / "custom", architectures=["MyModelForCausalLM"],
+    folder = arch_config(model_dir / "custom", architectures=["MyModelForCausalLM"],
                      model_type="my_model", auto_map={"AutoModelForCausalLM": "modeling.M"})
     (folder / "modeling.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     with pytest.raises(ModelUnavailable, match="own modelling code.*never runs"):
@@ -106,11 +106,11 @@ def test_a_checkpoint_that_needs_its_own_code_is_refused(tmp_path, model_dir):
 
 
 def test_kinds_ctxlens_does_not_show_are_said(model_dir):
-    t5 = _config(model_dir / "t5", architectures=["T5ForConditionalGeneration"],
+    t5 = arch_config(model_dir / "t5", architectures=["T5ForConditionalGeneration"],
                  model_type="t5", is_encoder_decoder=True)
     with pytest.raises(ModelUnavailable, match="encoder-decoder"):
         Engine(device="cpu").family_name(str(t5))
-    cls = _config(model_dir / "cls", architectures=["LlamaForSequenceClassification"],
+    cls = arch_config(model_dir / "cls", architectures=["LlamaForSequenceClassification"],
                   model_type="llama")
     with pytest.raises(ModelUnavailable, match="decoder without its LM head"):
         Engine(device="cpu").family_name(str(cls))
@@ -128,8 +128,8 @@ def _sparse_safetensors(path: Path, shape: tuple[int, int]) -> None:
         f.truncate(8 + len(header) + n_bytes)
 
 
-def test_a_model_too_big_for_the_free_memory_is_refused_before_it_loads(model_dir):
-    folder = save_arch("gpt2", model_dir / "huge")
+def test_a_model_too_big_for_the_free_memory_is_refused_before_it_loads(zoo, model_dir):
+    folder = zoo.copy("arch:gpt2", model_dir / "huge")
     _sparse_safetensors(folder / "model-00002-of-00002.safetensors", (400_000, 100_000))
     with pytest.raises(ModelUnavailable) as err:
         Engine(device="cpu").encode(str(folder), ["a b"])
@@ -157,10 +157,10 @@ def test_bad_model_ids_get_one_short_line(model_id, message, hub_cache, capsys):
     assert message in err and "\n" not in err and len(err) < 400
 
 
-def test_ctxlens_embed_takes_a_hub_id_from_the_offline_cache(tmp_path, hub_cache):
+def test_ctxlens_embed_takes_a_hub_id_from_the_offline_cache(zoo, tmp_path, hub_cache):
     import numpy as np
 
-    into_hub_cache(save_arch("qwen2", tmp_path / "src"), hub_cache, "org/tiny-qwen")
+    into_hub_cache(zoo.path("arch:qwen2"), hub_cache, "org/tiny-qwen")
     src = tmp_path / "in.txt"
     src.write_text("The bank raised its rates .\nShe sat on the river bank .\n")
     out = tmp_path / "v.npz"

@@ -13,7 +13,7 @@ from engine import cli, hub
 from engine.api import Engine
 from engine.errors import ModelUnavailable
 from engine.registry import ASSETS, canonical_id, model_dirs, resolve
-from tests.arch_zoo import into_hub_cache, save_arch
+from tests.zoo import into_hub_cache
 
 GPT_BROWN = ASSETS / "models" / "gpt-brown"
 # the issue's link: a markdown image inside a path that climbs back to the bundled model
@@ -85,13 +85,13 @@ def hub_cache(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("ref", ["../../../outside", "main", "0" * 39, "0" * 40 + "/.."])
-def test_a_hub_cache_ref_that_is_no_commit_hash_is_not_followed(tmp_path, hub_cache, ref):
+def test_a_hub_cache_ref_that_is_no_commit_hash_is_not_followed(zoo, tmp_path, hub_cache, ref):
     """A refs/main holding '../../../../outside' loaded (and listed) a folder outside the
     cache and the model directories as the hub model."""
-    good = into_hub_cache(save_arch("gpt2", tmp_path / "src"), hub_cache, "org/tiny")
+    good = into_hub_cache(zoo.path("arch:gpt2"), hub_cache, "org/tiny")
     assert hub.cached_snapshot("org/tiny") == good and "org/tiny" in hub.cached_repos()
     outside = tmp_path / "outside"
-    shutil.copytree(tmp_path / "src", outside)
+    zoo.copy("arch:gpt2", outside)
     repo = hub_cache / "models--org--tiny"
     (repo / "refs" / "main").write_text(ref)
     if ref.startswith("../"):       # the ref, followed from snapshots/, reaches `outside`
@@ -102,8 +102,8 @@ def test_a_hub_cache_ref_that_is_no_commit_hash_is_not_followed(tmp_path, hub_ca
         Engine(device="cpu").encode("org/tiny", ["a b"])
 
 
-def test_a_snapshot_linked_out_of_the_cache_is_not_followed(tmp_path, hub_cache):
-    good = into_hub_cache(save_arch("gpt2", tmp_path / "src"), hub_cache, "org/tiny")
+def test_a_snapshot_linked_out_of_the_cache_is_not_followed(zoo, tmp_path, hub_cache):
+    good = into_hub_cache(zoo.path("arch:gpt2"), hub_cache, "org/tiny")
     outside = tmp_path / "outside"
     shutil.copytree(good, outside, symlinks=False)
     shutil.rmtree(good)
@@ -111,13 +111,13 @@ def test_a_snapshot_linked_out_of_the_cache_is_not_followed(tmp_path, hub_cache)
     assert hub.cached_snapshot("org/tiny") is None
 
 
-def test_the_models_that_can_hint_names_the_users_own_folders(model_dir):
+def test_the_models_that_can_hint_names_the_users_own_folders(zoo, model_dir):
     """"models that can: ..." listed registry models only: a user with a masked LM of their own
     in a model directory was never pointed at it."""
     from engine.errors import UnsupportedPrediction
 
-    mine = save_arch("roberta", model_dir / "my-roberta")       # a *ForMaskedLM of the user's
-    gpt = save_arch("gpt2", model_dir / "my-gpt2")
+    mine = zoo.copy("arch:roberta", model_dir / "my-roberta")   # a *ForMaskedLM of the user's
+    gpt = zoo.copy("arch:gpt2", model_dir / "my-gpt2")
     engine = Engine(device="cpu")
     with pytest.raises(UnsupportedPrediction, match="models that have one: ") as err:
         engine.predict_masked(str(gpt), "The [MASK] raised rates.", rescore=True)

@@ -1,5 +1,5 @@
 """Activation patching (engine/components/patching.py) on the tiny checkpoint of every decoder
-in tests/arch_zoo.py (kind next) and of masked LMs (kind masked): each patched cell is checked
+in tests/zoo.py (kind next) and of masked LMs (kind masked): each patched cell is checked
 against a hook written here by hand with torch's own hook API, the residual stream's rows
 against the clean run, and the grid against causality."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from engine.components.hooks import hooked
 from engine.components.sites import sites_of
 from engine.errors import EngineError
 from engine.text import to_word_text
-from tests.arch_zoo import DECODERS, save_arch
+from tests.zoo import DECODERS
 
 # "river", "water", "bank" are one piece and "banks" two in every zoo tokenizer, so the clean
 # and corrupted texts read alike and a contrast of another length is at hand
@@ -27,9 +27,10 @@ TOL = 1e-4
 
 
 @pytest.fixture(scope="module")
-def zoo(tmp_path_factory):
+def served(zoo, tmp_path_factory):
     root = tmp_path_factory.mktemp("patch-zoo")
-    folders = {name: str(save_arch(name, root / name)) for name in (*DECODERS, *MASKED_LMS)}
+    folders = {name: str(zoo.copy(f"arch:{name}", root / name))
+               for name in (*DECODERS, *MASKED_LMS)}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CTXLENS_MODEL_DIRS", str(root))
         mp.setenv("HF_HUB_OFFLINE", "1")
@@ -135,8 +136,8 @@ def by_hand(adapter, site: str, row: int, col: int, texts, target, contrast, kin
 
 
 @pytest.mark.parametrize("name", [*DECODERS, *MASKED_LMS])
-def test_cells_equal_hooks_written_by_hand(zoo, name):
-    engine, folders = zoo
+def test_cells_equal_hooks_written_by_hand(served, name):
+    engine, folders = served
     adapter = engine.adapter(folders[name])
     texts, kind = case(name)
     # the contrast "banks" is two pieces, the target one: reading 1 is a token longer
@@ -153,8 +154,8 @@ def test_cells_equal_hooks_written_by_hand(zoo, name):
 
 
 @pytest.mark.parametrize("name", [*DECODERS, *MASKED_LMS])
-def test_a_whole_residual_row_from_the_clean_run_gives_clean_f(zoo, name):
-    engine, folders = zoo
+def test_a_whole_residual_row_from_the_clean_run_gives_clean_f(served, name):
+    engine, folders = served
     adapter = engine.adapter(folders[name])
     texts, kind = case(name)
     target = "bank" if kind == "masked" else "water"
@@ -181,8 +182,8 @@ def test_a_whole_residual_row_from_the_clean_run_gives_clean_f(zoo, name):
 
 
 @pytest.mark.parametrize("name", DECODERS)
-def test_a_decoder_ignores_patches_after_its_read_position(zoo, name):
-    engine, folders = zoo
+def test_a_decoder_ignores_patches_after_its_read_position(served, name):
+    engine, folders = served
     adapter = engine.adapter(folders[name])
     model = adapter.model
     sites = sites_of(model)
@@ -211,8 +212,8 @@ def test_a_decoder_ignores_patches_after_its_read_position(zoo, name):
             assert g[-1, read] == pytest.approx(f_clean, abs=TOL)
 
 
-def test_the_chunk_size_changes_nothing(zoo):
-    engine, folders = zoo
+def test_the_chunk_size_changes_nothing(served):
+    engine, folders = served
     adapter = engine.adapter(folders["llama"])
     one = patching.patch(adapter, *NEXT, "water", "banks", site="mlp", chunk=1)
     many = patching.patch(adapter, *NEXT, "water", "banks", site="mlp")
@@ -221,8 +222,8 @@ def test_the_chunk_size_changes_nothing(zoo):
 
 
 @pytest.mark.parametrize("name", ["gpt2", "bert"])
-def test_noise_sits_on_the_named_words_only(zoo, name):
-    engine, folders = zoo
+def test_noise_sits_on_the_named_words_only(served, name):
+    engine, folders = served
     texts, kind = case(name)
     target = "bank" if kind == "masked" else "water"
     p = engine.patch(folders[name], texts[0], None, target, site="residual", kind=kind,
@@ -251,8 +252,8 @@ def test_noise_sits_on_the_named_words_only(zoo, name):
     (dict(clean=NEXT[0], corrupt=NEXT[1], noise_words="river"), "not both"),
     (dict(clean=NEXT[0], corrupt=None, noise_words="river", seeds=0), "seeds must be"),
 ])
-def test_bad_input_is_one_line(zoo, args, says):
-    engine, folders = zoo
+def test_bad_input_is_one_line(served, args, says):
+    engine, folders = served
     with pytest.raises(EngineError) as err:
         engine.patch(folders["gpt2"], target="water", **args)
     assert says in str(err.value) and "\n" not in str(err.value)
@@ -260,15 +261,15 @@ def test_bad_input_is_one_line(zoo, args, says):
         assert "must tokenize alike" in str(err.value)
 
 
-def test_a_masked_lm_refuses_the_next_word(zoo):
-    engine, folders = zoo
+def test_a_masked_lm_refuses_the_next_word(served):
+    engine, folders = served
     with pytest.raises(EngineError, match="kind 'next' is not supported.*\\[MASK\\]"):
         engine.patch(folders["bert"], *MASKED, "bank", kind="next")
 
 
 @pytest.mark.parametrize("name", ["gpt2", "bert"])
-def test_cells_the_corruption_leaves_alone_are_not_rerun(zoo, name):
-    engine, folders = zoo
+def test_cells_the_corruption_leaves_alone_are_not_rerun(served, name):
+    engine, folders = served
     adapter = engine.adapter(folders[name])
     model, sites = adapter.model, sites_of(adapter.model)
     texts, kind = case(name)
@@ -303,8 +304,8 @@ def test_cells_the_corruption_leaves_alone_are_not_rerun(zoo, name):
         assert same[0].sum() == len(clean.pieces) - 1 and not same[1:].any()
 
 
-def test_a_window_restores_that_many_layers_at_once(zoo):
-    engine, folders = zoo
+def test_a_window_restores_that_many_layers_at_once(served):
+    engine, folders = served
     adapter = engine.adapter(folders["llama"])
     sites = sites_of(adapter.model)
     clean, bad = (objective_of(adapter, to_word_text(t), "water", None, "next") for t in NEXT)

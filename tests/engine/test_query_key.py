@@ -6,19 +6,18 @@ import pytest
 
 from engine.api import Engine
 from engine.errors import UnsupportedPrediction
-from tests.tiny_models import save_bert, save_causal_lm
 
 TEXT = "The bank by the river is closed today ."
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
+def models(zoo, tmp_path_factory):
     root = tmp_path_factory.mktemp("qk")
     mp = pytest.MonkeyPatch()
     mp.setenv("CTXLENS_MODEL_DIRS", str(root))    # local model paths only from configured dirs
-    yield {"bert": str(save_bert(root / "bert", sentences=[TEXT])),
-            "gpt2": str(save_causal_lm(root / "gpt2", "gpt2", corpus=[TEXT])),
-            "llama": str(save_causal_lm(root / "llama", "llama", corpus=[TEXT]))}
+    yield {"bert": str(zoo.copy("bert", root / "bert", sentences=[TEXT])),
+            "gpt2": str(zoo.copy("causal:gpt2", root / "gpt2", corpus=[TEXT])),
+            "llama": str(zoo.copy("causal:llama", root / "llama", corpus=[TEXT]))}
     mp.undo()
 
 

@@ -9,8 +9,7 @@ import pytest
 
 from engine.api import Engine
 from engine.errors import EngineError
-from tests.engine.cli_zoo import run
-from tests.tiny_models import save_bert, save_causal_lm
+from tests.engine.cli_run import run
 
 MASKED = "The [MASK] raised its interest rates."
 TEXT = "She sat on the river bank and watched the"
@@ -18,13 +17,13 @@ SAME = "are the same token"
 MUST = "a contrast must differ from the target"
 
 
-def _lowercasing_gpt2(folder):
+def _lowercasing_gpt2(zoo, folder):
     """The tiny GPT-2 with a tokenizer that lowercases first (as an uncased decoder would):
     'water' and 'WATER' are then the same tokens, 'water' and 'sky' are not."""
     from tokenizers import normalizers
     from transformers import AutoTokenizer
 
-    save_causal_lm(folder, "gpt2")
+    zoo.copy("causal:gpt2", folder)
     tok = AutoTokenizer.from_pretrained(folder)
     tok.backend_tokenizer.normalizer = normalizers.Lowercase()
     tok.save_pretrained(folder)
@@ -32,9 +31,10 @@ def _lowercasing_gpt2(folder):
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
+def models(zoo, tmp_path_factory):
     root = tmp_path_factory.mktemp("target-rules")
-    folders = {"bert": save_bert(root / "bert"), "gpt2": _lowercasing_gpt2(root / "gpt2")}
+    folders = {"bert": zoo.copy("bert", root / "bert"),
+               "gpt2": _lowercasing_gpt2(zoo, root / "gpt2")}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CTXLENS_MODEL_DIRS", str(root))
         mp.setenv("HF_HUB_OFFLINE", "1")

@@ -88,7 +88,7 @@ def test_align_many_equals_align_offsets_text_by_text(kind, monkeypatch):
     # the batch alignment must place every token exactly as the per-text alignment does,
     # whether its texts take the fast path (tokens inside words) or fall back
     import engine.text as text_module
-    from tests.tiny_models import GPT_CORPUS, byte_level_tokenizer, wordpiece_tokenizer
+    from tests.zoo import GPT_CORPUS, byte_level_tokenizer, wordpiece_tokenizer
 
     tok = wordpiece_tokenizer() if kind == "wordpiece" else byte_level_tokenizer(GPT_CORPUS)
     wts = [split_words(t) for t in ALIGN_TEXTS * 3]

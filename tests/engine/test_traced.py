@@ -16,7 +16,6 @@ from safetensors.torch import load_file, save_file
 from engine.api import Engine
 from engine import traced
 from engine.registry import availability, load_registry
-from tests.tiny_models import save_bert
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,8 +125,8 @@ def test_a_cached_graph_runs_in_a_fresh_process_without_transformers(cache, tmp_
     assert np.abs(np.load(tmp_path / "fresh.npy") - ref).max() <= 1e-5
 
 
-def test_the_cli_traces_once_and_again_when_the_model_changes(cache, model_dir, tmp_path):
-    path = save_bert(model_dir / "tiny-bert")
+def test_the_cli_traces_once_and_again_when_the_model_changes(zoo, cache, model_dir, tmp_path):
+    path = zoo.copy("bert", model_dir / "tiny-bert")
     src = tmp_path / "in.txt"
     src.write_text("the bank was closed .\nthe river bank was muddy .\nshe sat down .\n")
     env = {**os.environ, "CTXLENS_CACHE": str(cache), "CTXLENS_MODEL_DIRS": str(model_dir)}
@@ -172,9 +171,9 @@ def _embed_untraced(path, src, tmp_path) -> Path:
     return out
 
 
-def test_a_graph_that_differs_from_the_model_is_not_kept(cache, model_dir, monkeypatch,
+def test_a_graph_that_differs_from_the_model_is_not_kept(zoo, cache, model_dir, monkeypatch,
                                                          capsys):
-    path = save_bert(model_dir / "tiny-bert")
+    path = zoo.copy("bert", model_dir / "tiny-bert")
     monkeypatch.setattr(traced, "TOLERANCE", -1.0)     # no graph can pass
     fast = Engine(cache_size=0, traced=True)
     got = fast.encode(str(path), ["the bank was closed ."])
@@ -226,13 +225,11 @@ def test_a_bundled_gpt_is_traced_where_its_graph_matches_and_runs_untraced_where
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
-def test_a_gpt_is_traced_where_its_graph_matches_and_runs_untraced_where_not(cache, model_dir,
+def test_a_gpt_is_traced_where_its_graph_matches_and_runs_untraced_where_not(zoo, cache, model_dir,
                                                                             monkeypatch, arch):
     """A GPT built here (no bundled model needed): its graph matches and is kept; the same
     model whose graph is held to a bound no graph meets is refused, and the model answers."""
-    from tests.tiny_models import save_causal_lm
-
-    path = str(save_causal_lm(model_dir / arch, arch))
+    path = str(zoo.copy(f"causal:{arch}", model_dir / arch))
     texts = TEXTS[:3]                 # what the tiny tokenizers and 64 positions take
     plain = Engine(cache_size=0).encode(path, texts)
     fast = Engine(cache_size=0, traced=True)
@@ -252,11 +249,11 @@ def test_a_gpt_is_traced_where_its_graph_matches_and_runs_untraced_where_not(cac
     _assert_same(refusing.encode(path, texts), plain)
 
 
-def test_an_interrupted_build_leaves_nothing_and_a_broken_graph_is_rebuilt(cache, model_dir,
+def test_an_interrupted_build_leaves_nothing_and_a_broken_graph_is_rebuilt(zoo, cache, model_dir,
                                                                            monkeypatch):
     import torch
 
-    path = save_bert(model_dir / "tiny-bert")
+    path = zoo.copy("bert", model_dir / "tiny-bert")
     real_save = torch.jit.save
 
     def interrupted(*args, **kwargs):

@@ -2,7 +2,7 @@
 item 7), whatever the tokenizer: a lone space piece ("Ġ", "▁", a line break, the byte pieces of
 a wide space) is no entry of its own but part of the word after it.
 
-The tokenizers are the arch zoo's (tests/arch_zoo.py): their vocabularies are small, so "Ġ" and
+The tokenizers are the zoo's (tests/zoo.py, save_arch): their vocabularies are small, so "Ġ" and
 "▁" stay apart from many words after them ("Ġ" "b" "y", "▁" "1" "9" "9" "0"), as a real Llama's
 "▁" stays apart from every number and a real GPT-2's "Ġ" from the second of two spaces."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from engine.analysis.attention import entry_words, word_attention, word_labels, 
 from engine.families.hf import tokens
 from engine.result import Encoding
 from engine.text import split_words
-from tests.arch_zoo import _tokenizer, save_arch
+from tests.zoo import arch_tokenizer
 
 # 13 words; the zoo's byte-level and "▁" tokenizers give it lone space pieces before "by",
 # "25", "percent" and "she" (byte-level) or "by", "25", "percent", "1990" and "she" ("▁")
@@ -33,7 +33,7 @@ NAMES = ("roberta", "xlm-roberta", "gpt2", "llama", "bert")
 
 @pytest.fixture(scope="module")
 def tokenizers():
-    return {name: _tokenizer(name) for name in NAMES}
+    return {name: arch_tokenizer(name) for name in NAMES}
 
 
 def _tokenized(tokenizer, text: str):
@@ -119,12 +119,13 @@ def test_word_vectors_still_pool_only_the_tokens_that_spell_the_word(tokenizers)
 
 # the command's and the Attention page's word maps, from a real checkpoint of each tokenizer
 @pytest.mark.parametrize("name", ("roberta", "llama", "gpt2"))
-def test_the_cli_and_the_page_show_one_entry_per_word(tokenizers, tmp_path, monkeypatch, name):
+def test_the_cli_and_the_page_show_one_entry_per_word(zoo, tokenizers, tmp_path, monkeypatch,
+                                                      name):
     from app.results import viewed_maps
     from engine.api import Engine
     from engine.cli.attention import word_maps
 
-    folder = save_arch(name, tmp_path / name)
+    folder = zoo.copy(f"arch:{name}", tmp_path / name)
     monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(tmp_path))
     monkeypatch.setenv("CTXLENS_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -19,7 +19,6 @@ from engine.corpus import tables
 from engine.corpus.query import CorpusIndex, neighbours, stats
 from engine.errors import EngineError
 from engine.text import split_words
-from tests.tiny_models import save_bert
 
 ROOT = Path(__file__).resolve().parents[3]
 WORDS = ("bank river money open closed the a of by is was near water cash loan boat fish "
@@ -32,11 +31,11 @@ def _corpus(n: int, seed: int = 0) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(zoo, tmp_path_factory):
     root = tmp_path_factory.mktemp("corpus-models")
     mp = pytest.MonkeyPatch()
     mp.setenv("CTXLENS_MODEL_DIRS", str(root))
-    model = str(save_bert(root / "bert", sentences=_corpus(200) + [" ".join(WORDS)]))
+    model = str(zoo.copy("bert", root / "bert", sentences=_corpus(200) + [" ".join(WORDS)]))
     yield model
     mp.undo()
 
