@@ -1,5 +1,5 @@
 """App tests run the real pages against the real engine.api.Engine and tiny random real
-checkpoints (tests/tiny_models.py), written once per session into a configured model directory
+checkpoints (tests/zoo.py), copied once per session into a configured model directory
 (CTXLENS_MODEL_DIRS) and chosen in the sidebar through the URL. Tests marked slow load the
 bundled models instead."""
 from __future__ import annotations
@@ -14,7 +14,6 @@ import streamlit as st
 from app import engine_access
 
 from tests.app import helpers
-from tests.tiny_models import save_bert, save_causal_lm, save_elmo
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ROOT / "app" / "pages"
@@ -49,25 +48,26 @@ def vocabulary_sentences() -> tuple[str, ...]:
 
 
 @pytest.fixture(scope="session")
-def tiny_models(tmp_path_factory) -> TinyModels:
+def tiny_checkpoints(zoo, tmp_path_factory) -> TinyModels:
     root = tmp_path_factory.mktemp("tiny-models")
     sentences = vocabulary_sentences()
     return TinyModels(
         root=root,
-        elmo=str(save_elmo(root / "elmo", sentences).resolve()),
-        gpt=str(save_causal_lm(root / "gpt2", "gpt2", corpus=sentences,
-                               vocab_size=1000).resolve()),
-        bert=str(save_bert(root / "bert", masked_lm=False, sentences=sentences).resolve()),
-        bert_mlm=str(save_bert(root / "bert-mlm", sentences=sentences).resolve()))
+        elmo=str(zoo.copy("elmo", root / "elmo", sentences=sentences).resolve()),
+        gpt=str(zoo.copy("causal:gpt2", root / "gpt2", corpus=sentences,
+                         vocab_size=1000).resolve()),
+        bert=str(zoo.copy("bert", root / "bert", masked_lm=False,
+                          sentences=sentences).resolve()),
+        bert_mlm=str(zoo.copy("bert", root / "bert-mlm", sentences=sentences).resolve()))
 
 
 @pytest.fixture
-def tiny_engine(tiny_models, monkeypatch) -> TinyModels:
+def tiny_engine(tiny_checkpoints, monkeypatch) -> TinyModels:
     """The real Engine with the tiny models offered in the sidebar and chosen by every page
     that tests/app/helpers opens. The Engine (with its loaded models) is kept across tests;
     derived results (the Engine's result cache) are cleared so each test computes its own."""
-    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(tiny_models.root))
-    monkeypatch.setattr(helpers, "DEFAULT_QUERY", tiny_models.query())
+    monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(tiny_checkpoints.root))
+    monkeypatch.setattr(helpers, "DEFAULT_QUERY", tiny_checkpoints.query())
     engine_access.get_engine().results.clear()
-    yield tiny_models
+    yield tiny_checkpoints
     engine_access.get_engine().results.clear()

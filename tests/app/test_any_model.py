@@ -4,16 +4,16 @@ model is swapped in."""
 import pytest
 
 from tests.app.helpers import app, figures, messages, no_failures, title
-from tests.arch_zoo import into_hub_cache, save_arch
+from tests.zoo import into_hub_cache
 from tests.engine.test_hub_download import hub  # noqa: F401 - the local hub fixture
 
 pytestmark = pytest.mark.usefixtures("tiny_engine")
 
 
 @pytest.fixture
-def hub_llama(tmp_path, monkeypatch):
+def hub_llama(zoo, tmp_path, monkeypatch):
     cache = tmp_path / "hf-hub"
-    into_hub_cache(save_arch("llama", tmp_path / "src"), cache, "someone/tiny-llama")
+    into_hub_cache(zoo.path("arch:llama"), cache, "someone/tiny-llama")
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     from app import engine_access
@@ -112,14 +112,15 @@ def test_a_hub_model_not_yet_here_shows_its_size_and_downloads_on_a_click(hub):
     assert any("org/tiny-neox" in str(f["layout"].get("title", "")) for f in figures(at))
 
 
-def test_the_neuron_view_of_deberta_says_why_not_before_anything_runs(tmp_path, monkeypatch):
+def test_the_neuron_view_of_deberta_says_why_not_before_anything_runs(zoo, tmp_path,
+                                                                      monkeypatch):
     """DeBERTa's attention scores carry relative-position terms: its config says so, so the
     Neuron view tab gives the reason instead of running the model's attention to find out."""
     from app import engine_access
     from engine.api import Engine
 
     cache = tmp_path / "hf-hub"
-    into_hub_cache(save_arch("deberta-v2", tmp_path / "src"), cache, "someone/tiny-deberta")
+    into_hub_cache(zoo.path("arch:deberta-v2"), cache, "someone/tiny-deberta")
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     real, asked = Engine.query_key, []

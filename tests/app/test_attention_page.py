@@ -8,7 +8,7 @@ from engine.api import Engine
 from engine.families import FAMILIES
 from tests.app.helpers import (figure, figures, messages, no_failures, page, set_sentences,
                                title)
-from tests.tiny_models import HEADS, LAYERS
+from tests.zoo import HEADS, LAYERS
 
 pytestmark = pytest.mark.usefixtures("tiny_engine")
 FIRST = "Your mouse likes cheese."      # the mouse preset's first sentence, shown by default

@@ -1,4 +1,4 @@
-"""Polysemy clusters page with the real engine on tiny random checkpoints (tests/tiny_models.py)."""
+"""Polysemy clusters page with the real engine on tiny random checkpoints (tests/zoo.py)."""
 import os
 import re
 from collections import Counter
@@ -12,7 +12,7 @@ from engine.api import Engine
 from tests.app.helpers import (figure, figures, messages, no_failures, page, set_sentences,
                                title)
 
-from tests.tiny_models import LAYERS
+from tests.zoo import LAYERS
 
 pytestmark = pytest.mark.usefixtures("tiny_engine")
 MOUSE = state.presets()["mouse"].sentences
@@ -228,14 +228,12 @@ def test_a_target_in_no_sentence_is_one_clear_error():
 
 
 def test_a_model_that_fails_to_load_is_one_line_in_its_tab_and_the_others_still_plot(
-        tiny_engine, tmp_path, monkeypatch):
+        tiny_engine, zoo, tmp_path, monkeypatch):
     import json
-
-    from tests.arch_zoo import save_arch
 
     # weights whose shapes are not the config's: only a load finds it (a folder its headers
     # show broken is refused in the model box, before any tab)
-    broken = save_arch("gpt2", tmp_path / "broken-gpt")
+    broken = zoo.copy("arch:gpt2", tmp_path / "broken-gpt")
     cfg = json.loads((broken / "config.json").read_text())
     cfg["vocab_size"] += 8
     (broken / "config.json").write_text(json.dumps(cfg))

@@ -155,18 +155,18 @@ def test_the_generation_caption_states_every_cap(tiny_engine):
 
 
 @pytest.fixture(scope="module")
-def long_gpt(tiny_models):
+def long_gpt(tiny_checkpoints):
     """The tiny GPT-2 with room for a prompt at the character cap (1,100 positions)."""
     import torch
     from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
-    path = tiny_models.root / "gpt2-long"
+    path = tiny_checkpoints.root / "gpt2-long"
     if not path.exists():
-        cfg = GPT2Config.from_pretrained(tiny_models.gpt)
+        cfg = GPT2Config.from_pretrained(tiny_checkpoints.gpt)
         cfg.n_positions = 1100
         torch.manual_seed(0)
         GPT2LMHeadModel(cfg).eval().save_pretrained(path)
-        AutoTokenizer.from_pretrained(tiny_models.gpt).save_pretrained(path)
+        AutoTokenizer.from_pretrained(tiny_checkpoints.gpt).save_pretrained(path)
     from app import engine_access
 
     engine_access._catalogue.clear()     # the model list a page offers is kept for seconds

@@ -1,5 +1,5 @@
 """ELMo layer-weights page with the real engine on the tiny random ELMo (char CNN + 2 biLSTM
-layers, with an LM softmax; tests/tiny_models.py)."""
+layers, with an LM softmax; tests/zoo.py)."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,4 @@
-"""The Generation page on the tiny random GPT-2 (tests/tiny_models.py): the tokens, steps and
+"""The Generation page on the tiny random GPT-2 (tests/zoo.py): the tokens, steps and
 ranks shown are Engine.generate's, sampling repeats with its seed, a generated token is
 explained over the text before it, and the page lives in the link."""
 import numpy as np

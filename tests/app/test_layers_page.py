@@ -1,4 +1,4 @@
-"""Compare-layers page with the real engine and tiny random checkpoints (tests/tiny_models.py)."""
+"""Compare-layers page with the real engine and tiny random checkpoints (tests/zoo.py)."""
 import numpy as np
 import pytest
 

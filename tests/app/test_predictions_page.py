@@ -1,5 +1,5 @@
 """Predictions page with the real engine on tiny random checkpoints: a GPT-2, a BERT without and
-one with a masked-LM head, an ELMo with an LM softmax (tests/tiny_models.py). The bars must be
+one with a masked-LM head, an ELMo with an LM softmax (tests/zoo.py). The bars must be
 the engine's own predictions for the same blank."""
 import numpy as np
 import pytest
@@ -8,7 +8,7 @@ from app.figures import visible_token
 from app.safe import safe_label
 from engine.api import Engine
 from tests.app.helpers import figure, figures, messages, no_failures, page
-from tests.tiny_models import LAYERS
+from tests.zoo import LAYERS
 
 pytestmark = pytest.mark.usefixtures("tiny_engine")
 BLANK = "Your [MASK] likes cheese."      # the mouse preset's first sentence, target masked

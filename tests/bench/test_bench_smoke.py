@@ -19,7 +19,7 @@ from bench.analysis.wordnet import SenseExample
 from engine.families.elmo import adapter as elmo
 from engine.families.base import LoadOptions
 from engine.families.elmo.modules import ElmoBiLm
-from tests.engine.elmo_tiny import TINY_OPTIONS, write_tiny_elmo
+from tests.zoo import ELMO_OPTIONS
 
 torch.set_num_threads(1)
 
@@ -40,9 +40,9 @@ def synthetic_senses() -> tuple[SenseExample, ...]:
 
 
 @pytest.fixture(scope="module")
-def tiny_elmo(tmp_path_factory):
-    path = write_tiny_elmo(tmp_path_factory.mktemp("bench") / "tiny-elmo", seed=3)
-    return elmo.load("tiny-elmo", path, LoadOptions(device="cpu"), progress=False)
+def tiny_elmo(zoo):
+    return elmo.load("tiny-elmo", zoo.path("elmo", seed=3), LoadOptions(device="cpu"),
+                     progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +146,7 @@ def test_pos_probe_beats_majority_on_separable_synthetic_vectors():
 
 
 def test_fast_elmo_path_equals_reference_loop():
-    bilm = ElmoBiLm.from_options(TINY_OPTIONS, seed=5, init_scale=0.5).eval()
+    bilm = ElmoBiLm.from_options(ELMO_OPTIONS, seed=5, init_scale=0.5).eval()
     sentences = [["a", "bank", "of", "the", "river"], ["money"], ["the", "bank", "lent", "it"]]
     r = elmo_paths(sentences, batch_size=2, bilm=bilm, source="tiny")
     assert r["same_to_1e-5"] and r["max_abs_diff"] <= 1e-5

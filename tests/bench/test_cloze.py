@@ -11,7 +11,6 @@ from bench import cloze
 from engine.api import Engine
 from engine.registry import load_registry, local_path
 from engine.text import to_word_text
-from tests.engine.elmo_tiny import write_tiny_elmo
 
 
 @pytest.mark.parametrize("path", [cloze.ITEMS, cloze.REPLICATION], ids=["first", "replication"])
@@ -73,8 +72,8 @@ def test_unpaired_difference_resamples_each_set_on_its_own():
     assert cloze.difference(x, x)["ci"][1] > 0.1
 
 
-def test_score_ranks_are_the_models_own_answers(model_dir, monkeypatch):
-    elmo = str(write_tiny_elmo(model_dir / "tiny-elmo"))
+def test_score_ranks_are_the_models_own_answers(zoo, model_dir, monkeypatch):
+    elmo = str(zoo.copy("elmo", model_dir / "tiny-elmo"))
     items = [cloze.ClozeItem("t1", "the [MASK] of the river", ("bank", "money"), "x"),
              cloze.ClozeItem("t2", "the bank [MASK] money .", ("zzz",), "x")]
     engine = Engine(device="cpu")
@@ -132,10 +131,8 @@ def test_a_pilot_overlay_is_scored_as_the_shipped_model_would_be(tmp_path):
                 if r["model"] in ("control", "same")]
 
 
-def test_a_masked_lm_is_scored_plain_and_rescored_and_the_report_pairs_them(model_dir):
-    from tests.tiny_models import save_bert
-
-    mlm = str(save_bert(model_dir / "mlm"))
+def test_a_masked_lm_is_scored_plain_and_rescored_and_the_report_pairs_them(zoo, model_dir):
+    mlm = str(zoo.copy("bert", model_dir / "mlm"))
     items = [cloze.ClozeItem("t1", "the river [MASK] and the water .", ("bank",), "x"),
              cloze.ClozeItem("t2", "she sat on the [MASK] .", ("bank", "river"), "x")]
     engine = Engine(device="cpu")

@@ -10,17 +10,16 @@ from bench import head_pruning as hp
 from bench.analysis.cloze import ITEMS
 from engine.api import Engine
 from engine.components.ablation import Ablation
-from tests.arch_zoo import save_arch
 
 TEXTS = {"masked": ["He locked the door with a [MASK] .", "The cat sat on the [MASK] ."],
          "next": ["He locked the door with a", "The cat sat on the warm"]}
 
 
 @pytest.fixture(scope="module")
-def zoo(tmp_path_factory):
+def served(zoo, tmp_path_factory):
     root = tmp_path_factory.mktemp("pruning-zoo")
-    folders = {"masked": str(save_arch("bert", root / "bert")),
-               "next": str(save_arch("gpt2", root / "gpt2"))}
+    folders = {"masked": str(zoo.copy("arch:bert", root / "bert")),
+               "next": str(zoo.copy("arch:gpt2", root / "gpt2"))}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CTXLENS_MODEL_DIRS", str(root))
         mp.setenv("CTXLENS_CACHE", str(tmp_path_factory.mktemp("cache")))
@@ -28,8 +27,8 @@ def zoo(tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind", ["masked", "next"])
-def test_batched_top1_is_the_engines_prediction_with_and_without_pruning(zoo, kind):
-    engine, folders = zoo
+def test_batched_top1_is_the_engines_prediction_with_and_without_pruning(served, kind):
+    engine, folders = served
     adapter = engine.adapter(folders[kind])
     items = [(t, ("x",)) for t in TEXTS[kind]]
     batch = hp.encoded(adapter, kind, items)
@@ -50,8 +49,8 @@ def test_a_decoders_items_are_the_words_before_the_blank():
         assert any(s.startswith(text + " [MASK]") for s in sentences)
 
 
-def test_pruning_takes_the_least_important_heads_first(zoo):
-    engine, folders = zoo
+def test_pruning_takes_the_least_important_heads_first(served):
+    engine, folders = served
     adapter = engine.adapter(folders["masked"])
     importance = np.array([[0.5, 0.1, 0.9, 0.3], [0.2, 0.8, 0.05, 0.7]])
     order = sorted([(l, h) for l in range(2) for h in range(4)], key=lambda lh: importance[lh])

@@ -9,17 +9,16 @@ import pytest
 from bench.patching import _ids, load_facts, nnsight_grid, regions
 from engine.components import patching
 from engine.text import to_word_text
-from tests.arch_zoo import save_arch
 
 CLEAN = "She sat on the river bank and watched the"
 CORRUPT = "She sat on the water bank and watched the"
 
 
-def test_nnsight_grid_is_the_engine_grid(tmp_path, monkeypatch):
+def test_nnsight_grid_is_the_engine_grid(zoo, tmp_path, monkeypatch):
     pytest.importorskip("nnsight")
     from engine.api import Engine
 
-    folder = save_arch("llama", tmp_path / "llama")
+    folder = zoo.copy("arch:llama", tmp_path / "llama")
     monkeypatch.setenv("CTXLENS_MODEL_DIRS", str(tmp_path))
     adapter = Engine(device="cpu").adapter(str(folder))
     ours = patching.patch(adapter, CLEAN, CORRUPT, "water", chunk=7)

@@ -15,14 +15,13 @@ from engine.families.base import LoadOptions
 from engine.registry import ModelEntry
 from engine.text import to_word_text
 from lab.training import mlm_head
-from tests.tiny_models import save_bert
 
 CPU = LoadOptions(device="cpu")
 
 
 @pytest.fixture
-def base(tmp_path):
-    return save_bert(tmp_path / "base", masked_lm=False)
+def base(zoo):
+    return zoo.path("bert", masked_lm=False)
 
 
 @pytest.mark.parametrize("train,blocks", [("head", set()), ("top2", {0, 1}), ("all", {0, 1})])

@@ -10,7 +10,7 @@ from transformers import AutoTokenizer
 from lab.training.bert import installed_dir, specials_of
 from lab.training.mlm_head import TeacherRows, distill_loss
 from lab.training.mlm_teacher import align, vocab_map
-from tests.tiny_models import byte_level_tokenizer
+from tests.zoo import byte_level_tokenizer
 
 CORPUS = ["the cat sat on the mat .", "a dog ran to the park .", "the cat ran ."] * 20
 

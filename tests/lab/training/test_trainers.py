@@ -171,7 +171,7 @@ def test_content_masking_chooses_only_eligible_tokens_at_the_plain_rate():
     import torch
 
     from lab.training.mlm_head import content_tokens
-    from tests.tiny_models import wordpiece_tokenizer
+    from tests.zoo import wordpiece_tokenizer
 
     ids = torch.randint(5, 1000, (400, 50))
     eligible = torch.zeros(1000, dtype=torch.bool)
