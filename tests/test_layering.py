@@ -237,3 +237,136 @@ def test_the_benchmarks_never_import_the_app():
     bad = {name: sorted(i for i in imports(p, False) if i.split(".")[0] == "app")
            for name, p in modules().items() if name.split(".")[0] == "bench"}
     assert {k: v for k, v in bad.items() if v} == {}
+
+
+# --- what sits above the families knows no family (issue 61, item 1) -------------------------
+# Counted in every module of engine/ and bench/ outside engine/families/. The targets are 0:
+# each ceiling below is today's count, lowered as a switch or a read moves behind the adapter
+# protocol (engine/families/base.py); a count above its ceiling is a new one, and fails.
+FAMILY_NAMES = ("elmo", "gpt", "bert")
+# family-name switches: a comparison (==, !=, in, not in) with a family name or a literal
+# tuple/list/set of them on either side; a dict literal keyed by family names (one per dict:
+# a table that is looked up by family is a switch written as data); `isinstance(x, C)` or
+# `issubclass(x, C)` with C an adapter class of a family; and an import of such a class
+SWITCH_CEILING = {"engine": 15, "bench": 5}
+# reads of an adapter's internals: an attribute of an adapter object that the protocol classes
+# of engine/families/base.py do not declare (`adapter.model`, `adapter.tokenizer`,
+# `adapter._ids`, `adapter.max_tokens`, ...). An adapter object is a name `adapter`, a name
+# bound to `<x>.adapter(...)` (the Engine's adapter(), also as one side of a conditional), or
+# such a call itself (`engine.adapter(m).tokenizer`)
+INTERNALS_CEILING = {"engine": 83, "bench": 33}
+
+
+def _family_name(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value in FAMILY_NAMES
+    return (isinstance(node, (ast.Tuple, ast.List, ast.Set)) and bool(node.elts)
+            and all(isinstance(e, ast.Constant) and e.value in FAMILY_NAMES for e in node.elts))
+
+
+def _adapter_classes() -> set[str]:
+    """Classes named ...Adapter that a family module defines (the protocol itself aside)."""
+    return {node.name for p in (ROOT / "engine" / "families").rglob("*.py")
+            if p.name != "base.py" for node in ast.walk(ast.parse(p.read_text()))
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Adapter")}
+
+
+def family_switches(source: str, adapter_classes: set[str]) -> list[int]:
+    """The line of each family-name switch in `source` (the rule above SWITCH_CEILING)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            if any(map(_family_name, [node.left, *node.comparators])):
+                found.append(node.lineno)
+        elif isinstance(node, ast.Dict):
+            if node.keys and all(k is not None and _family_name(k) for k in node.keys):
+                found.append(node.lineno)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("isinstance", "issubclass") and len(node.args) == 2):
+            classes = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+            if any(ast.unparse(c).split(".")[-1] in adapter_classes for c in classes):
+                found.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("engine.families"):
+            found += [node.lineno for a in node.names if a.name in adapter_classes]
+    return found
+
+
+def _protocol_members() -> set[str]:
+    """What the Protocol classes of engine/families/base.py declare: fields and methods."""
+    members = set()
+    for node in ast.parse((ROOT / "engine" / "families" / "base.py").read_text()).body:
+        if isinstance(node, ast.ClassDef) and any("Protocol" in ast.unparse(b) for b in node.bases):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    members.add(item.name)
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    members.add(item.target.id)
+    return members
+
+
+def _adapter_call(node: ast.AST) -> bool:
+    if isinstance(node, ast.IfExp):
+        return _adapter_call(node.body) or _adapter_call(node.orelse)
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "adapter")
+
+
+def internals_reads(source: str, protocol: set[str]) -> list[str]:
+    """`line attr` for each read of an adapter's internals in `source` (the rule above
+    INTERNALS_CEILING)."""
+    tree = ast.parse(source)
+    names = {"adapter"} | {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                           and _adapter_call(n.value) for t in n.targets if isinstance(t, ast.Name)}
+    return [f"{n.lineno} {n.attr}" for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and n.attr not in protocol
+            and ((isinstance(n.value, ast.Name) and n.value.id in names)
+                 or _adapter_call(n.value))]
+
+
+def test_the_family_scanners_read_every_spelling():
+    """The two counts above, on a sample: what counts and what does not."""
+    switches = ('if adapter.info.family == "bert": pass\n'          # 2
+                'if family not in ("bert", "gpt"): pass\n'          # 3
+                'KIND = {"gpt": "next", "bert": "masked"}\n'        # 4
+                'from engine.families.gpt import GPTAdapter\n'      # 5
+                'isinstance(adapter, gpt.GPTAdapter)\n'             # 6
+                'x = TARGETS["elmo"]\n'                             # a key read, no switch
+                'y = entry.family == other.family\n'                # no name: no switch
+                'z = {"bert": 1, "roberta": 2}\n')                  # not all family names
+    assert sorted(family_switches("\n" + switches, {"GPTAdapter"})) == [2, 3, 4, 5, 6]
+    reads = ("adapter.model(ids)\n"
+             "a = engine.adapter(m)\n"
+             "a._ids('x'); a.info.model_id; a.encode([t])\n"
+             "engine.adapter(m).tokenizer\n"
+             "b = self.adapter(m) if maps else self.traced(m)\n"
+             "b.max_tokens; other.model\n")
+    assert sorted(internals_reads(reads, {"info", "encode"})) == [
+        "1 model", "3 _ids", "4 tokenizer", "6 max_tokens"]
+
+
+def _above_the_families(package: str) -> list[Path]:
+    families = ROOT / "engine" / "families"
+    return sorted(p for p in (ROOT / package).rglob("*.py") if families not in p.parents)
+
+
+@pytest.mark.parametrize("package", ["engine", "bench"])
+def test_no_family_name_switches_above_the_families(package):
+    """A behaviour that differs by family is the family's own (a method or field of the adapter
+    protocol), so that a new family is one module and every view asks it the same way."""
+    classes = _adapter_classes()
+    assert {"GPTAdapter", "BertAdapter"} <= classes
+    found = [f"{p.relative_to(ROOT).as_posix()}:{line}" for p in _above_the_families(package)
+             for line in sorted(family_switches(p.read_text(), classes))]
+    assert len(found) <= SWITCH_CEILING[package], found
+
+
+@pytest.mark.parametrize("package", ["engine", "bench"])
+def test_no_reads_of_adapter_internals_above_the_families(package):
+    """What a view needs of a model it asks through the protocol: a read of an adapter's model,
+    tokenizer or private helpers ties the view to one family's insides."""
+    protocol = _protocol_members()
+    assert {"info", "encode", "anatomy"} <= protocol
+    found = [f"{p.relative_to(ROOT).as_posix()}:{r}" for p in _above_the_families(package)
+             for r in sorted(internals_reads(p.read_text(), protocol),
+                             key=lambda r: int(r.split()[0]))]
+    assert len(found) <= INTERNALS_CEILING[package], found
