@@ -68,10 +68,9 @@ def generate(adapter, prompt: WordText | str, max_tokens: int, sample: bool = Fa
 
 
 def _check_decoder(adapter) -> None:
-    from engine.families.gpt import GPTAdapter
+    from engine.families.base import Transformer
 
-    # GPTAdapter is the family of every causal LM with an output head (any HF decoder)
-    if not isinstance(adapter, GPTAdapter):
+    if not (isinstance(adapter, Transformer) and adapter.own_kind == "next"):
         raise UnsupportedPrediction(f"{adapter.info.model_id} is not a decoder: generation "
                                     "needs a left-to-right LM with an output head")
 

@@ -248,7 +248,7 @@ FAMILY_NAMES = ("elmo", "gpt", "bert")
 # tuple/list/set of them on either side; a dict literal keyed by family names (one per dict:
 # a table that is looked up by family is a switch written as data); `isinstance(x, C)` or
 # `issubclass(x, C)` with C an adapter class of a family; and an import of such a class
-SWITCH_CEILING = {"engine": 15, "bench": 5}
+SWITCH_CEILING = {"engine": 5, "bench": 5}
 # reads of an adapter's internals: an attribute of an adapter object that the protocol classes
 # of engine/families/base.py do not declare (`adapter.model`, `adapter.tokenizer`,
 # `adapter._ids`, `adapter.max_tokens`, ...). An adapter object is a name `adapter`, a name

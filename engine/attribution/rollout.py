@@ -9,6 +9,7 @@ import numpy as np
 from engine.analysis.attention import rollout
 from engine.attribution.objective import blank_of
 from engine.errors import UnsupportedPrediction
+from engine.families.base import Transformer
 from engine.text import WordText
 
 
@@ -29,8 +30,7 @@ class RolloutScores:
 def rollout_scores(adapter, text: WordText, kind: str) -> RolloutScores:
     """kind "masked": the row of a masked LM's blank; "next": the row of a decoder's last
     token (the one that predicts the next word)."""
-    family = adapter.info.family
-    if not ((family == "bert" and kind == "masked") or (family == "gpt" and kind == "next")):
+    if not (isinstance(adapter, Transformer) and adapter.own_kind == kind):
         raise UnsupportedPrediction("attention rollout is shown for a masked LM's blank and a "
                                     "decoder's next word (ELMo has no attention; a decoder's "
                                     "fill reads no single position)")

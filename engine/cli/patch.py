@@ -14,6 +14,7 @@ from engine.cli.options import model_args
 from engine.cli.report import emit_json
 from engine.components.result import SITES
 from engine.errors import EngineError
+from engine.families import family
 
 FORMATS = (".npz", ".json")
 
@@ -57,7 +58,9 @@ def cmd_patch(args, engine_cls) -> int:
             inputs._check_text_arg(f"--{flag}", getattr(args, flag))
     out = check_output(args.output)
     engine = engine_cls(device=args.device, dtype=args.dtype, cache_size=0)
-    kind = args.kind or ("masked" if engine.family_name(args.model) == "bert" else "next")
+    # a masked LM is patched on its blank, any other model on its next word
+    masked_lm = "masked_lm" in family(engine.family_name(args.model)).capabilities
+    kind = args.kind or ("masked" if masked_lm else "next")
     p = engine.patch(args.model, args.clean, args.corrupt, args.target, args.contrast,
                      site=args.site, kind=kind, noise_words=args.noise, seeds=args.seeds)
     fields = dict(model=p.model_id, kind=p.kind, site=p.site, target=p.target,

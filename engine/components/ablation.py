@@ -20,6 +20,7 @@ from engine.components.hooks import hooked
 from engine.components.result import ABLATION_MODES
 from engine.components.sites import Sites, sites_of
 from engine.errors import EngineError, UnsupportedPrediction
+from engine.families.base import Transformer
 
 # The reference set of mode "mean": plain everyday sentences with no blank, so that a masked
 # LM's means are those of ordinary text (its [MASK] position is not in them).
@@ -81,7 +82,7 @@ def sites(adapter) -> Sites:
     are not a Hugging Face transformer have no heads to knock out (UnsupportedPrediction)."""
     family = getattr(getattr(adapter, "info", None), "family", None)
     model = getattr(adapter, "model", None)
-    if family not in ("bert", "gpt") or model is None or not hasattr(model, "config"):
+    if not isinstance(adapter, Transformer) or model is None or not hasattr(model, "config"):
         raise UnsupportedPrediction(f"{family or 'this'} models have no transformer heads or "
                                     "feed-forward blocks to knock out")
     with _lock:
@@ -193,7 +194,7 @@ def reference_means(adapter) -> tuple:
             ids = torch.tensor([adapter.tokenizer(sentence)["input_ids"]], device=device)
             # a decoder keeps no key/value cache it would not use; some encoders take no
             # use_cache argument at all
-            extra = {"use_cache": False} if adapter.info.family == "gpt" else {}
+            extra = {"use_cache": False} if adapter.own_kind == "next" else {}
             model(input_ids=ids, attention_mask=torch.ones_like(ids), **extra)
             count += ids.shape[1]
     found = (tuple(a / count for a in attn), tuple(m / count for m in mlp))

@@ -29,13 +29,6 @@ from engine.components.sites import sites_of
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.text import WordText
 
-# why a family whose row lacks direct_logit cannot have it (Engine.components says so)
-WHY_NOT = {
-    "bert": "a post-norm encoder normalises the residual stream after every attention and "
-            "feed-forward addition, and its MLM head is dense + GELU + LayerNorm before the "
-            "vocabulary, so its logit is no sum of its parts",
-    "elmo": "ELMo's language model is a character CNN and biLSTM: no heads or residual sum",
-}
 # |Σ parts − the model's own logit| allowed: float32 rounding over a few hundred parts stays far
 # below it; a 16-bit model rounds its stream at every addition, so there it grows with the logit
 TOLERANCE = 1e-3

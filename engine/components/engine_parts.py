@@ -10,13 +10,15 @@ from engine.text import to_word_text
 
 
 class PartsMixin:
-    def _able(self, model_id: str, capability: str, doing: str,
-              why_not: dict[str, str] | None = None) -> None:
+    def _able(self, model_id: str, capability: str, doing: str) -> None:
         """UnsupportedPrediction naming the models that can, unless `model_id` can; the reason
-        is its architecture's (entry.cannot), else its family's in `why_not` (family -> why)."""
+        is its architecture's (entry.cannot), else its family's (Family.why_not)."""
+        from engine.families import FAMILIES
+
         entry = self.resolved(model_id)
         if capability not in entry.capabilities:
-            why = entry.cannot.get(capability) or (why_not or {}).get(entry.family)
+            row = FAMILIES.get(entry.family)
+            why = entry.cannot.get(capability) or (row.why_not.get(capability) if row else None)
             raise UnsupportedPrediction(
                 f"{model_id} cannot {doing}" + (f" ({why})" if why else "")
                 + "; models that can: " + ", ".join(self.models_that(capability)))
@@ -71,9 +73,9 @@ class PartsMixin:
     def components(self, model_id: str, text: str, target: str, contrast: str | None = None):
         """Each component's direct effect on the next word's logit
         (engine.components.dla.Components), cached."""
-        from engine.components.dla import WHY_NOT, components
+        from engine.components.dla import components
 
-        self._able(model_id, "direct_logit", "split its logit into its parts", WHY_NOT)
+        self._able(model_id, "direct_logit", "split its logit into its parts")
         key = self.components_key(model_id, text, target, contrast)
         if not self.has_result(key):
             adapter = self.adapter(model_id)

@@ -32,13 +32,12 @@ from engine.components.hooks import hooked
 from engine.components.result import SITES, Patching
 from engine.components.sites import sites_of
 from engine.errors import EngineError, UnsupportedPrediction
+from engine.families.base import Transformer
 from engine.memory import rows_per_pass
 from engine.text import MASK, WordText, to_word_text
 
 NOISE_SCALE = 3.0          # Meng et al. 2022: noise of 3 × the embeddings' std
 MAX_SEEDS = 100
-# the kind each family is patched on: a decoder's next word, a masked LM's blank
-KIND_OF = {"gpt": "next", "bert": "masked"}
 
 
 @dataclass(frozen=True)
@@ -229,12 +228,14 @@ def embedding_std(model) -> float:
 def _check(adapter, site: str, kind: str, corrupt, noise_words, seeds: int) -> None:
     if site not in SITES:
         raise EngineError(f"site must be one of {', '.join(SITES)}, not {site!r}")
-    family = adapter.info.family
-    if family not in KIND_OF:
-        raise UnsupportedPrediction(f"{family} models have no transformer blocks to patch")
-    if kind != KIND_OF[family]:
+    # a transformer is patched on its own head's prediction: a decoder's next word, a masked
+    # LM's blank
+    if not isinstance(adapter, Transformer):
+        raise UnsupportedPrediction(f"{adapter.info.family} models have no transformer blocks "
+                                    "to patch")
+    if kind != adapter.own_kind:
         how = ("a decoder is patched on its next word: end the texts where the word comes "
-               "and use kind 'next'" if family == "gpt" else
+               "and use kind 'next'" if adapter.own_kind == "next" else
                "a masked LM is patched on its blank: put one [MASK] in each text and use "
                "kind 'masked'")
         raise UnsupportedPrediction(f"kind {kind!r} is not supported for this model; {how}")

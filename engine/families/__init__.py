@@ -69,9 +69,12 @@ class Family:
     # a local model folder is this family's and what its checkpoint gives (a light module: the
     # registry asks every family before any model loads); "" = `module`
     folder: str = ""
+    # why its models lack a capability the row leaves out, where the family knows (said in
+    # the refusal; a checkpoint's own `Gives.cannot` comes first)
+    why_not: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
-        unknown = set(self.capabilities) - CAPABILITIES
+        unknown = (set(self.capabilities) | set(self.why_not)) - CAPABILITIES
         if unknown:
             raise ValueError(f"unknown capabilities {sorted(unknown)}")
 
@@ -117,7 +120,9 @@ def family(name: str) -> Family:
 
 register(Family("elmo", "ELMo", "engine.families.elmo.adapter",
                 frozenset({"hidden_states", "fill_blank", "next_word", "previous_word",
-                           "scalar_mix", "attribution"}), folder="engine.families.elmo.folder"))
+                           "scalar_mix", "attribution"}), folder="engine.families.elmo.folder",
+                why_not={"direct_logit": "ELMo's language model is a character CNN and "
+                                         "biLSTM: no heads or residual sum"}))
 register(Family("gpt", "GPT", "engine.families.gpt",
                 frozenset({"hidden_states", "attention", "fill_blank", "next_word",
                            "logit_lens", "query_key", "attribution", "generation", "ablation",
@@ -126,4 +131,9 @@ register(Family("gpt", "GPT", "engine.families.gpt",
 register(Family("bert", "BERT", "engine.families.bert",
                 frozenset({"hidden_states", "attention", "masked_lm", "fill_blank",
                            "query_key", "attribution", "ablation", "patching"}),
-                traced_encoder=True))
+                traced_encoder=True,
+                why_not={"direct_logit": "a post-norm encoder normalises the residual stream "
+                                         "after every attention and feed-forward addition, "
+                                         "and its MLM head is dense + GELU + LayerNorm before "
+                                         "the vocabulary, so its logit is no sum of its "
+                                         "parts"}))

@@ -63,6 +63,19 @@ class Costed(Protocol):
     def count_tokens(self, text: WordText) -> int: ...
 
 
+@runtime_checkable
+class Transformer(Protocol):
+    """What an adapter whose model is a stack of attention and feed-forward blocks also says:
+    the prediction its own head makes at one position. Attention rollout reads that
+    position's row, activation patching patches that prediction, ablation and the other
+    component views need the blocks, and generation needs a decoder ("next"). A family
+    without it (ELMo's biLSTM, a family that declares nothing) has none of those views."""
+
+    # "masked": an encoder's blank, read at the [MASK]; "next": a decoder's next word, read
+    # at the last token
+    own_kind: str
+
+
 @dataclass(frozen=True)
 class LoadOptions:
     device: str = "auto"      # auto | cpu | cuda

@@ -39,6 +39,9 @@ def with_mask_token(wt: WordText, mask_token: str) -> WordText:
 
 
 class BertAdapter:
+    # an encoder read at its blank (base.Transformer)
+    own_kind = "masked"
+
     def __init__(self, model_id: str, model, tokenizer, has_mlm: bool):
         self.model, self.tokenizer, self.has_mlm = model, tokenizer, has_mlm
         self.model_id = model_id

@@ -106,6 +106,9 @@ def final_norm(model):
 
 
 class GPTAdapter:
+    # every causal LM with an output head: a decoder read at its last token (base.Transformer)
+    own_kind = "next"
+
     def __init__(self, model_id: str, model, tokenizer, gguf_cache_hit: bool | None = None):
         self.model, self.tokenizer, self.model_id = model, tokenizer, model_id
         # None: not a GGUF model; True: loaded from the converted cache; False: converted by
