@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from engine.registry import ASSETS
 from tests.e2e.helpers import BROWSER_MARKS, DRAW_MS, _goto, app_server, idle, warm
@@ -29,6 +30,11 @@ SHOWS_A_PATH = """([a, b]) => {
     const t = document.querySelector('[data-testid="stMain"]').innerText.replaceAll('\\u2060', '');
     return t.includes(a) || t.includes(b); }"""
 ASKED_AS_PAGE = ("img", "a", "iframe", "video", "audio", "source", "link")
+# a page has drawn its models' output: a chart in view that plotly has drawn with data in it
+# (the Polysemy page names its tabs after the models before any model runs)
+CHART_DRAWN = """() => [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')]
+    .some(e => e.offsetParent !== null && e.querySelector('.main-svg') && e._fullData
+          && e._fullData.some(t => ['x', 'y', 'z'].some(k => t[k] && t[k].length > 0)))"""
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +78,19 @@ def _pointing_out(page) -> list[str]:
     return found
 
 
+def _models_drawn(page, path: str) -> None:
+    """Wait until the page shows its models' output: a path on the page as typed (the escapes
+    are not shown), and a chart drawn; a page that draws neither fails, naming itself, where
+    the absences looked for after it would hold on an empty page."""
+    try:
+        page.wait_for_function(SHOWS_A_PATH, arg=[IMAGE_DIR, LINK_DIR], timeout=DRAW_MS)
+        page.wait_for_function(CHART_DRAWN, timeout=DRAW_MS)
+        return
+    except PlaywrightTimeout:
+        text = page.locator('[data-testid="stMain"]').inner_text()
+    pytest.fail(f"/{path} drew no model output in {DRAW_MS // 1000} s:\n{text[:500]}")
+
+
 def test_model_paths_that_read_as_markdown_show_as_text_on_every_page(server, browser,
                                                                       hostile):
     """The image fetched itself on Predictions, Attention and Polysemy, and the link was live
@@ -83,9 +102,7 @@ def test_model_paths_that_read_as_markdown_show_as_text_on_every_page(server, br
         _goto(page, server, path, preset="mouse", model_elmo="(none)", model_gpt=gpt,
               model_bert=bert)
         page.wait_for_selector('[data-testid="stMain"] h1')
-        if path in ("attention", "predictions"):
-            # the models ran: a path is on the page as typed (the escapes are not shown)
-            page.wait_for_function(SHOWS_A_PATH, arg=[IMAGE_DIR, LINK_DIR], timeout=DRAW_MS)
+        _models_drawn(page, path)           # absences are looked for once there is content
         idle(page, DRAW_MS)                  # every element of the page drawn, then looked at
         assert _pointing_out(page) == [], path
         assert asked == [], (path, asked)
