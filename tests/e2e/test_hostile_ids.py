@@ -2,29 +2,18 @@
 folders whose paths read as a markdown image and a markdown link, shows them as text (no
 <img>, no <a> to the outside host, no request to it); the issue's own link, a path that climbs
 back to a bundled model through names that are not there, is refused as text; the toolbar
-offers visitors no "Deploy"."""
+offers visitors no "Deploy". On the class server (tests/e2e/conftest.py), whose model directory
+holds those folders."""
 from __future__ import annotations
-
-import os
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from engine.registry import ASSETS
-from tests.e2e.helpers import BROWSER_MARKS, DRAW_MS, _goto, app_server, idle, warm
+from tests.e2e.helpers import BROWSER_MARKS, DRAW_MS, IMAGE_DIR, LINK_DIR, OUTSIDE, _goto, idle
 
 pytestmark = BROWSER_MARKS
 
-# an address no page may ask for: a closed port on this machine (a request is recorded, and
-# refused at once, whatever the network)
-OUTSIDE = "127.0.0.1:9"
-# folder paths that read as markdown; a path cannot hold '//', and a browser takes 'http:/h/p'
-# for 'http://h/p'
-IMAGE_DIR = f"![x](http:/{OUTSIDE}/p.png)"
-LINK_DIR = f"[click here](http:/{OUTSIDE}/phish)"
 PAGES = ["", "grid", "layers", "attention", "predictions"]
 SHOWS_A_PATH = """([a, b]) => {
     const t = document.querySelector('[data-testid="stMain"]').innerText.replaceAll('\\u2060', '');
@@ -35,31 +24,6 @@ ASKED_AS_PAGE = ("img", "a", "iframe", "video", "audio", "source", "link")
 CHART_DRAWN = """() => [...document.querySelectorAll('[data-testid="stMain"] .js-plotly-plot')]
     .some(e => e.offsetParent !== null && e.querySelector('.main-svg') && e._fullData
           && e._fullData.some(t => ['x', 'y', 'z'].some(k => t[k] && t[k].length > 0)))"""
-
-
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory):
-    """A model directory holding the bundled GPT and BERT under markdown-shaped paths."""
-    root = tmp_path_factory.mktemp("hostile-models")
-    gpt = root / "g" / IMAGE_DIR
-    bert = root / "b" / LINK_DIR
-    shutil.copytree(ASSETS / "models" / "gpt-brown", gpt)
-    shutil.copytree(ASSETS / "models" / "bert-brown-mlm", bert)
-    return root, str(gpt), str(bert)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, hostile, browser):
-    """A server whose model directories hold the hostile paths, both models loaded before the
-    first test (the Polysemy and Predictions pages run each)."""
-    _, gpt, bert = hostile
-    log = Path(tempfile.gettempdir()) / f"ctxlens-e2e-hostile-{os.getpid()}.log"
-    with open(log, "w") as out, app_server(tmp_path_factory, out,
-                                           env={"CTXLENS_MODEL_DIRS": str(hostile[0])}) as url:
-        models = {"model_elmo": "(none)", "model_gpt": gpt, "model_bert": bert}
-        warm(browser, url, [("", {"preset": "mouse", **models}),
-                            ("predictions", {"preset": "mouse", **models})])
-        yield url
 
 
 def _outside(page, server: str) -> list[str]:
