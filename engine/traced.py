@@ -119,7 +119,7 @@ class TracedEncoder:
     readable: tuple[str, ...]   # each id's token decoded alone (hf.tokens.plain_tokens)
 
     def tokenize(self, texts: Sequence[WordText]) -> list[tokens.TokenizedText]:
-        from engine.families.bert import with_mask_token
+        from engine.families.hf.tokens import with_mask_token
 
         spelled = [with_mask_token(wt, self.mask_token) for wt in texts]
         from engine.text import align_many

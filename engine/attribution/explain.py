@@ -7,10 +7,11 @@ import numpy as np
 from engine.attribution.objective import KINDS, Objective, blank_of, check_pair
 from engine.attribution.result import METHODS, Attribution
 from engine.errors import EngineError, UnsupportedPrediction
+from engine.families.base import Explained
 from engine.text import WordText
 
-# the family modules and Captum's methods import torch: they load on the first attribution,
-# so importing this module (the Engine does) costs nothing
+# the families' objectives and Captum's methods import torch: they load on the first
+# attribution, so importing this module (the Engine does) costs nothing
 
 
 def objective_of(adapter, text: WordText, target: str, contrast: str | None,
@@ -18,28 +19,13 @@ def objective_of(adapter, text: WordText, target: str, contrast: str | None,
     """The prediction `kind` of `adapter` on `text`, as a function of its input embeddings."""
     if kind not in KINDS:
         raise EngineError(f"kind must be one of {KINDS}, not {kind!r}")
-    family = adapter.info.family
-    if family == "bert" and kind != "masked":
-        raise UnsupportedPrediction(f"a masked LM predicts no {kind} word; put [MASK] where "
-                                    "the word goes and use kind 'masked'")
-    if family == "gpt" and kind == "previous":
-        raise UnsupportedPrediction("a left-to-right LM cannot predict the previous word")
-    if family not in ("bert", "gpt", "elmo"):
-        raise UnsupportedPrediction(f"{family} models give no prediction to explain")
+    if not isinstance(adapter, Explained):
+        raise UnsupportedPrediction(f"{adapter.info.family} models give no prediction to "
+                                    "explain")
+    adapter.check_explained(kind)
     target, contrast = check_pair(target, contrast)
     words = [target] + ([contrast] if contrast else [])
-    blank = blank_of(text, kind)
-    if family == "elmo":
-        from engine.attribution import elmo
-
-        return elmo.objective(adapter, text, kind, blank, words)
-    from engine.attribution import hf
-
-    if family == "bert":
-        return hf.masked_lm(adapter, text, blank, words, contrast)
-    if kind == "next":
-        return hf.next_word(adapter, text, words, contrast)
-    return hf.decoder_fill(adapter, text, blank, words, contrast)
+    return adapter.objective(text, kind, blank_of(text, kind), words, contrast)
 
 
 def attribute(adapter, text: WordText, target: str, contrast: str | None = None,

@@ -1,6 +1,6 @@
 """One prediction made a differentiable function of its input embeddings: the thing every
 attribution method (methods.py) and the faithfulness measures (faithfulness.py) read, whatever
-family built it (hf.py, elmo.py)."""
+family built it (base.Explained: engine/families/hf/objective.py, elmo/objective.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

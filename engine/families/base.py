@@ -4,12 +4,15 @@ from __future__ import annotations
 import os
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
 from engine.budget import Anatomy
 from engine.errors import EngineError
 from engine.result import Encoding, LogitLens, Prediction
 from engine.text import WordText
+
+if TYPE_CHECKING:
+    from engine.attribution.objective import Objective
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,24 @@ class Costed(Protocol):
     def anatomy(self) -> "Anatomy": ...
 
     def count_tokens(self, text: WordText) -> int: ...
+
+
+@runtime_checkable
+class Explained(Protocol):
+    """What an adapter whose predictions are explained (attribution, activation patching,
+    head importance) also does: it makes each prediction kind it explains a function of its
+    input embeddings, since only the family knows which embeddings its model reads and how
+    its head scores a word (engine/attribution/objective.py). A family without it has no
+    prediction to explain."""
+
+    def check_explained(self, kind: str) -> None:
+        """UnsupportedPrediction, saying why, when its `kind` predictions are not explained
+        (asked before the target and the text are checked)."""
+
+    def objective(self, text: WordText, kind: str, blank: int | None, words: Sequence[str],
+                  contrast: str | None) -> "Objective":
+        """f of `words[0]` (less `words[1]`, the checked `contrast`, when there is one) as
+        the `kind` prediction on `text`; `blank`: the [MASK]'s word for kind "masked"."""
 
 
 @runtime_checkable

@@ -14,28 +14,9 @@ from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families import Gives
 from engine.families.base import LoadOptions, ModelInfo
 from engine.families.hf import cost, forward, loading, pooling, qk, tokens
+from engine.families.hf.tokens import with_mask_token
 from engine.result import Encoding, LogitLens, Prediction, QueryKey
 from engine.text import MASK, WordText
-
-
-def with_mask_token(wt: WordText, mask_token: str) -> WordText:
-    """The text with each [MASK] word written as the tokenizer's own mask token.
-
-    The shared word splitter keeps "[MASK]" as one word; models spell the mask differently
-    (RoBERTa: "<mask>"), so the word's span is rewritten and the later spans shifted.
-    """
-    if mask_token == MASK or MASK not in wt.words:
-        return wt
-    parts, spans, pos, shift = [], [], 0, 0
-    for word, (s, e) in zip(wt.words, wt.spans):
-        parts.append(wt.text[pos:s])
-        piece = mask_token if word == MASK else wt.text[s:e]
-        spans.append((s + shift, s + shift + len(piece)))
-        shift += len(piece) - (e - s)
-        parts.append(piece)
-        pos = e
-    parts.append(wt.text[pos:])
-    return WordText("".join(parts), wt.words, tuple(spans))
 
 
 class BertAdapter:
@@ -66,6 +47,18 @@ class BertAdapter:
 
     def count_tokens(self, text: WordText) -> int:
         return cost.count_tokens(self.tokenizer, text)
+
+    def check_explained(self, kind: str) -> None:
+        if kind != "masked":
+            raise UnsupportedPrediction(f"a masked LM predicts no {kind} word; put [MASK] "
+                                        "where the word goes and use kind 'masked'")
+
+    def objective(self, text: WordText, kind: str, blank: int | None, words: Sequence[str],
+                  contrast: str | None):
+        """The blank's prediction as a function of the input embeddings (base.Explained)."""
+        from engine.families.hf import objective
+
+        return objective.masked_lm(self, text, blank, list(words), contrast)
 
     def spell_mask(self, wt: WordText) -> WordText:
         """The text with its [MASK] written as this tokenizer's own mask token (<mask>, ...)."""

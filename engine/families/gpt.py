@@ -152,6 +152,21 @@ class GPTAdapter:
     def count_tokens(self, text: WordText) -> int:
         return cost.count_tokens(self.tokenizer, text)
 
+    def check_explained(self, kind: str) -> None:
+        if kind == "previous":
+            raise UnsupportedPrediction("a left-to-right LM cannot predict the previous word")
+
+    def objective(self, text: WordText, kind: str, blank: int | None, words: Sequence[str],
+                  contrast: str | None):
+        """The next word, or a blank filled as predict_masked fills it, as a function of the
+        input embeddings (base.Explained)."""
+        from engine.families.hf import objective
+
+        if kind == "next":
+            return objective.next_word(self, text, list(words), contrast)
+        return objective.decoder_fill(self, text, blank, list(words), contrast,
+                                      FILL_START_WORDS, FILL_RIGHT_TOKENS, _running_text)
+
     def spell_mask(self, wt: WordText) -> WordText:
         return wt                   # a GPT reads the text as it is (no mask token to spell)
 

@@ -60,6 +60,17 @@ class ElmoAdapter:
     def count_tokens(self, text: WordText) -> int:
         return len(text.words) + 2          # the words between <S> and </S>
 
+    def check_explained(self, kind: str) -> None:
+        """Its two LMs explain every kind: the next word, the previous one and a blank."""
+
+    def objective(self, text: WordText, kind: str, blank: int | None, words: Sequence[str],
+                  contrast: str | None):
+        """The `kind` prediction as a function of the words' token embeddings
+        (base.Explained; the contrast is words[1])."""
+        from engine.families.elmo import objective
+
+        return objective.objective(self, text, kind, blank, list(words))
+
     # -- hidden states ------------------------------------------------------------------
     @torch.inference_mode()
     def layers(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:

@@ -1,4 +1,4 @@
-"""Objectives of ELMo (engine/families/elmo/): the forward LM's next word, the backward LM's
+"""Objectives of ELMo (ElmoAdapter.objective; the protocol's Explained): the forward LM's next word, the backward LM's
 previous word and the two LMs' product at a blank, with gradients through the biLSTM. The
 attributed input is each word's token embedding, the char CNN's output (layer 0): a word's
 characters reach the biLSTM only through it, and it is the one vector per word the LMs read."""

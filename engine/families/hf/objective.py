@@ -1,4 +1,5 @@
-"""Objectives of Hugging Face models (engine/families/bert.py, gpt.py): a masked LM's blank, a
+"""Objectives of Hugging Face models (BertAdapter.objective, GPTAdapter.objective in
+engine/families/bert.py, gpt.py; the protocol's Explained): a masked LM's blank, a
 decoder's next word and a decoder's filled blank, each as the log-probability the model's own
 softmax gives, read through the model transformers loaded (inputs_embeds in, logits out)."""
 from __future__ import annotations
@@ -12,7 +13,6 @@ import numpy as np
 
 from engine.attribution.objective import Objective, check_tokens, f_means, replace_word
 from engine.errors import EngineError, UnsupportedPrediction
-from engine.families.bert import with_mask_token
 from engine.families.hf import tokens
 from engine.memory import FLOOR, rows_per_pass
 from engine.text import MASK, WordText, align_offsets, split_words
@@ -153,7 +153,7 @@ def masked_lm(adapter, text: WordText, blank: int, words: list[str],
                                     "blank to explain")
     tok, cap = adapter.tokenizer, adapter.max_tokens
     # the text with [MASK] spelled as this tokenizer's mask token, as predict_masked reads it
-    t = tokens.tokenize(tok, with_mask_token(text, tok.mask_token or MASK), cap)
+    t = tokens.tokenize(tok, tokens.with_mask_token(text, tok.mask_token or MASK), cap)
     pos = [i for i, (tid, w) in enumerate(zip(t.input_ids, t.token_to_word))
            if w == blank and tid == tok.mask_token_id]
     if len(pos) != 1:
@@ -235,18 +235,17 @@ def next_word(adapter, text: WordText, words: list[str], contrast: str | None) -
 
 
 # -- a decoder's filled blank -------------------------------------------------------------
-def decoder_fill(adapter, text: WordText, blank: int, words: list[str],
-                 contrast: str | None) -> Objective:
+def decoder_fill(adapter, text: WordText, blank: int, words: list[str], contrast: str | None,
+                 start_words: int, right_tokens: int, running_text) -> Objective:
     """The score GPTAdapter.predict_masked ranks a candidate by (sides="both"): Σ log p of
     the sentence's tokens from the candidate's first piece to FILL_RIGHT_TOKENS tokens after
     it, given what precedes (the document-start token first after at most FILL_START_WORDS
-    words, punctuation written as running text). Its shares among candidates are the softmax
+    words, punctuation written as running text): the fill's own conventions, which gpt.py
+    passes in (`start_words`, `right_tokens`, `running_text`). Its shares among candidates are the softmax
     of this score, so with a contrast f is the log of the ratio of their two shares."""
-    from engine.families import gpt
-
     s, e = text.spans[blank]
     left, right = text.text[:s].rstrip(), text.text[e:].rstrip()
-    with_start = len(left.split()) <= gpt.FILL_START_WORDS
+    with_start = len(left.split()) <= start_words
     left_ids = adapter._ids(left, with_start)
     if not left_ids:
         raise EngineError("this model has no start token, so a blank at the very start "
@@ -255,11 +254,11 @@ def decoder_fill(adapter, text: WordText, blank: int, words: list[str],
     readings, spelled = [], []
     for word in words:
         joined = left + " " + word if left else word
-        running = gpt._running_text(joined + right)
+        running = running_text(joined + right)
         enc = adapter.tokenizer(running, return_offsets_mapping=True)
         ids = [adapter._start_id] * start + enc["input_ids"]
         end = len(adapter._ids(joined, with_start))
-        ids = ids[:end + gpt.FILL_RIGHT_TOKENS]
+        ids = ids[:end + right_tokens]
         running_words = split_words(running)
         if len(running_words.words) != len(text.words):
             raise EngineError("written as running text the sentence has other words than "

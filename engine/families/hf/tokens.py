@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from engine.errors import EngineError
-from engine.text import WordText
+from engine.text import MASK, WordText
 
 
 @dataclass(frozen=True)
@@ -189,3 +189,23 @@ def top_k_candidates(logits, tokenizer, top_k: int):
     values, indices = torch.topk(probs, k)
     tokens = readable_tokens(tokenizer, indices.tolist())
     return tuple(Candidate(tok, float(p)) for tok, p in zip(tokens, values.tolist()))
+
+
+def with_mask_token(wt: WordText, mask_token: str) -> WordText:
+    """The text with each [MASK] word written as the tokenizer's own mask token.
+
+    The shared word splitter keeps "[MASK]" as one word; models spell the mask differently
+    (RoBERTa: "<mask>"), so the word's span is rewritten and the later spans shifted.
+    """
+    if mask_token == MASK or MASK not in wt.words:
+        return wt
+    parts, spans, pos, shift = [], [], 0, 0
+    for word, (s, e) in zip(wt.words, wt.spans):
+        parts.append(wt.text[pos:s])
+        piece = mask_token if word == MASK else wt.text[s:e]
+        spans.append((s + shift, s + shift + len(piece)))
+        shift += len(piece) - (e - s)
+        parts.append(piece)
+        pos = e
+    parts.append(wt.text[pos:])
+    return WordText("".join(parts), wt.words, tuple(spans))
