@@ -77,6 +77,9 @@ def embeddings_npz(vectors: dict[str, np.ndarray], metadata: pd.DataFrame,
     """vectors: name -> [layers, n, dim] (or [n, dim]); metadata columns saved as string arrays;
     `info` (model, target, pooling, the layers' names...) as arrays of its own, so the file says
     what its axes are without the settings file beside it."""
+    clash = sorted(set(vectors) & set(info or {}))
+    if clash:   # one would overwrite the other in the file
+        raise ValueError(f"the NPZ's info names its vector arrays: {clash}")
     buf = io.BytesIO()
     arrays = {k: np.asarray(v, np.float32) for k, v in vectors.items()}
     arrays.update({k: np.array(v if isinstance(v, (list, tuple)) else [v], dtype=str)

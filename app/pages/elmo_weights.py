@@ -142,14 +142,14 @@ def render(inputs: state.Inputs) -> None:
         {**tv.occurrence_columns(inputs.pool, "scalar mix"), "sentence": hover,
          "sense": list(labels), "x": mix.coords[:, 0], "y": mix.coords[:, 1]}),
         inputs.settings(model=model_id, s=s.tolist(), gamma=gamma, do_layer_norm=layer_norm))
-    export.embedding_downloads({"mixed": mixed, "layers": tv.vectors}, mixed,
+    export.embedding_downloads({"mixed": mixed, "vectors": tv.vectors}, mixed,
                                pd.DataFrame({**tv.index_columns(), "sentence": hover,
                                              "sense": list(labels)}),
                                f"{inputs.target}-{model_id}-mix",
                                info={"model": model_id, "target": inputs.target,
                                      "pooling": inputs.pool, "layers": list(tv.layer_names),
                                      "s": [f"{v:g}" for v in s], "gamma": f"{gamma:g}",
-                                     "axes": "mixed: sentence, dim; layers: layer, sentence, dim"})
+                                     "axes": "mixed: sentence, dim; vectors: layer, sentence, dim"})
 
 
 ui.run_page(render)

@@ -104,3 +104,14 @@ def test_npz_says_what_its_axes_are():
     assert data["layers"].tolist() == ["char CNN", "biLSTM 1", "biLSTM 2"]
     assert data["model"].tolist() == ["elmo-brown"] and data["axes"][0] == "layer, sentence, dim"
     assert data["vectors"].shape[0] == len(data["layers"])
+
+
+def test_npz_info_may_not_name_a_vector_array():
+    """The ELMo weights page's info named its layers "layers", as its vectors were called: the
+    file held the names and lost the vectors."""
+    meta = pd.DataFrame({"sentence": ["a", "b"]})
+    with pytest.raises(ValueError, match=r"\['layers'\]"):
+        export.embeddings_npz({"layers": np.ones((2, 2, 3))}, meta, info={"layers": ["x", "y"]})
+    kept = np.load(io.BytesIO(export.embeddings_npz(
+        {"vectors": np.ones((2, 2, 3))}, meta, info={"layers": ["x", "y"]})), allow_pickle=False)
+    assert kept["vectors"].shape == (2, 2, 3) and list(kept["layers"]) == ["x", "y"]

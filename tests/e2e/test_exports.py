@@ -124,7 +124,8 @@ def test_the_elmo_mix_bars_are_the_softmax_of_s_and_the_csv_and_npz_hold_what_is
     assert {float(r["gamma"]) for r in table} == {gamma}
 
     # the embeddings NPZ: its mixed vectors are the bars' mix of the biLM's layers, encoded
-    # here (the NPZ's own "layers" are the layers' names: its info overwrites the vectors)
+    # here; its own layers' vectors are those layers (its "layers" overwrote them once: the
+    # names of its info)
     npz = np.load(_save(page, page.get_by_role("button", name="Embeddings (NPZ)"),
                         tmp_path / "mix.npz"), allow_pickle=False)
     mixed, sentences = npz["mixed"], [str(v) for v in npz["meta_sentence"]]
@@ -138,6 +139,8 @@ def test_the_elmo_mix_bars_are_the_softmax_of_s_and_the_csv_and_npz_hold_what_is
     scale = np.abs(layers).max()
     np.testing.assert_allclose(mixed, gamma * np.tensordot(w, layers, 1), rtol=0,
                                atol=1e-4 * scale)
+    np.testing.assert_allclose(npz["vectors"], layers, rtol=0, atol=1e-4 * scale)
+    assert [str(v) for v in npz["layers"]] == weights["x"]
 
     # the scatter: the PCA of the NPZ's mixed vectors, point by point (customdata: the row)
     drawn = np.full((n, 2), np.nan)
