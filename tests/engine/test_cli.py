@@ -1,11 +1,13 @@
 """The `ctxlens` CLI: each command, and each bad input ends in one line and a non-zero exit."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +18,32 @@ from engine.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_cli(*args: str, env: dict | None = None, timeout: float = 120):
-    """The CLI as a user runs it: a separate process (so a traceback would be visible)."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+@contextmanager
+def _environ(changes: dict[str, str]):
+    before = {k: os.environ.get(k) for k in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The CLI in this process, as `python -m engine` runs it: its exit code, stdout and stderr
+    (a process of its own costs a Python and torch start, ~6 s each; a traceback propagates
+    and fails the test). The tests of what needs a real process (a shell's pipe, argv bytes
+    that are not UTF-8) start one."""
+    out, err = io.StringIO(), io.StringIO()
+    with _environ(env or {}), redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as e:                  # argparse's usage errors, as the shell sees
+            code = e.code if isinstance(e.code, int) else 1
+    return subprocess.CompletedProcess(["ctxlens", *args], code, out.getvalue(), err.getvalue())
 
 
 def assert_one_line_error(proc, *fragments: str) -> None:
