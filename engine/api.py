@@ -23,7 +23,7 @@ from engine.components.engine_parts import PartsMixin
 from engine.attribution.engine_why import WhyMixin
 from engine.errors import EngineError, ModelUnavailable, UnsupportedPrediction
 from engine.families import family
-from engine.families.base import Adapter, LoadOptions, cpu_only
+from engine.families.base import Adapter, LoadOptions, Pooled, QueryKeyed, cpu_only
 from engine.registry import ModelEntry, load_registry, local_path, resolve
 from engine.result import Encoding, LogitLens, Prediction
 from engine.text import TextError, WordText, to_word_text
@@ -335,7 +335,7 @@ class Engine(WhyMixin, PartsMixin):
         where the model runs when its encoder can (on a GPU only the words' vectors come
         back), else from encodings. Equal to encode_words(...)[i].word_vectors(pool)."""
         encoder = self.hidden_state_encoder(model_id, layers=layers)
-        if hasattr(encoder, "encode_pooled"):
+        if isinstance(encoder, Pooled):
             return encoder.encode_pooled(texts, batch_size=batch_size, layers=layers,
                                          pool=pool)
         return [enc.word_vectors(pool) for enc in
@@ -439,7 +439,7 @@ class Engine(WhyMixin, PartsMixin):
         if why:
             raise UnsupportedPrediction(f"{model_id}: {why}")
         adapter = self.adapter(model_id)
-        if not hasattr(adapter, "query_key"):
+        if not isinstance(adapter, QueryKeyed):
             raise UnsupportedPrediction(f"{model_id} has no attention, so no query and key "
                                         "vectors")
         return self.cached(("query_key", model_id, text, layer),

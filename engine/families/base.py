@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
 from engine.budget import Anatomy
 from engine.errors import EngineError
-from engine.result import Encoding, LogitLens, Prediction
+from engine.result import Encoding, LogitLens, Prediction, QueryKey
 from engine.text import WordText
 
 if TYPE_CHECKING:
@@ -64,6 +64,23 @@ class Costed(Protocol):
     def anatomy(self) -> "Anatomy": ...
 
     def count_tokens(self, text: WordText) -> int: ...
+
+
+@runtime_checkable
+class Pooled(Protocol):
+    """An encoder that pools word vectors where the model runs (on a GPU only the words'
+    vectors come back): what batch work asks first, before whole encodings."""
+
+    def encode_pooled(self, texts: Sequence[WordText], batch_size: int = 16,
+                      layers: Sequence[int] | None = None, pool: str = "mean") -> list: ...
+
+
+@runtime_checkable
+class QueryKeyed(Protocol):
+    """An adapter with attention gives the query and key vectors behind one layer's scores
+    (the neuron view); a model without attention has none."""
+
+    def query_key(self, text: WordText, layer: int) -> QueryKey: ...
 
 
 @runtime_checkable
