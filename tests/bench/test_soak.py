@@ -1,5 +1,15 @@
 """bench/soak.py's bookkeeping (the soak itself drives browsers for minutes: make bench)."""
+from concurrent.futures import ThreadPoolExecutor
+
 from bench import soak
+
+
+def _main(argv: list[str]) -> int:
+    """soak.main as its own process runs it: in a thread with no event loop (a pytest-xdist
+    worker that has run the browser tests keeps Playwright's loop running in its main thread,
+    and asyncio.run refuses to start inside it)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(soak.main, argv).result()
 
 
 def _run(rss, stats):
@@ -101,10 +111,9 @@ def test_the_soaked_server_bounds_its_result_cache_small_and_the_report_says_so(
     monkeypatch.setattr(soak, "streamlit_server", server)
     monkeypatch.setattr(soak, "drive", drive)
     monkeypatch.setattr(soak.time, "sleep", lambda s: None)
-    assert soak.main(["--pause", "0", "--idle", "0", "--out", str(tmp_path)]) == 0
+    assert _main(["--pause", "0", "--idle", "0", "--out", str(tmp_path)]) == 0
     assert seen["env"]["CTXLENS_RESULT_CACHE_MB"] == str(soak.SOAK_RESULT_CACHE_MB) == "64"
     text = (tmp_path / "soak.md").read_text()
     assert "--result-cache-mb 64" in text and "bounded at 64 MB" in text
-    soak.main(["--pause", "0", "--idle", "0", "--result-cache-mb", "1024",
-               "--out", str(tmp_path)])
+    _main(["--pause", "0", "--idle", "0", "--result-cache-mb", "1024", "--out", str(tmp_path)])
     assert seen["env"]["CTXLENS_RESULT_CACHE_MB"] == "1024"
