@@ -75,8 +75,14 @@ def learned_summary(sep_now, sep_top, same_point: bool = False) -> None:
     if isinstance(learned, str):
         st.warning(learned)
     elif learned is not None:
+        note = ""
+        if not GAMMA_RANGE[0] <= round(learned.gamma, 2) <= GAMMA_RANGE[1]:
+            # the slider holds the nearest end; γ scales every vector alike, so no score moves
+            shown = float(np.clip(learned.gamma, *GAMMA_RANGE))
+            note = (f"; the γ slider stops at {shown:.2f}, and as γ scales every vector alike "
+                    "the scores and the clusters' shapes are the same")
         st.success("Learned weights: " + ", ".join(f"{w:.2f}" for w in learned.weights)
-                   + f"; γ = {learned.gamma:.2f} (in units of the layers' mean RMS norm).")
+                   + f"; γ = {learned.gamma:.2f} (in units of the layers' mean RMS norm{note}).")
         c = st.columns(4)
         gain = learned.after.silhouette[0] - learned.before.silhouette[0]
         c[0].metric("silhouette, uniform mix", fmt(learned.before.silhouette[0]))

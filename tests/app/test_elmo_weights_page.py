@@ -149,3 +149,26 @@ def test_learning_the_mix_of_one_sense_says_why_in_one_line():
     _button(at, "Learn the mix").click().run()
     no_failures(at)
     assert messages(at)["warning"] == ["label at least two senses to learn the mix"]
+
+
+def test_a_learned_gamma_past_the_slider_says_where_the_slider_stopped(tiny_engine):
+    """A learned γ of 4.79 showed as "γ = 4.79" beside a slider (and bars) held at 4.00, with
+    nothing saying why they differ; the message now names the slider's end and why no score
+    changes (γ scales every vector alike)."""
+    at = page("elmo_weights").run()
+    _button(at, "Learn the mix").click().run()
+    learned = at.session_state["mix_learned"]
+    wide = senses.LearnedMix(learned.s, 4.79, learned.weights, learned.before, learned.after)
+    at.session_state["mix_learned"] = wide
+    at.session_state["mix_gamma"] = 4.0
+    at.run()
+    no_failures(at)
+    said = next(s for s in messages(at)["success"] if s.startswith("Learned weights"))
+    assert "γ = 4.79" in said and "slider stops at 4.00" in said, said
+    assert at.slider(key="mix_gamma").value == 4.0
+    # a γ inside the slider's range gets no such note
+    at.session_state["mix_learned"] = senses.LearnedMix(learned.s, 1.5, learned.weights,
+                                                        learned.before, learned.after)
+    at.run()
+    said = next(s for s in messages(at)["success"] if s.startswith("Learned weights"))
+    assert "slider stops" not in said
