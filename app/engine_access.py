@@ -8,8 +8,8 @@ module's surface, so a page names one place for them.
 
 st.cache_resource holds the Engine. Every result the app derives (app/results.py,
 app/corpus_access.py) is kept in the Engine's own cache (engine/cache.py) under one key, the
-function's name and its plain arguments (engine_cached): one owner with a lock and a bound in
-bytes, one copy shared by every session. Cached numpy arrays are read-only; copy one before
+function's name and its plain arguments bound to its signature, defaults filled in
+(engine_cached): one owner with a lock and a bound in bytes, one copy shared by every session. Cached numpy arrays are read-only; copy one before
 changing it.
 """
 from __future__ import annotations
@@ -63,43 +63,53 @@ def get_engine():
     return Engine(store=encoding_store(), library_bars=False)
 
 
+def _door(fn, spinner: str | Callable[..., str] | None, key_of: Callable[..., tuple],
+          keep: bool):
+    """fn behind the app's one cached call: its arguments bound to its signature with the
+    defaults filled in, so a call that writes a default out and one that leaves it out (or
+    passes by keyword what another passes by position) ask for one result under one key,
+    key_of(those arguments). `keep`: the door keeps the result under that key (engine_cached);
+    else the Engine keeps it itself and the key only says whether it is missing
+    (engine_spinner). `spinner` (a text, or a function of the arguments giving one) is shown
+    while a missing result is computed."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def door(*args, **kwargs):
+        call = signature.bind(*args, **kwargs)
+        call.apply_defaults()
+        key = key_of(**call.arguments)
+        eng = get_engine()
+
+        def compute():
+            return eng.cached(key, lambda: fn(*args, **kwargs)) if keep else fn(*args, **kwargs)
+        if spinner is None or eng.has_result(key):
+            return compute()
+        # a spinner is markdown, and its text may name a model's path or a typed word
+        text = spinner(*args, **kwargs) if callable(spinner) else spinner
+        with st.spinner(safe_md(text)):
+            return compute()
+    return door
+
+
 def engine_cached(spinner: str | Callable[..., str] | None = None, kind: str = "app"):
-    """Cache a function's result in the Engine's result cache under (kind, its name, its
-    hashable arguments); `spinner` (a text, or a function of the arguments giving one) is
-    shown while a missing result is computed. `kind` groups keys that are dropped together
-    (app/corpus_access.py: the results read from one index)."""
+    """Cache a function's result in the Engine's result cache under (kind, its name, every
+    argument in its signature's order, defaults included); `spinner` (a text, or a function
+    of the arguments giving one) is shown while a missing result is computed. `kind` groups
+    keys that are dropped together (app/corpus_access.py: the results read from one index)."""
     def wrap(fn):
-        @functools.wraps(fn)
-        def cached(*args, **kwargs):
-            eng = get_engine()
-            key = (kind, fn.__name__, *args, *sorted(kwargs.items()))
-            if spinner is None or eng.has_result(key):
-                return eng.cached(key, lambda: fn(*args, **kwargs))
-            # a spinner is markdown, and its text may name a model's path or a typed word
-            text = spinner(*args, **kwargs) if callable(spinner) else spinner
-            with st.spinner(safe_md(text)):
-                return eng.cached(key, lambda: fn(*args, **kwargs))
-        return cached
+        return _door(fn, spinner, lambda **bound: (kind, fn.__name__, *bound.values()),
+                     keep=True)
     return wrap
 
 
 def engine_spinner(key_of: Callable[..., tuple], spinner: Callable[..., str]):
     """For a function whose result the Engine keeps itself, under `key_of(args)`: the spinner
     while that result is missing, and no second copy of it in the cache (engine_cached would
-    store the same object again under the app's key, counting its bytes twice)."""
+    store the same object again under the app's key, counting its bytes twice). The door's
+    defaults, not key_of's, are what the Engine is asked with."""
     def wrap(fn):
-        signature = inspect.signature(fn)
-
-        @functools.wraps(fn)
-        def shown(*args, **kwargs):
-            # the door's defaults, not key_of's, are what the Engine is asked with
-            call = signature.bind(*args, **kwargs)
-            call.apply_defaults()
-            if get_engine().has_result(key_of(**call.arguments)):
-                return fn(*args, **kwargs)
-            with st.spinner(safe_md(spinner(*args, **kwargs))):
-                return fn(*args, **kwargs)
-        return shown
+        return _door(fn, spinner, key_of, keep=False)
     return wrap
 
 

@@ -49,6 +49,46 @@ def test_an_attribution_and_a_generation_are_stored_once(tiny_engine):
         assert ask() is result
 
 
+def test_a_result_asked_for_with_a_default_written_out_or_left_out_is_one_entry(tiny_engine):
+    """The door binds the arguments to the function's signature, defaults filled in, before
+    it keys them: the clusters page asked for a separation without `unlabelled` and its chart
+    with it, and each call kept its own copy (one per model and page visit)."""
+    eng = engine_access.get_engine()
+    args = (tiny_engine.bert, SENTENCES, "bank", "mean")
+    labels = ("money", "river", "money", "day")
+    occ = results.occurrences(*args)
+    sep = results.separation(*args, labels)
+    entries = len(eng.results)
+    assert results.occurrences(*args, "target") is occ
+    assert results.occurrences(*args, scope="target") is occ
+    assert results.occurrences(tiny_engine.bert, SENTENCES, "bank", pool="mean") is occ
+    assert results.separation(*args, labels, "?") is sep
+    assert results.separation(*args, labels=labels, unlabelled="?") is sep
+    assert len(eng.results) == entries
+    # a different value is a different result
+    assert results.occurrences(*args, "all") is not occ
+    assert len(eng.results) == entries + 1
+
+
+def _app_keys(eng) -> list[tuple]:
+    return [k for k in eng.results._items if k[0] == "app"]
+
+
+def test_a_clusters_page_visit_keeps_each_result_once(tiny_engine):
+    """One visit of the preset (three models, two senses labelled): each model's separation
+    is kept once, though the opening view and the chart ask for it in two spellings (six
+    entries for three results before the door bound defaults)."""
+    from tests.app.helpers import no_failures, page
+
+    eng = engine_access.get_engine()
+    no_failures(page("clusters").run())
+    names = [k[1] for k in _app_keys(eng)]
+    models = {tiny_engine.elmo, tiny_engine.gpt, tiny_engine.bert}
+    assert names.count("separation") == len(models)
+    assert names.count("target_vectors") == len(models)
+    assert names.count("occurrences") == len(models)
+
+
 @pytest.fixture
 def two_indexes(tiny_engine, tmp_path, monkeypatch):
     """Two indexes of the app's own (under its folder), a and b."""
