@@ -45,10 +45,7 @@ def rollout_words(model_id: str, text: str, kind: str):
     """Attention rollout of the top layer at the explained position, pooled onto words
     (engine.attribution.rollout.RolloutScores): for a masked LM's blank and a decoder's next
     word; UnsupportedPrediction for the rest."""
-    from engine.attribution.rollout import rollout_scores
-    from engine.text import to_word_text
-
-    return rollout_scores(get_engine().adapter(model_id), to_word_text(text), kind)
+    return get_engine().rollout(model_id, text, kind)
 
 
 def _generating(model_id: str, prompt: str, max_tokens: int, sample: bool = False,
@@ -71,11 +68,9 @@ def generation_attention(model_id: str, prompt: str, max_tokens: int, sample: bo
                          temperature: float = 1.0, seed: int | None = None, top_k: int = 5):
     """Attention over prompt + generated tokens of the generation with these arguments
     (engine.generation_result.GenerationAttention)."""
-    from engine.generation import generation_attention as attention
-
     gen = generate(model_id, prompt, max_tokens, sample=sample, temperature=temperature,
                    seed=seed, top_k=top_k)
-    return attention(get_engine().adapter(model_id), gen)
+    return get_engine().generation_attention(gen)
 
 
 @engine_spinner(Engine.head_importance_key, lambda model_id, text, target, contrast=None,

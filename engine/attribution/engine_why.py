@@ -1,7 +1,8 @@
 """The Engine's methods for why a prediction came out and what a decoder goes on to say:
 attributions (engine/attribution/) and generations (engine/generation.py), each checked
 against the model's capabilities and kept in the Engine's result cache under its key. A mixin
-of engine.api.Engine, which supplies resolved(), adapter(), cached() and models_that()."""
+of engine.api.Engine, which supplies resolved(), adapter(), encode_words(), cached() and
+models_that()."""
 from __future__ import annotations
 
 from functools import partial
@@ -72,6 +73,26 @@ class WhyMixin:
             return run()
         return self.cached(self.generate_key(model_id, prompt, max_tokens, sample,
                                              temperature, seed, top_k), run)
+
+    def rollout(self, model_id: str, text: str, kind: str):
+        """Attention rollout of the top layer at the position `kind` explains, pooled onto
+        words (engine.attribution.rollout.RolloutScores), read from the text's encoding with
+        its attention maps, which the result cache keeps like every encoding;
+        UnsupportedPrediction for a model without attention or a kind read at no one
+        position."""
+        from engine.attribution.rollout import rollout_scores
+
+        return rollout_scores(self.adapter(model_id), to_word_text(text), kind,
+                              lambda words: self.encode_words(model_id, [words],
+                                                              attentions=True)[0])
+
+    def generation_attention(self, gen):
+        """Attention over the prompt and the tokens of a generation (generate()'s result),
+        from one forward of the whole sequence
+        (engine.generation_result.GenerationAttention)."""
+        from engine.generation import generation_attention
+
+        return generation_attention(self.adapter(gen.model_id), gen)
 
     def attribute_work(self, model_id: str, text: str, contrast: str | None, method: str,
                        steps: int | None) -> list[budget.Work]:

@@ -5,6 +5,7 @@ methods."""
 from __future__ import annotations
 
 import ast
+import uuid
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,38 @@ def test_a_clusters_page_visit_keeps_each_result_once(tiny_engine):
     assert names.count("separation") == len(models)
     assert names.count("target_vectors") == len(models)
     assert names.count("occurrences") == len(models)
+
+
+def test_a_rollout_reads_its_encoding_from_the_encoding_cache(tiny_engine):
+    """Engine.rollout encodes through the result cache (the door ran the adapter itself, so
+    the same text's maps were computed again at every new key and never shared)."""
+    from engine.attribution.rollout import rollout_scores
+    from engine.text import to_word_text
+
+    eng = engine_access.get_engine()
+    # a text no earlier test encoded: the encoding store on disk is the session's
+    text = f"Your [MASK] likes cheese {uuid.uuid4().hex[:8]}."
+    assert not eng.has_encodings(tiny_engine.bert_mlm, [text])
+    roll = explain_access.rollout_words(tiny_engine.bert_mlm, text, "masked")
+    assert eng.has_encodings(tiny_engine.bert_mlm, [text])
+    enc = engine_access.encodings(tiny_engine.bert_mlm, (text,), attentions=True)[0]
+    assert enc.attentions is not None
+    direct = rollout_scores(eng.adapter(tiny_engine.bert_mlm), to_word_text(text), "masked")
+    assert roll.words == direct.words and roll.position == direct.position
+    assert (roll.piece_scores == direct.piece_scores).all()
+
+
+def test_no_app_module_asks_the_engine_for_a_models_adapter():
+    """What a page shows comes from the Engine's methods (rollout, generation_attention, ...),
+    which keep their results and check what a model can do; an adapter in the app is a model
+    run outside both."""
+    found = []
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "adapter"):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []
 
 
 @pytest.fixture
