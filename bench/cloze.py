@@ -27,7 +27,7 @@ import numpy as np
 from bench.analysis.cloze import (ITEMS, REPLICATION, ClozeItem, hit_rank, load_items,  # noqa: F401
                                    rate, wilson)
 from engine.families import FAMILIES
-from engine.families.gpt import FILL_START_WORDS
+from engine.families.gpt.fill import FILL_START_WORDS
 
 ROOT = Path(__file__).resolve().parent.parent
 REPLICATION_JSON = "cloze_replication.json"
@@ -160,7 +160,7 @@ def report(results: list[dict], n_items: int, check: list[dict] | None = None,
         "neither in this set), and ranks every candidate by the log-probability of the "
         "sentence itself (how many: the table's method column), read after its "
         f"document-start token when at most {FILL_START_WORDS} words precede the blank "
-        "(engine/families/gpt.py, chosen on WordNet usage examples, not on these items); an "
+        "(engine/families/gpt/fill.py, chosen on WordNet usage examples, not on these items); an "
         "ELMo multiplies its "
         "forward and backward LMs. A hit is an accepted "
         "answer in the top k (case ignored). Brackets: 95% Wilson intervals over items.",

@@ -146,7 +146,7 @@ def label_sentences(model, teacher_tok, student_tok, vm: VocabMap, sentences: li
 
 
 # The two-sided teacher: SmolLM2 reads the whole sentence with the word blanked out in the
-# engine's own fill-in-the-blank prompt (engine/families/gpt.py) and names the word after
+# engine's own fill-in-the-blank prompt (engine/families/gpt/fill.py) and names the word after
 # "Answer:". Its guess there alone puts the answer in its top 5 on 59.7% of the everyday cloze
 # items, its left-context guess 67.1% (as the engine ranks it); the product
 # log p(left) + PROMPT_WEIGHT x log p(prompt) reaches 69.8% with the right side's evidence in it,
@@ -156,7 +156,7 @@ PROMPT_WEIGHT = 2.0
 
 def prompt_sentence(text: str, a: int, b: int) -> tuple[str, int]:
     """The fill prompt for text[a:b] blanked out, and the character where the blank sits."""
-    from engine.families.gpt import FILL_BLANK, FILL_PROMPT
+    from engine.families.gpt.fill import FILL_BLANK, FILL_PROMPT
 
     head, _ = FILL_PROMPT.split("{sentence}")
     sentence = text[:a] + FILL_BLANK + text[b:]

@@ -127,7 +127,7 @@ def test_decoder_fill_f_is_the_score_its_blank_ranks_by(gpt2):
         wt = split_words("They were playing near the [MASK] all day !")
         best, second = gpt2.predict_masked(wt, top_k=2).candidates
     finally:
-        gpt2.prompt_candidates = gpt.FILL_PROMPT_CANDIDATES
+        gpt2.prompt_candidates = gpt.fill.FILL_PROMPT_CANDIDATES
     a = attribute(gpt2, wt, best.token, second.token, "gradxinput", "masked")
     assert a.f == pytest.approx(math.log(best.prob / second.prob), abs=1e-4)
 

@@ -205,9 +205,9 @@ def _logprobs_after_start(path: str, texts: list[str]) -> np.ndarray:
 @pytest.mark.parametrize("text", ["The [MASK] raised rates today.",
                                   "The bank [MASK] rates today."])
 def test_a_blank_after_one_or_two_words_is_scored_after_the_start_token(causal_lm, text):
-    """With gpt.FILL_START_WORDS or fewer words before the blank the sentence is scored as the
+    """With gpt.fill.FILL_START_WORDS or fewer words before the blank the sentence is scored as the
     start of a document (<|endoftext|> first); "The bank raised [MASK] ..." above is not."""
-    assert len(text.split("[MASK]")[0].split()) <= gpt.FILL_START_WORDS
+    assert len(text.split("[MASK]")[0].split()) <= gpt.fill.FILL_START_WORDS
     pred = Engine(device="cpu").predict_masked(causal_lm, text, top_k=4)
     words = [c.token for c in pred.candidates]
     scores = _logprobs_after_start(causal_lm, [text.replace("[MASK]", w) for w in words])
@@ -237,7 +237,7 @@ def test_the_fill_in_the_blank_prompt_proposes_words_the_left_context_does_not(c
     sentence; every one is still ranked by the sentence's own log-probability. (The tiny
     models take 64 positions: the real prompt does not fit, so a short one stands in, and the
     real one is left out with the left pool still answering.)"""
-    from engine.families import gpt as gpt_family
+    from engine.families.gpt import fill as gpt_family
     from engine.text import split_words
 
     engine = Engine(device="cpu")
@@ -271,7 +271,7 @@ def test_fill_probabilities_do_not_depend_on_how_many_are_listed(causal_lm, monk
     """They are shares among a fixed pool of candidates: with top_k above FILL_CANDIDATES the
     pool grew and every listed word's probability fell (gpt-brown, "side": 0.229 at 10,
     0.143 at 1000). The tiny vocabulary is small: a pool of 6 here."""
-    from engine.families import gpt as gpt_family
+    from engine.families.gpt import fill as gpt_family
 
     monkeypatch.setattr(gpt_family, "FILL_CANDIDATES", 6)
     engine = Engine(device="cpu")
@@ -525,7 +525,7 @@ def test_batches_bounded_in_bytes_score_as_one_batch(causal_lm, monkeypatch):
     whole = adapter._token_logprobs([left + s for s in suffixes])
     scores, after = adapter._after_left(left, suffixes)
     assert adapter._batch_rows(8, 8, 64) == 64          # a tiny model: every row at once
-    monkeypatch.setattr(gpt, "BATCH_BYTES", 1)
+    monkeypatch.setattr(gpt.fill, "BATCH_BYTES", 1)
     assert adapter._batch_rows(8, 8, 64) == 1
     np.testing.assert_allclose(adapter._token_logprobs([left + s for s in suffixes]).numpy(),
                                whole.numpy(), atol=1e-5)
@@ -548,7 +548,7 @@ def test_a_blank_is_re_ranked_by_at_most_fill_right_tokens_after_it(causal_lm, m
     full_a, full_b = engine.predict_masked(causal_lm, a), engine.predict_masked(causal_lm, b)
     assert "re-ranked by the whole sentence" in full_a.method
     assert full_a.candidates != full_b.candidates
-    monkeypatch.setattr(gpt, "FILL_RIGHT_TOKENS", 3)
+    monkeypatch.setattr(gpt.fill, "FILL_RIGHT_TOKENS", 3)
     engine = Engine(device="cpu")
     engine.adapter(causal_lm).prompt_candidates = 0
     cut_a, cut_b = engine.predict_masked(causal_lm, a), engine.predict_masked(causal_lm, b)
@@ -570,7 +570,7 @@ def test_a_candidate_pool_runs_its_left_context_once(causal_lm, monkeypatch):
     real = adapter.model.forward
     monkeypatch.setattr(adapter.model, "forward",
                         lambda *a, **k: widths.append(k["input_ids"].shape[1]) or real(*a, **k))
-    monkeypatch.setattr(gpt, "FILL_EXTEND_STEPS", 2)
+    monkeypatch.setattr(gpt.fill, "FILL_EXTEND_STEPS", 2)
     assert adapter._candidate_words(left, 6) == words
     assert widths.count(len(left)) == 1 and len(widths) >= 2
 
@@ -585,7 +585,7 @@ def test_only_words_that_grew_are_extended_again_with_the_same_words(causal_lm, 
 
     from engine.families import gpt
 
-    monkeypatch.setattr(gpt, "FILL_EXTEND_STEPS", 3)
+    monkeypatch.setattr(gpt.fill, "FILL_EXTEND_STEPS", 3)
     adapter = Engine(device="cpu").adapter(causal_lm)
     tok, model = adapter.tokenizer, adapter.model
     left = adapter._ids("The bank raised its rates and the river", True)

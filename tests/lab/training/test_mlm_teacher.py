@@ -80,7 +80,7 @@ def test_labels_land_on_the_same_positions_of_the_packed_blocks(tmp_path):
 
 
 def test_prompt_teacher_blanks_the_picked_word_and_picks_the_same_word_again(toks):
-    from engine.families.gpt import FILL_BLANK
+    from engine.families.gpt.fill import FILL_BLANK
     from lab.training.mlm_teacher import pick_word, prompt_sentence
 
     student, teacher, vm = toks
