@@ -397,13 +397,30 @@ def prepare(model_ids: list[str], sentences: tuple[str, ...]) -> None:
         for m in model_ids:
             eng.encode(m, list(sentences))
         return
+    _with_progress(todo, model_ids, "Loading and running {} (first use takes a while) …",
+                   lambda m: eng.encode(m, list(sentences)))
+
+
+def load(model_ids: list[str]) -> None:
+    """Load each model once with visible progress, encoding nothing: for a page that reads
+    predictions, not encodings (an encoding of every sentence by every model would be work
+    and cache space nothing on it shows)."""
+    eng = get_engine()
+    todo = [m for m in model_ids if not eng.is_loaded(m)]
+    if todo:
+        _with_progress(todo, todo, "Loading {} (first use takes a while) …", eng.load)
+
+
+def _with_progress(todo: list[str], model_ids: list[str], label: str,
+                   run: Callable[[str], object]) -> None:
+    """run(m) for each of `model_ids` in a progress box that names `todo`, the models not
+    ready yet; the box disappears once they are."""
     box = st.empty()
     try:
         with box.status(f"Loading {safe_md(', '.join(todo))} …", expanded=False) as status:
             for m in model_ids:
-                status.update(label=f"Loading and running {safe_md(m)} (first use takes a "
-                                    "while) …")
-                eng.encode(m, list(sentences))
+                status.update(label=label.format(safe_md(m)))
+                run(m)
     finally:
         box.empty()        # a model refused: its refusal is shown, not "Loading ..." above it
 

@@ -108,10 +108,14 @@ def target_models(inputs: state.Inputs) -> list[tuple[str, str]]:
     return chosen_models(inputs)
 
 
-def prepared(model_id: str, inputs: state.Inputs) -> bool:
-    """Load and run one model; a model that fails is reported in one line (False)."""
+def prepared(model_id: str, inputs: state.Inputs, encode: bool = True) -> bool:
+    """Load and run one model (only load it where not `encode`: a page that reads no
+    encoding); a model that fails is reported in one line (False)."""
     try:
-        engine_access.prepare([model_id], inputs.sentences)
+        if encode:
+            engine_access.prepare([model_id], inputs.sentences)
+        else:
+            engine_access.load([model_id])
         return True
     except Exception as exc:  # noqa: BLE001 - one model failing must not hide the others
         st.error(f"{safe_md(model_id)}: {one_line(exc)}")
@@ -119,9 +123,10 @@ def prepared(model_id: str, inputs: state.Inputs) -> bool:
 
 
 def ready_models(inputs: state.Inputs, families: tuple[str, ...] | None = None,
-                 ) -> list[tuple[str, str]]:
-    """Load and run the chosen models; a model that fails is reported in one line and skipped."""
-    return [(f, m) for f, m in chosen_models(inputs, families) if prepared(m, inputs)]
+                 encode: bool = True) -> list[tuple[str, str]]:
+    """Load and run the chosen models (only load them where not `encode`); a model that fails
+    is reported in one line and skipped."""
+    return [(f, m) for f, m in chosen_models(inputs, families) if prepared(m, inputs, encode)]
 
 
 PROJECTION_HELP = ("How vectors of hundreds of dimensions are drawn flat. PCA keeps the "

@@ -106,6 +106,10 @@ class Engine(WhyMixin, PartsMixin):
         """Whether the model is already in memory (so a first use will not be slow)."""
         return model_id in self._adapters
 
+    def load(self, model_id: str, progress: bool = True) -> None:
+        """Load the model now, so that its first use is not slow (nothing if it is loaded)."""
+        self.adapter(model_id, progress)
+
     def adapter(self, model_id: str, progress: bool = True) -> Adapter:
         with self._lock:
             if model_id not in self._adapters:

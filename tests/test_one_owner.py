@@ -212,3 +212,57 @@ def test_no_module_writes_another_modules_globals():
                for p in SOURCES}
     assert "engine.families.base" in project
     assert [w for p in scanned for w in _writes_to_modules(p, project)] == []
+
+
+# what a module keeps for itself, across runs (not data handed to another module): the heap
+# trim's pending timer, kaleido's one browser
+OWN_STATE = {"app/engine_access.py": {"_trim_timer"}, "app/export.py": {"_server_started"}}
+MUTATORS = {"append", "extend", "insert", "update", "add", "setdefault", "pop", "remove",
+            "discard", "clear"}
+
+
+def _writes_to_own_globals(source: str) -> set[str]:
+    """Module-level names a function of `source` writes: declared `global`, or a module-level
+    container changed in place (.append, .update, x[k] = ...) from inside a function."""
+    tree = ast.parse(source)
+    top = {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+           for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+           if isinstance(t, ast.Name)}
+    found = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        declared = {n for node in ast.walk(fn) if isinstance(node, ast.Global)
+                    for n in node.names}
+        local = ({a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
+                 | {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)
+                    and isinstance(n.ctx, ast.Store)}) - declared
+        found |= declared
+        for node in ast.walk(fn):
+            changed = (node.func.value if isinstance(node, ast.Call)
+                       and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS
+                       else node.value if isinstance(node, ast.Subscript)
+                       and isinstance(node.ctx, (ast.Store, ast.Del)) else None)
+            if isinstance(changed, ast.Name) and changed.id in top - local:
+                found.add(changed.id)
+    return found
+
+
+def test_the_scanner_finds_a_module_global_written_from_a_function():
+    source = ("SHOWN = []\nOFF = None\nKEPT = {}\nCONST = {'a': 1}\n"
+              "def draw():\n    SHOWN.append(1)\n"
+              "def render():\n    global OFF\n    OFF = 1\n"
+              "def keep(k):\n    KEPT[k] = 1\n"
+              "def read():\n    shown = []\n    shown.append(CONST['a'])\n"
+              "def shadow(SHOWN):\n    SHOWN.append(2)\n")
+    assert _writes_to_own_globals(source) == {"SHOWN", "OFF", "KEPT"}
+
+
+def test_pages_hand_views_their_data_as_arguments():
+    """No app module passes what one run computes through its module's globals (the
+    Predictions page filled a list and set a flag that its "why" view then read): a view
+    receives its data as arguments. Only a module's own process state is written so."""
+    found = {p.relative_to(ROOT).as_posix(): names for p in SOURCES
+             if p.relative_to(ROOT).parts[0] == "app"
+             and (names := _writes_to_own_globals(p.read_text()))}
+    assert found == OWN_STATE

@@ -62,31 +62,34 @@ def choose_blank(inputs: state.Inputs) -> tuple[str, str, str]:
 
 
 def prediction(kind: str, model_id: str, text: str, title: str, inputs, name: str,
-               sides: str = "both", rescore: bool = False) -> bool:
-    """Show one prediction as a bar chart; False (with a note) when the model cannot do it."""
+               off: tuple[str, str] | None, sides: str = "both",
+               rescore: bool = False) -> why.Shown | None:
+    """Show one prediction as a bar chart, and beside it the same with the parts `off`
+    (knocked out, their mode) off; the prediction shown, for the why-view, or None (with a
+    note) when there is none."""
     if not text:
         st.info(f"{title}: there are no words on that side of the blank.")
-        return True
+        return None
     try:
         pred = engine_access.predict(kind, model_id, text, top_k=st.session_state["top_k"],
                                      sides=sides, rescore=rescore)
     except engine_access.UnsupportedPrediction as exc:
         st.info(ui.one_line(exc))
-        return False
+        return None
     except engine_access.EngineError as exc:   # e.g. a blank this model cannot start a text with
         st.warning(f"{title}: {ui.one_line(exc)}")
-        return False
+        return None
     settings = inputs.settings(model=model_id, kind=kind, context=text, sides=sides,
                                method=pred.method, **({"rescore": True} if rescore else {}))
-    SHOWN.append(why.Shown(model_id, kind, text, title, name,
-                           tuple(w for c in pred.candidates if (w := c.token.strip()))))
-    if OFF is None or "ablation" not in engine_access.capabilities(model_id):
+    shown = why.Shown(model_id, kind, text, title, name,
+                      tuple(w for c in pred.candidates if (w := c.token.strip())))
+    if off is None or "ablation" not in engine_access.capabilities(model_id):
         bars(pred, title, name, settings)
-        if OFF is not None:
+        if off is not None:
             st.caption(f"{safe_md(model_id)} has no attention heads or feed-forward blocks to "
                        "knock out: shown as it is.")
-        return True
-    spec, mode = OFF
+        return shown
+    spec, mode = off
     on_col, off_col = st.columns(2)
     with on_col:
         bars(pred, f"{title} · every part on", name, settings)
@@ -98,10 +101,10 @@ def prediction(kind: str, model_id: str, text: str, title: str, inputs, name: st
         except (engine_access.UnsupportedPrediction, engine_access.EngineError) as exc:
             # e.g. a layer it lacks; the parts are typed text, never read as markdown
             st.warning(f"With {safe_md(spec)} off: {ui.one_line(exc)}")
-            return True
+            return shown
         bars(gone, f"{title} · {spec} off ({mode})", f"{name}-off",
              {**settings, "ablate": spec, "ablate_mode": mode})
-    return True
+    return shown
 
 
 def bars(pred, title: str, name: str, settings: dict) -> None:
@@ -130,12 +133,13 @@ def masked_lm(sidebar_bert: str | None, label: str) -> str | None:
 
 
 def model_column(inputs, family_name: str, model_id: str | None, masked: str, prefix: str,
-                 suffix: str) -> None:
-    """Every prediction the model can make: a family of masked LMs fills the blank with the
-    masked LM chosen here; any other model is asked what its own checkpoint can do (an ELMo
-    file may ship no LM softmax): a left-to-right LM fills the blank by re-ranking and guesses
-    the next word; with a right-to-left LM as well (ELMo) both LMs are shown together and
-    apart."""
+                 suffix: str, off: tuple[str, str] | None) -> list[why.Shown]:
+    """Every prediction the model can make (with the parts `off` knocked out, beside): a
+    family of masked LMs fills the blank with the masked LM chosen here; any other model is
+    asked what its own checkpoint can do (an ELMo file may ship no LM softmax): a
+    left-to-right LM fills the blank by re-ranking and guesses the next word; with a
+    right-to-left LM as well (ELMo) both LMs are shown together and apart. Returns the
+    predictions shown."""
     fam = engine_access.family_row(family_name)
     if "masked_lm" in fam.capabilities:     # a column of masked LMs: one with a head is picked
         model_id = masked_lm(model_id, fam.label)
@@ -148,32 +152,39 @@ def model_column(inputs, family_name: str, model_id: str | None, masked: str, pr
                      "likely the model finds the whole sentence then (pseudo-log-likelihood, "
                      "Salazar et al. 2020). Slower: one pass of the model per candidate and word, "
                      "a few seconds for a short sentence on a laptop CPU.")
-            prediction("masked", model_id, masked,
-                       "Masked LM, re-ranked" if rescore else "Masked LM", inputs, fam.name,
-                       rescore=rescore)
-        return
+            return _drawn(prediction(
+                "masked", model_id, masked, "Masked LM, re-ranked" if rescore else "Masked LM",
+                inputs, fam.name, off, rescore=rescore))
+        return []
     if model_id is None:
         st.info(f"Choose {fam.a_label} model in the sidebar.")
-        return
+        return []
     can = engine_access.capabilities(model_id) & set(PREDICTS)   # this checkpoint, not its family
     if not can:
         st.info(f"{safe_md(model_id)} ships no LM softmax or head to predict words with; its layers are "
                 "on the other pages.")
-        return
+        return []
     two_lms = {"next_word", "previous_word"} <= can
     st.markdown(f"**{fam.label} · {safe_md(model_id)}** — "
                 + ("forward and backward LMs" if two_lms else "reads left to right"))
+    shown = []
     if "fill_blank" in can:
-        prediction("masked", model_id, masked,
-                   "Both LMs together" if two_lms else "Fill from both sides", inputs,
-                   f"{fam.name}-fill")
+        shown += _drawn(prediction("masked", model_id, masked,
+                                   "Both LMs together" if two_lms else "Fill from both sides",
+                                   inputs, f"{fam.name}-fill", off))
     if "next_word" in can:
-        prediction("next", model_id, prefix,
-                   "Forward LM (from the left)" if two_lms else "Next word (left side only)",
-                   inputs, f"{fam.name}-fwd" if two_lms else fam.name)
+        shown += _drawn(prediction(
+            "next", model_id, prefix,
+            "Forward LM (from the left)" if two_lms else "Next word (left side only)", inputs,
+            f"{fam.name}-fwd" if two_lms else fam.name, off))
     if "previous_word" in can:
-        prediction("previous", model_id, suffix, "Backward LM (from the right)", inputs,
-                   f"{fam.name}-bwd")
+        shown += _drawn(prediction("previous", model_id, suffix, "Backward LM (from the right)",
+                                   inputs, f"{fam.name}-bwd", off))
+    return shown
+
+
+def _drawn(shown: why.Shown | None) -> list[why.Shown]:
+    return [] if shown is None else [shown]
 
 
 def logit_lens(inputs, model_id: str, prefix: str) -> None:
@@ -205,36 +216,34 @@ def logit_lens(inputs, model_id: str, prefix: str) -> None:
 
 
 PREDICTS = ("masked_lm", "fill_blank", "next_word", "previous_word")
-# the predictions drawn in this run, for the why-view under them (the page script runs anew
-# at every rerun, so the list starts empty each time)
-SHOWN: list[why.Shown] = []
-# the parts knocked out in this run (app/knockout.py), (spec, mode), or None
-OFF: tuple[str, str] | None = None
 
 
 def render(inputs: state.Inputs) -> None:
     st.title("Predictions")
-    models = ui.ready_models(inputs)
+    # loaded with progress, not encoded: this page reads predictions, no encoding
+    models = ui.ready_models(inputs, encode=False)
     if not models:
         return
     masked, prefix, suffix = choose_blank(inputs)
     st.text(f"The blank: {masked}")     # typed text: never read as markdown ("bank(s)", *x*)
-    global OFF
     with st.expander("Knock out heads or blocks", expanded=bool(knockout.current())):
         spec, mode = knockout.controls()
         st.caption(knockout.SYNTAX + " Each prediction and its \"why\" are shown with every "
                    "part on and with these off, side by side; a head can also be clicked off "
                    "in the Attention page's model view.")
-    OFF = (spec, mode) if spec else None
+    # the parts knocked out in this run (app/knockout.py), or None
+    off = (spec, mode) if spec else None
     chosen = dict(models)
     # one column per family that can predict, masked LMs first (they read both sides at once)
     families = engine_access.family_rows()
     shown = sorted((name for name, f in families.items() if f.capabilities & set(PREDICTS)),
                    key=lambda name: "masked_lm" not in families[name].capabilities)
+    # the predictions drawn in this run, for the why-view under them
+    drawn: list[why.Shown] = []
     for col, name in zip(st.columns(len(shown)), shown):
         with col:
-            model_column(inputs, name, chosen.get(name), masked, prefix, suffix)
-    why.predictions_view(inputs, SHOWN, OFF)
+            drawn += model_column(inputs, name, chosen.get(name), masked, prefix, suffix, off)
+    why.predictions_view(inputs, drawn, off)
     for name, model_id in models:
         if "logit_lens" in engine_access.capabilities(model_id):
             logit_lens(inputs, model_id, prefix)

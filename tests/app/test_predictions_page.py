@@ -203,3 +203,24 @@ def test_a_rerun_with_nothing_changed_asks_no_model_again(tiny_engine, monkeypat
     at.run()
     no_failures(at)
     assert calls == [] and [f["data"] for f in figures(at)] == before
+
+
+def test_the_page_loads_its_models_and_encodes_no_sentence(tiny_engine, monkeypatch):
+    """It reads predictions, never an encoding: the sidebar's models are loaded (with the
+    progress box), and none encodes the sentences (each of the 8 by each of the 3 models was
+    encoded, and cached, at every visit)."""
+    from app import engine_access
+
+    eng = engine_access.get_engine()
+    encoded = []
+    real = eng.encode_words
+    monkeypatch.setattr(eng, "encode_words",
+                        lambda model_id, *args, **kwargs: encoded.append(model_id)
+                        or real(model_id, *args, **kwargs))
+    at = page("predictions").run()
+    no_failures(at)
+    assert figure(at, "Next word")
+    assert encoded == []
+    assert [k for k in eng.results._items if k[0] == "encoding"] == []
+    m = tiny_engine
+    assert all(eng.is_loaded(model_id) for model_id in (m.gpt, m.elmo, m.bert))
