@@ -13,6 +13,7 @@ from engine.text import WordText
 
 if TYPE_CHECKING:
     from engine.attribution.objective import Objective
+    from engine.generation_result import Generation, GenerationAttention
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,23 @@ class Explained(Protocol):
                   contrast: str | None) -> "Objective":
         """f of `words[0]` (less `words[1]`, the checked `contrast`, when there is one) as
         the `kind` prediction on `text`; `blank`: the [MASK]'s word for kind "masked"."""
+
+
+@runtime_checkable
+class Generative(Protocol):
+    """What a decoder with an output head also does: continue a prompt token by token
+    (engine/generation.py checks the request and draws the seed first, the same for every
+    decoder), say which tokens end a generation, and give the attention maps over a
+    generation's whole sequence. A family without it has no Generation page."""
+
+    def generate(self, prompt: WordText | str, max_tokens: int, sample: bool,
+                 temperature: float, seed: int | None, top_k: int,
+                 layer_ranks: bool) -> "Generation": ...
+
+    def stop_ids(self) -> set[int]:
+        """The ids that end a generation (what the model's own generate stops at)."""
+
+    def generation_attention(self, gen: "Generation") -> "GenerationAttention": ...
 
 
 @runtime_checkable

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from engine import generation
 from engine.api import Engine
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.families.gpt import final_norm
@@ -60,7 +59,7 @@ def hf_generate(model, gen, n: int, eos, **kw) -> list[int]:
 def test_greedy_tokens_equal_model_generate(served, name):
     adapters, folders = served
     gen = generate(adapters[name], PROMPT, N)
-    ref = hf_generate(own_model(folders[name]), gen, N, generation._eos_ids(adapters[name]),
+    ref = hf_generate(own_model(folders[name]), gen, N, adapters[name].stop_ids(),
                       do_sample=False)
     assert list(gen.token_ids) == ref
     assert gen.stopped == ("eos" if len(ref) < N else "max_tokens")
@@ -175,8 +174,7 @@ def test_seeded_sampling_is_the_documented_multinomial(served, name):
     assert list(gen.token_ids) == hand_sampled(model, gen.prompt_ids, N, 1.5, 7)
     # model.generate draws the same from the global RNG with no top-k / top-p filter
     torch.manual_seed(7)
-    assert list(gen.token_ids) == hf_generate(model, gen, N, generation._eos_ids(
-        adapters[name]), do_sample=True, temperature=1.5, top_k=0, top_p=1.0)
+    assert list(gen.token_ids) == hf_generate(model, gen, N, adapters[name].stop_ids(), do_sample=True, temperature=1.5, top_k=0, top_p=1.0)
     for i, tid in enumerate(gen.token_ids):
         logits = own_logits(model, gen.context_ids(i))[-1]
         assert gen.sampled_prob[i] == pytest.approx(

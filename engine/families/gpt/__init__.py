@@ -19,6 +19,7 @@ from engine.families import WITH_LM, Gives
 from engine.families.base import LoadOptions, ModelInfo
 from engine.families.gpt import fill
 from engine.families.gpt.fill import FILL_PROMPT_CANDIDATES, BlankFill
+from engine.families.gpt.generation import Generating
 from engine.families.hf import cost, forward, loading, pooling, qk, tokens
 from engine.result import Candidate, Encoding, LogitLens, Prediction, QueryKey
 from engine.text import WordText
@@ -56,7 +57,7 @@ def final_norm(model):
     return None
 
 
-class GPTAdapter(BlankFill):
+class GPTAdapter(BlankFill, Generating):
     # every causal LM with an output head: a decoder read at its last token (base.Transformer)
     own_kind = "next"
 
