@@ -9,8 +9,8 @@ module's surface, so a page names one place for them.
 st.cache_resource holds the Engine. Every result the app derives (app/results.py,
 app/corpus_access.py) is kept in the Engine's own cache (engine/cache.py) under one key, the
 function's name and its plain arguments bound to its signature, defaults filled in
-(engine_cached): one owner with a lock and a bound in bytes, one copy shared by every session. Cached numpy arrays are read-only; copy one before
-changing it.
+(engine_cached): one owner with a lock and a bound in bytes, one copy shared by every session.
+Cached numpy arrays are read-only; copy one before changing it.
 """
 from __future__ import annotations
 
