@@ -70,8 +70,8 @@ def block_bars(embed: float, mlp: np.ndarray, heads: np.ndarray, rest: float,
 def mark_heads(fig: go.Figure, heads: set[tuple[int, int]], n_layers: int, n_heads: int,
                n: int) -> go.Figure:
     """Cross out the thumbnails of the heads switched off ((layer, head), from 1) on a model
-    view (figures.attention_grid: n × n maps a gap apart), as a trace after its clickable
-    markers, so a click still reads those."""
+    view (attention_figures.attention_grid: n × n maps a gap apart), as a trace after its
+    clickable markers, so a click still reads those."""
     shown = sorted((l, h) for l, h in heads if 1 <= l <= n_layers and 1 <= h <= n_heads)
     if not shown:
         return fig

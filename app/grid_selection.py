@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import corpus_access, engine_access, figures, results, ui
+from app import attention_figures, corpus_access, engine_access, results, ui
 from app import selection as sel
 from app.engine_access import left_of_word, mask_word
 from app.safe import safe_md
@@ -125,6 +125,7 @@ def attention(model_id: str, sentence: str, position: int, layer: int, word: str
     if got is None:
         return
     rows, special, words = got
-    fig = figures.attention_row(words, rows.mean(axis=0), float(special.mean()), position,
-                                f"Where '{word}' attends, layer {layer} (mean of heads)")
+    fig = attention_figures.attention_row(
+        words, rows.mean(axis=0), float(special.mean()), position,
+        f"Where '{word}' attends, layer {layer} (mean of heads)")
     ui.plotly_chart(fig, key="grid-attention")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import engine_access, export, figures, ui
+from app import attention_figures, engine_access, export, ui
 from app.engine_access import Encoding
 
 
@@ -39,9 +39,10 @@ def show(enc: Encoding, layer: int, head: int | None, settings: dict) -> None:
         st.caption(f"This model soft-caps its scores before the softmax: "
                    f"{qk.softcap:g}·tanh(score / {qk.softcap:g}); the scores shown are capped.")
     scores, attn = qk.scores(head, token), qk.attention(head, token)
-    fig = figures.neuron_view(qk.tokens, qk.queries[head, token], qk.keys[head],
-                              qk.products(head, token), scores, attn, token,
-                              f"{enc.model_id}, layer {layer}, head {head + 1}: neuron view")
+    fig = attention_figures.neuron_view(qk.tokens, qk.queries[head, token], qk.keys[head],
+                                        qk.products(head, token), scores, attn, token,
+                                        f"{enc.model_id}, layer {layer}, head {head + 1}: "
+                                        "neuron view")
     table = pd.DataFrame({"key_token": list(qk.tokens), "score": scores, "attention": attn})
     ui.plotly_chart(fig, key="neuron-view")
     export.figure_downloads(fig, "neuron-view", table, {**settings, "query_token": token})

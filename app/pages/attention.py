@@ -4,8 +4,8 @@ contributions are shown instead."""
 import pandas as pd
 import streamlit as st
 
-from app import (component_figures, engine_access, export, figures, knockout, neuron_view,
-                 results, state, ui)
+from app import (attention_figures, component_figures, engine_access, export, figures,
+                 knockout, neuron_view, results, state, ui)
 from app import selection as sel
 from app.safe import safe_md
 
@@ -76,10 +76,10 @@ def attention_views(inputs, enc) -> None:
             "att_every_head", bool, default=False))
         idx = None if focus == "(all)" else int(focus.split(":")[0])
         if every:
-            fig = figures.head_view_heads(labels, maps[0], idx,
-                                          f"{enc.model_id}, layer {layer}, every head{unit}")
+            fig = attention_figures.head_view_heads(
+                labels, maps[0], idx, f"{enc.model_id}, layer {layer}, every head{unit}")
         else:
-            fig = figures.head_view(labels, one, idx, f"{enc.model_id}, {what}")
+            fig = attention_figures.head_view(labels, one, idx, f"{enc.model_id}, {what}")
         ui.plotly_chart(fig, key="head-view", selection_mode="points",
                         on_select=lambda: focus_token(options))
         export.figure_downloads(fig, "head-view", export.matrix_table(one, labels), settings)
@@ -107,12 +107,12 @@ def model_view(enc, words: bool, hide: bool, n: int, settings: dict) -> None:
     """Every layer (rows) and head (columns) as thumbnails, when the sentence is short enough
     to send them all; else one line saying so (the head view and heatmap show any one map)."""
     n_layers, n_heads = enc.attentions.shape[:2]
-    cells = figures.attention_grid_cells(n_layers, n_heads, n)
-    if cells > figures.MODEL_VIEW_MAX_CELLS:
+    cells = attention_figures.attention_grid_cells(n_layers, n_heads, n)
+    if cells > attention_figures.MODEL_VIEW_MAX_CELLS:
         st.info(f"This sentence is too long for the model view: {n_layers} layers × {n_heads} "
                 f"heads × {n}² {'words' if words else 'tokens'} make {cells:,} cells, and it "
-                f"draws at most {figures.MODEL_VIEW_MAX_CELLS:,}. Pick a layer and head above "
-                "to see them in the Head view and Heatmap tabs.")
+                f"draws at most {attention_figures.MODEL_VIEW_MAX_CELLS:,}. Pick a layer and head "
+                "above to see them in the Head view and Heatmap tabs.")
         return
     clicks = st.radio("A click on a thumbnail", CLICKS, horizontal=True,
                       key=state.url_key("att_click", str, default=CLICKS[0], choices=CLICKS),
@@ -130,7 +130,7 @@ def model_view(enc, words: bool, hide: bool, n: int, settings: dict) -> None:
             st.page_link("app/pages/predictions.py", label="See the predictions with them off",
                          icon="🔌")
     maps, labels = results.viewed_maps(enc, words, hide)              # [L, H, n, n]
-    grid = figures.attention_grid(maps, [f"layer {l + 1}" for l in range(len(maps))])
+    grid = attention_figures.attention_grid(maps, [f"layer {l + 1}" for l in range(len(maps))])
     component_figures.mark_heads(grid, off, n_layers, n_heads, len(labels))
     ui.plotly_chart(grid, key="model-view", selection_mode="points",
                     on_select=lambda: clicked_head(n_heads, clicks == CLICKS[1]))

@@ -251,7 +251,7 @@ def test_a_link_opens_the_word_view(tiny_engine):
 def test_a_sentence_too_long_for_the_model_view_says_so_in_one_line(tiny_engine, monkeypatch):
     """#47: a 600-token sentence on SmolLM2-135M made the model view a 519 MB message that
     Streamlit refused with an exception box; the other views still draw its maps."""
-    from app import figures as app_figures
+    from app import attention_figures as app_figures
 
     monkeypatch.setattr(app_figures, "MODEL_VIEW_MAX_CELLS", 100)
     at = page("attention").run()
@@ -268,7 +268,7 @@ def test_a_sentence_too_long_for_the_model_view_says_so_in_one_line(tiny_engine,
 
 def test_a_view_that_fails_is_one_line_and_the_views_after_it_still_draw(tiny_engine,
                                                                         monkeypatch):
-    from app import figures as app_figures
+    from app import attention_figures as app_figures
 
     def broken(*args, **kwargs):
         raise RuntimeError("no grid today\nsecond line")

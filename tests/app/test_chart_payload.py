@@ -7,7 +7,7 @@ import numpy as np
 import plotly.io as pio
 import pytest
 
-from app import figures, ui
+from app import attention_figures, figures, ui
 from tests.app.helpers import messages, no_failures, page
 
 RNG = np.random.default_rng(0)
@@ -23,10 +23,10 @@ def _labels(n: int) -> list[str]:
 
 
 @pytest.mark.parametrize("build", [
-    lambda: figures.head_view(_labels(200), _maps(200, 200), None, "head view"),
-    lambda: figures.head_view_heads(_labels(120), _maps(9, 120, 120), 3, "every head"),
+    lambda: attention_figures.head_view(_labels(200), _maps(200, 200), None, "head view"),
+    lambda: attention_figures.head_view_heads(_labels(120), _maps(9, 120, 120), 3, "every head"),
     lambda: figures.matrix_heatmap(_maps(300, 300), _labels(300), _labels(300), "map", "a"),
-    lambda: figures.attention_grid(_maps(6, 12, 40, 40)),
+    lambda: attention_figures.attention_grid(_maps(6, 12, 40, 40)),
     lambda: figures.layer_animation([(f"layer {i}", RNG.random((300, 2))) for i in range(7)],
                                     ["a", "b"] * 150, ["a hover text"] * 300, "morph"),
 ], ids=["head view", "every head", "heatmap", "model view", "animation"])
@@ -39,9 +39,10 @@ def test_the_size_estimate_is_within_a_factor_of_two_of_the_json_sent(build):
 def test_the_largest_model_view_drawn_fits_in_a_chart():
     """SmolLM2-135M's 30 layers x 9 heads at the most tokens the model view takes."""
     layers, heads = 30, 9
-    t = int((figures.MODEL_VIEW_MAX_CELLS / (layers * heads)) ** 0.5)
-    assert figures.attention_grid_cells(layers, heads, t) <= figures.MODEL_VIEW_MAX_CELLS
-    fig = figures.attention_grid(_maps(layers, heads, t, t))
+    t = int((attention_figures.MODEL_VIEW_MAX_CELLS / (layers * heads)) ** 0.5)
+    cap = attention_figures.MODEL_VIEW_MAX_CELLS
+    assert attention_figures.attention_grid_cells(layers, heads, t) <= cap
+    fig = attention_figures.attention_grid(_maps(layers, heads, t, t))
     assert len(pio.to_json(fig, validate=False)) <= ui.MAX_CHART_MB * 2**20
 
 

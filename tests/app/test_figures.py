@@ -1,7 +1,7 @@
 """Figure builders: data in, figure out."""
 import numpy as np
 
-from app import figures
+from app import attention_figures, figures
 
 
 def _lines(fig):
@@ -10,7 +10,7 @@ def _lines(fig):
 
 def test_head_view_draws_one_line_per_weight_above_one_percent():
     att = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.2, 0.795, 0.005]], np.float32)
-    fig = figures.head_view(["a", "b", "c"], att)
+    fig = attention_figures.head_view(["a", "b", "c"], att)
     assert sorted(_lines(fig)) == sorted(["a → a: 1.000", "b → a: 0.500", "b → b: 0.500",
                                           "c → a: 0.200", "c → b: 0.795"])
     assert len(fig.data) <= 8 + 2           # binned traces + two token columns
@@ -18,7 +18,7 @@ def test_head_view_draws_one_line_per_weight_above_one_percent():
 
 def test_head_view_focus_keeps_only_lines_touching_the_token():
     att = np.full((4, 4), 0.25, np.float32)
-    lines = _lines(figures.head_view(list("wxyz"), att, focus=1))
+    lines = _lines(attention_figures.head_view(list("wxyz"), att, focus=1))
     assert lines and all(l.startswith("x →") or "→ x" in l for l in lines)
     assert len(lines) == 4 + 3               # from x to all four, to x from the other three
 
@@ -55,7 +55,7 @@ def test_coinciding_points_of_different_senses_say_so_and_points_carry_their_num
 
 def test_attention_grid_places_every_head_of_every_layer():
     att = np.random.default_rng(0).random((3, 2, 4, 4))
-    z = np.array(figures.attention_grid(att).data[0].z, dtype=float)
+    z = np.array(attention_figures.attention_grid(att).data[0].z, dtype=float)
     assert z.shape == (3 * 5, 2 * 5)
     assert np.allclose(z[5:9, 5:9], att[1, 1])
 
@@ -97,11 +97,9 @@ def test_the_neuron_views_titles_have_no_axis_numbers_under_them():
     x axis draws no numbers there."""
     import numpy as np
 
-    from app import figures
-
     n, dims = 4, 8
-    fig = figures.neuron_view(["a", "b", "c", "d"], np.ones(dims), np.ones((n, dims)),
-                              np.ones((n, dims)), np.ones(n), np.ones(n) / n, 0, "t")
+    fig = attention_figures.neuron_view(["a", "b", "c", "d"], np.ones(dims), np.ones((n, dims)),
+                                        np.ones((n, dims)), np.ones(n), np.ones(n) / n, 0, "t")
     layout = fig.layout
     strip = fig.get_subplot(1, 1)
     low, _ = strip.yaxis.domain

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app import explain_figures, figures
+from app import attention_figures, explain_figures, figures
 from app.safe import safe_label, safe_md
 from tests.app.helpers import figure, messages, page
 from tests.app.test_corpus_page import indexes  # noqa: F401 - a fixture
@@ -58,17 +58,17 @@ def _figures_of(label: str) -> list:
         figures.matrix_heatmap(np.eye(2), [label, "b"], [label, "b"], label, "z",
                                text=[[label, "b"], ["c", label]]),
         figures.mix_weights(np.ones(2) / 2, 1.0, [label, "b"]),
-        figures.head_view([label, "b"], att[0, 0], title=label),
-        figures.head_view_heads([label, "b"], att[0], title=label),
-        figures.attention_grid(att, [label, "b"]),
+        attention_figures.head_view([label, "b"], att[0, 0], title=label),
+        attention_figures.head_view_heads([label, "b"], att[0], title=label),
+        attention_figures.attention_grid(att, [label, "b"]),
         figures.stacked_shares([label, "b"], np.ones((2, 2)) / 2, [label, "b"], label),
         figures.prediction_bars([label, "b"], [0.6, 0.4], label),
         figures.layer_grid([(label, coords)], [label, "b"], ["h", "h"], [label, "b"],
                            title=label),
         figures.layer_animation([(label, coords)], [label, "b"], ["h", "h"], title=label),
-        figures.attention_row([label, "b"], np.ones(2) / 2, 0.1, 0, label),
-        figures.neuron_view([label, "b"], np.ones(2), np.ones((2, 2)), np.ones((2, 2)),
-                            np.ones(2), np.ones(2) / 2, 0, label),
+        attention_figures.attention_row([label, "b"], np.ones(2) / 2, 0.1, 0, label),
+        attention_figures.neuron_view([label, "b"], np.ones(2), np.ones((2, 2)),
+                                      np.ones((2, 2)), np.ones(2), np.ones(2) / 2, 0, label),
         explain_figures.attribution_words([label, "b"], np.array([0.5, -0.5]), label),
         explain_figures.attribution_bars([label, "b"], np.array([0.5, -0.5]), label),
         explain_figures.generation_steps([label, "b"], np.ones(2) / 2, np.ones(2), label),
