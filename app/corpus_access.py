@@ -94,7 +94,7 @@ def free_bytes(folder) -> int:
 def brown_index_state(folder) -> str:
     """"new", "partial" (a build stopped before the end: building continues it) or
     "complete" for the app's Brown index in `folder` (brown_index_path)."""
-    from engine.corpus.index import Manifest
+    from engine.corpus.manifest import Manifest
 
     try:
         return "complete" if Manifest.read(Path(folder)).complete else "partial"

@@ -22,7 +22,7 @@ def machine() -> str:
 
 def versions() -> dict[str, str]:
     # imported here: the app imports this module (through bench/views.py) but never measures
-    from engine.corpus.index import package_versions
+    from engine.corpus.manifest import package_versions
 
     return {"python": platform.python_version(), **package_versions(PACKAGES)}
 

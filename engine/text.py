@@ -40,7 +40,7 @@ _EXTEND = r"\p{M}\p{gcb=Extend}\p{gcb=ZWJ}"
 _INVISIBLE = re.compile("[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u180e\u200b\u200e\u200f"
                         "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]")
 # Corpus indexes store words by position in this split: a change here changes what a position
-# means, so it goes with a new engine/corpus/index.py MANIFEST_SCHEMA.
+# means, so it goes with a new engine/corpus/manifest.py MANIFEST_SCHEMA.
 WORD_RE = regex.compile(rf"\[MASK\]|[{_LETTER}][{_LETTER}{_EXTEND}]*"
                         rf"(?:['’\-][{_LETTER}][{_LETTER}{_EXTEND}]*)*"
                         rf"|(?:(?!\[MASK\])[^{_LETTER}{_EXTEND}\s\p{{Cc}}][{_EXTEND}]*)+")

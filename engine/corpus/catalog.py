@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.corpus.index import Manifest
+from engine.corpus.manifest import Manifest
 from engine.errors import EngineError
 from engine.registry import cache_dir
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.corpus.index import REFINE, SENT, Manifest, _connect, layer_table
+from engine.corpus.index import REFINE, SENT, _connect, layer_table
+from engine.corpus.manifest import Manifest
 from engine.errors import EngineError
 from engine.text import joined_forms, occurrences_of, split_words, to_word_text, word_key
 

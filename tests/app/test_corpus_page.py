@@ -6,6 +6,7 @@ import pytest
 
 from engine.corpus import catalog
 from engine.corpus import index as corpus_index
+from engine.corpus import manifest as corpus_manifest
 from engine.text import split_words
 from tests.app.helpers import figure, no_failures, page
 from tests.engine.corpus.test_index import _corpus
@@ -59,7 +60,7 @@ def test_an_older_format_index_in_the_apps_folder_is_built_again(tiny_engine, tm
     at.button(key="corpus_build").click().run()
     no_failures(at)
     assert json.loads((old / "manifest.json").read_text())["schema"] == \
-        corpus_index.MANIFEST_SCHEMA
+        corpus_manifest.MANIFEST_SCHEMA
     assert not any(b.label.startswith("Build the Brown index") for b in at.button)
 
 
@@ -209,7 +210,7 @@ def test_with_an_index_the_page_builds_brown_for_another_model_at_the_layers_cho
     at.button(key="corpus_build").click().run()
     no_failures(at)
     folder = catalog.brown_index_path("elmo-brown", [0, 2], 3)
-    built = corpus_index.Manifest.read(folder)
+    built = corpus_manifest.Manifest.read(folder)
     assert built.complete and built.model == "elmo-brown" and built.layers == [0, 2]
     chosen = next(s for s in at.selectbox if s.label == "Index")
     assert len(chosen.options) == 2 and chosen.value == str(folder)    # opened at once
@@ -291,7 +292,7 @@ def _stopped_elmo_build(monkeypatch):
     with pytest.raises(Left):
         corpus_index.build("elmo-brown", "brown", folder, layers=[0, 2], progress=False,
                            commit_sentences=16, on_progress=leave)
-    assert not corpus_index.Manifest.read(folder).complete
+    assert not corpus_manifest.Manifest.read(folder).complete
     at = _corpus_page(corpus_word="bank")
     at.toggle(key="corpus_build_more").set_value(True).run()
     at.selectbox(key="corpus_build_model").set_value("elmo-brown").run()
@@ -310,7 +311,7 @@ def test_a_build_stopped_part_way_is_offered_as_continue_and_ends_complete(index
     assert button.label == "Continue the Brown index for elmo-brown"
     button.click().run()
     no_failures(at)
-    built = corpus_index.Manifest.read(folder)
+    built = corpus_manifest.Manifest.read(folder)
     assert built.complete and built.rows == 2 * sum(len(split_words(s).words)
                                                     for s in _corpus(40, seed=13))
     assert built.build["runs"][-1]["sentences_indexed_before"] == 16

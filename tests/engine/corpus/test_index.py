@@ -15,6 +15,7 @@ import pytest
 from engine import cli
 from engine.api import Engine
 from engine.corpus import index as corpus_index
+from engine.corpus import manifest as corpus_manifest
 from engine.corpus import tables
 from engine.corpus.query import CorpusIndex, neighbours, stats
 from engine.errors import EngineError
@@ -329,7 +330,7 @@ def test_an_older_format_index_is_refused_in_one_line_or_replaced_when_asked(tin
     assert (old / "db" / "occurrences.lance").is_dir()          # nothing touched
     m = corpus_index.build(tiny, str(src), old, layers="0", progress=False,
                            replace_older=True)
-    assert m.complete and m.schema == corpus_index.MANIFEST_SCHEMA
+    assert m.complete and m.schema == corpus_manifest.MANIFEST_SCHEMA
     assert not (old / "db" / "occurrences.lance").exists()
     assert CorpusIndex(old).count("the", 0) > 0
 
@@ -528,12 +529,12 @@ def test_brown_without_output_goes_where_the_corpus_page_reads(tiny, tmp_path, m
     assert cli.main(["index", "--model", tiny, "--corpus", "brown", "--layers", "0,2"]) == 0
     some = catalog.brown_index_path(tiny, [0, 2])
     assert some.name.endswith("-L0-2") and str(some) in capsys.readouterr().out
-    assert corpus_index.Manifest.read(some).layers == [0, 2]
+    assert corpus_manifest.Manifest.read(some).layers == [0, 2]
     assert cli.main(["index", "--model", tiny, "--corpus", "brown"]) == 0
     n_states = Engine(cache_size=0).adapter(tiny, progress=False).info.n_layers + 1
     every = catalog.brown_index_path(tiny, range(n_states), n_states)
     assert every == catalog.brown_index_path(tiny) and every != some
-    assert corpus_index.Manifest.read(every).layers == list(range(n_states))
+    assert corpus_manifest.Manifest.read(every).layers == list(range(n_states))
 
 
 def test_a_build_without_a_terminal_bar_still_reports_its_progress(tiny, tmp_path):
@@ -546,7 +547,7 @@ def test_a_build_without_a_terminal_bar_still_reports_its_progress(tiny, tmp_pat
                        commit_sentences=16, on_progress=lambda done, total: heard.append(
                            (done, total)))
     assert heard == [(0, 40), (16, 40), (32, 40), (40, 40)]
-    runs = corpus_index.Manifest.read(tmp_path / "ix").build["runs"]
+    runs = corpus_manifest.Manifest.read(tmp_path / "ix").build["runs"]
     assert [n for _, n in runs[-1]["progress"]] == [16, 32, 40]
 
 
