@@ -278,3 +278,29 @@ def test_a_view_that_fails_is_one_line_and_the_views_after_it_still_draw(tiny_en
     assert not at.exception
     assert [e.value for e in at.error] == ["Something went wrong (RuntimeError): no grid today"]
     assert figure(at, "Rollout to layer 1") and figure(at, "Previous-token score")
+
+
+def _tabs_place(at) -> int:
+    return next(i for i, node in at.main.children.items()
+                if getattr(node, "type", "") == "tab_container")
+
+
+def test_the_views_keep_their_place_once_the_models_are_ready(tiny_engine):
+    """The run that loads a model draws a progress box above the views, the runs after it do
+    not: the tabs came one place higher, and Streamlit drew them anew, on the first tab (the
+    view the user had chosen went to the back, as the knock-out browser test saw)."""
+    from app import engine_access
+
+    engine = engine_access.get_engine()
+    models = (tiny_engine.elmo, tiny_engine.gpt, tiny_engine.bert)
+    for m in models:
+        engine._adapters.pop(m, None)
+    at = page("attention")
+    at.query_params.update(sentences="A mouse ran past the sleeping cat.", target="mouse")
+    at.run()
+    no_failures(at)
+    assert all(engine.is_loaded(m) for m in models)       # this run loaded them
+    first = _tabs_place(at)
+    at.run()
+    no_failures(at)
+    assert _tabs_place(at) == first
