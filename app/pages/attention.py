@@ -62,8 +62,8 @@ def attention_views(inputs, enc) -> None:
     # the tab also where the architecture rules the view out: it says why there
     neurons = "query_key" in (engine_access.capabilities(enc.model_id)
                               | set(engine_access.cannot(enc.model_id)))
-    # keyed: the browser keeps the tab chosen under the key, so it stays in front when a rerun
-    # draws the tabs at another place (the first run's model-loading box above them is gone)
+    # keyed, and at the same place on every run (engine_access keeps the loading box's place):
+    # the tab the user chose stays in front through the reruns a click on a view starts
     tabs = st.tabs(names + (["Neuron view"] if neurons else []), key="att_views")
     with tabs[0], ui.guarded():
         options = ["(all)"] + [f"{i}: {t}" for i, t in enumerate(labels)]
