@@ -390,15 +390,10 @@ def encodings(model_id: str, sentences: tuple[str, ...],
 def prepare(model_ids: list[str], sentences: tuple[str, ...]) -> None:
     """Load and run each model once with visible progress, so later cached calls are instant.
     The progress box disappears once the models are ready."""
-    box = _progress_slot()
     eng = get_engine()
     todo = [m for m in model_ids
             if not eng.is_loaded(m) and not eng.has_encodings(m, sentences)]
-    if not todo:
-        for m in model_ids:
-            eng.encode(m, list(sentences))
-        return
-    _with_progress(box, todo, model_ids, "Loading and running {} (first use takes a while) …",
+    _with_progress(todo, model_ids, "Loading and running {} (first use takes a while) …",
                    lambda m: eng.encode(m, list(sentences)))
 
 
@@ -406,25 +401,24 @@ def load(model_ids: list[str]) -> None:
     """Load each model once with visible progress, encoding nothing: for a page that reads
     predictions, not encodings (an encoding of every sentence by every model would be work
     and cache space nothing on it shows)."""
-    box = _progress_slot()
     eng = get_engine()
     todo = [m for m in model_ids if not eng.is_loaded(m)]
-    if todo:
-        _with_progress(box, todo, todo, "Loading {} (first use takes a while) …", eng.load)
+    _with_progress(todo, todo, "Loading {} (first use takes a while) …", eng.load)
 
 
-def _progress_slot():
-    """The progress box's place, taken on every run, loading or not: the elements after it
-    keep their places when the models are ready, so Streamlit updates them where they are
-    instead of drawing them anew (a tab drawn anew comes back on the first tab, and the
-    view the user chose goes to the back)."""
-    return st.empty()
-
-
-def _with_progress(box, todo: list[str], model_ids: list[str], label: str,
+def _with_progress(todo: list[str], model_ids: list[str], label: str,
                    run: Callable[[str], object]) -> None:
-    """run(m) for each of `model_ids` in the progress box `box` that names `todo`, the models
-    not ready yet; the box disappears once they are."""
+    """run(m) for each of `model_ids`, in a progress box that names `todo`, the models not
+    ready yet, while there are any; the box disappears once they are."""
+    # the box's place is taken on every run, loading or not: the elements after it keep their
+    # places when the models are ready, so Streamlit updates them where they are instead of
+    # drawing them anew (a tab drawn anew comes back on the first tab, and the view the user
+    # chose goes to the back)
+    box = st.empty()
+    if not todo:
+        for m in model_ids:
+            run(m)
+        return
     try:
         with box.status(f"Loading {safe_md(', '.join(todo))} …", expanded=False) as status:
             for m in model_ids:
