@@ -129,7 +129,7 @@ def embed_processes(model_id: str, texts: list[str], batch_size: int = 32,
     """Whole process against whole process: `ctxlens embed` on a file of sentences against
     HF_PROGRAM on the same file (start-up, model load, run, writing the arrays), alternated,
     `repeats` times each, after one engine run in an empty cache (it traces the model's graph,
-    engine/traced.py: that first run is timed and reported on its own)."""
+    engine/families/hf/traced.py: that first run is timed and reported on its own)."""
     import subprocess
     import tempfile
 

@@ -235,7 +235,7 @@ def speed_report(s: dict) -> str:
                 + ", ".join(f"{t:.2f}" for t in ep["engine_s"]) + " s; HF runs "
                 + ", ".join(f"{t:.2f}" for t in ep["hf_s"]) + " s (alternated). "
                 "`ctxlens embed` runs a BERT encoder from a traced graph "
-                "(engine/traced.py): a frozen TorchScript trace of the same model, "
+                "(engine/families/hf/traced.py): a frozen TorchScript trace of the same model, "
                 "kept in the engine's cache only after it reproduced the model's tokens and "
                 "hidden states (to 1e-5) on probe texts, and loaded with torch alone, so the "
                 "process never imports transformers' modelling code (about 2.5 s of a plain "

@@ -9,6 +9,7 @@ restart does not run the models again for texts they have seen.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import sys
 import threading
@@ -62,7 +63,7 @@ class Engine(WhyMixin, PartsMixin):
                  traced: bool = False, store: EncodingStore | None = None,
                  compile: bool = False, library_bars: bool = True):
         """`traced`: hidden states without attention maps come from a traced graph of the
-        model (engine/traced.py), built once and cached, where its family allows;
+        model (its family's tracer: engine/families/hf/traced.py), built once and cached, where its family allows;
         batch commands ask for it, so a fresh process need not import transformers.
         `store`: encodings are also kept on disk there (the app passes one; batch commands do
         not, as a corpus would fill it), for models whose files are all on this machine.
@@ -200,14 +201,18 @@ class Engine(WhyMixin, PartsMixin):
         return graph
 
     def _load_traced(self, model_id: str, progress: bool):
-        from engine import traced
+        from engine.fetch import tree_digest
         from engine.registry import cache_dir
 
         family_name = self.family_name(model_id)
-        if not family(family_name).traced_encoder or \
-                not traced.usable(self.options.device, self.options.dtype):
+        tracer = family(family_name).tracer
+        if not tracer:
             return None
-        folder = traced.graph_dir(model_id, self._sources(model_id, progress), cache_dir())
+        traced = importlib.import_module(tracer)
+        if not traced.usable(self.options.device, self.options.dtype):
+            return None
+        key = tree_digest(self._sources(model_id, progress), traced.key_parts())
+        folder = traced.graph_dir(model_id, key, cache_dir())
         graph = traced.load(folder, model_id, family_name)
         # none yet, unless a build on these files refused it: then the model runs
         if graph is None and not traced.refused(folder):
@@ -320,7 +325,7 @@ class Engine(WhyMixin, PartsMixin):
                 return None
             for folder, part in zip(sources, ["base", "overlay"] if entry.base else ["model"]):
                 self._check_loadable(model_id, folder, part)
-            code = [ENGINE_ROOT / n for n in ("api.py", "result.py", "text.py", "traced.py")]
+            code = [ENGINE_ROOT / n for n in ("api.py", "result.py", "text.py")]
             code += sorted((ENGINE_ROOT / "families").rglob("*.py"))
             versions = []
             for lib in ("torch", "transformers", "tokenizers"):

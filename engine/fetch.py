@@ -11,7 +11,6 @@ import shutil
 import sys
 import tempfile
 import threading
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -19,11 +18,11 @@ from typing import Callable
 from urllib.parse import urlparse
 
 from engine.errors import ModelUnavailable, NeedsDownload
+from engine.folders import publish
 from engine.hub import DISK_SPARE_BYTES, reachable as _reachable
 from engine.registry import ModelEntry, cache_dir
 
 HUB_HOST = "huggingface.co"
-STALE_TMP_S = 3600            # a cache write this old was abandoned by a killed process
 DIGESTS_FILE = "file-digests.json"
 MAX_DIGESTS = 512
 
@@ -188,38 +187,6 @@ def converted_dir(model_id: str, gguf_path: Path) -> Path:
     safe_id = re.sub(r"[^\w.-]+", "_", model_id).strip("_") or "model"
     return (cache_dir() / "converted" / safe_id
             / f"{gguf_path.stem}-{gguf_path.stat().st_size}-{content_digest(gguf_path)}")
-
-
-def publish(final: Path, write: Callable[[Path], None], marker: str) -> bool:
-    """Write a cache folder atomically: `write(folder)` fills a temporary folder beside `final`,
-    which is renamed into place only when complete, so an interruption never leaves half a
-    folder; older siblings (other keys of the same item) and temporary folders abandoned by
-    killed processes are removed. `marker` is the file whose presence says a folder is
-    complete. False when another process published first."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
-    won = True
-    try:
-        write(tmp)
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not (final / marker).exists():        # not a lost race with another process
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
-            won = False
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    now = time.time()
-    for old in final.parent.iterdir():
-        if old == final or not old.is_dir():
-            continue
-        # a temporary folder is another process's write in progress, unless it is old: then
-        # its writer was killed (a conversion takes under a minute)
-        if not old.name.startswith(".tmp-") or now - old.stat().st_mtime > STALE_TMP_S:
-            shutil.rmtree(old, ignore_errors=True)
-    return won
 
 
 def ensure_converted(model_id: str, gguf_path: Path, convert: Callable[[Path], None],

@@ -45,7 +45,7 @@ USER_CACHE = Path(os.environ.get("CTXLENS_CACHE", Path.home() / ".cache" / "ctxl
 def _seed_converted(source: Path, cache: Path) -> None:
     """The bundled SmolLM2's GGUF converted once (about 30 s, 517 MB) is reused from the user's
     cache: each complete folder hard-linked file by file (a copy across file systems). The
-    product never writes into a published folder (engine.fetch.publish writes a new one and
+    product never writes into a published folder (engine.folders.publish writes a new one and
     renames it), so the user's files are only read; removing the session unlinks the links."""
     for done in sorted(source.glob("converted/*/*/config.json")):
         src = done.parent

@@ -62,9 +62,10 @@ class Family:
     module: str                   # module with load(model_id, path, options, progress, ...)
     capabilities: frozenset[str]
     reads_gguf: bool = False      # module also has convert_gguf(src_dir, file, dest, progress)
-    # its encoders can be traced for batch work (engine/traced.py): the trace is
-    # checked against the model before it is kept, so a row says only "worth trying"
-    traced_encoder: bool = False
+    # the module that traces its encoders for batch work (usable, graph_dir, load, refused,
+    # build: engine/families/hf/traced.py), or "": the trace is checked against the model
+    # before it is kept, so a row says only "worth trying"
+    tracer: str = ""
     # module with claims_dir(path) -> bool and gives_of_dir(path) -> Gives, which say whether
     # a local model folder is this family's and what its checkpoint gives (a light module: the
     # registry asks every family before any model loads); "" = `module`
@@ -127,11 +128,11 @@ register(Family("gpt", "GPT", "engine.families.gpt",
                 frozenset({"hidden_states", "attention", "fill_blank", "next_word",
                            "logit_lens", "query_key", "attribution", "generation", "ablation",
                            "patching", "direct_logit"}),
-                reads_gguf=True, traced_encoder=True))
+                reads_gguf=True, tracer="engine.families.hf.traced"))
 register(Family("bert", "BERT", "engine.families.bert",
                 frozenset({"hidden_states", "attention", "masked_lm", "fill_blank",
                            "query_key", "attribution", "ablation", "patching"}),
-                traced_encoder=True,
+                tracer="engine.families.hf.traced",
                 why_not={"direct_logit": "a post-norm encoder normalises the residual stream "
                                          "after every attention and feed-forward addition, "
                                          "and its MLM head is dense + GELU + LayerNorm before "

@@ -114,6 +114,10 @@ _RAN_SINCE = """(n) => { const r = window.__stRuns;
          && app.getAttribute('data-test-script-state') === 'notRunning'; }"""
 
 
+# how often a page's wait_for_function checks its condition, in ms
+POLL_MS = 100
+
+
 class Browser:
     """The session's Chromium, whose every new page counts the app's runs (RUNS)."""
 
@@ -126,6 +130,12 @@ class Browser:
         # Playwright's own 30-s default for a wait given no timeout: too short on 2 busy cores
         # (five such waits timed out in a run beside other jobs)
         page.set_default_timeout(WAIT_MS)
+        # page.wait_for_function polls every POLL_MS, not on every animation frame (its
+        # default): a frame-by-frame poll makes Chromium draw 60 frames a second for as long as
+        # a wait lasts, CPU that the servers computing what the test waits for do not get
+        wait = page.wait_for_function
+        page.wait_for_function = lambda expression, *, polling=POLL_MS, **kw: wait(
+            expression, polling=polling, **kw)
         return page
 
     def __getattr__(self, name):

@@ -131,7 +131,10 @@ def test_heads_writes_null_for_a_spearman_that_is_undefined(models, capsys):
                           "--target", "water", "--kind", "next")
     assert code == 0, err
     got = strict_json(out)
-    assert got["knocked"] == [[0.0] * len(row) for row in got["knocked"]]
+    # nothing changes when a silent head goes: each drop is 0 up to float32 rounding (the
+    # knocked-out rows run batched, f alone; their sums round in another order)
+    drops = [v for row in got["knocked"] for v in row]
+    assert drops and all(abs(v) < 1e-5 for v in drops), drops
     assert got["spearman"] is None
     assert "nan" not in err.lower()
     assert "Spearman ρ between knocked-out drop and gradient: none" in err

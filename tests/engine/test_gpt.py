@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine import fetch
+from engine import fetch, folders
 from engine.api import Engine
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.families import gpt
@@ -367,7 +367,7 @@ def test_a_killed_conversion_s_leftovers_are_swept_but_a_running_one_is_kept(zoo
     for d in (abandoned, running):
         d.mkdir()
         (d / "model.safetensors").write_bytes(b"half")
-    hours_ago = abandoned.stat().st_mtime - 2 * fetch.STALE_TMP_S
+    hours_ago = abandoned.stat().st_mtime - 2 * folders.STALE_TMP_S
     os.utime(abandoned, (hours_ago, hours_ago))
     fetch.ensure_converted("tiny", fake_gguf, counting_converter(zoo, []), False)
     assert not abandoned.exists() and running.exists()

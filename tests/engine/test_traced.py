@@ -1,4 +1,4 @@
-"""Traced encoder graphs (engine/traced.py): the same hidden states as the model, built
+"""Traced encoder graphs (engine/families/hf/traced.py): the same hidden states as the model, built
 once into the engine's cache, used by batch commands without transformers, never kept when
 they differ, rebuilt when the model changes."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from engine.api import Engine
-from engine import traced
+from engine.families.hf import traced
 from engine.registry import availability, load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,7 +197,7 @@ def _bundled_gpts() -> list[str]:
 
 # What each bundled GPT's graph does, as measured: SmolLM2's matches its model; gpt-brown's
 # large GPT-2 residual stream differs by 4.6e-5 between the padded trace and the model's
-# unpadded causal path (engine/traced.py), so it runs untraced.
+# unpadded causal path (engine/families/hf/traced.py), so it runs untraced.
 BUNDLED_GPT_TRACED = {"smollm2-135m": True, "gpt-brown": False}
 
 
@@ -281,5 +281,5 @@ def test_only_cpu_float32_and_traceable_families_are_traced(cache):
     assert not traced.usable("cpu", "bfloat16")
     from engine.families import family
 
-    assert family("bert").traced_encoder and family("gpt").traced_encoder
-    assert not family("elmo").traced_encoder
+    assert family("bert").tracer == family("gpt").tracer == traced.__name__
+    assert not family("elmo").tracer

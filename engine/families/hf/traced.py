@@ -71,15 +71,18 @@ def usable(device: str, dtype: str) -> bool:
     return dtype == "float32" and resolve_device(device) == "cpu"
 
 
-def graph_dir(model_id: str, sources: Sequence[Path], root: Path) -> Path:
-    """The cache folder of a model's graph: model id, then a key of its files' contents and
-    the library versions."""
+def key_parts() -> tuple[str, ...]:
+    """What a graph's cache key holds besides its model's files: the graph format and the
+    versions of the libraries that trace and tokenize."""
     import torch
 
-    from engine.fetch import tree_digest
+    return (GRAPH_FORMAT, torch.__version__, metadata.version("transformers"),
+            metadata.version("tokenizers"))
 
-    key = tree_digest(sources, (GRAPH_FORMAT, torch.__version__, metadata.version("transformers"),
-                                metadata.version("tokenizers")))
+
+def graph_dir(model_id: str, key: str, root: Path) -> Path:
+    """The cache folder of a model's graph: model id, then `key` (a digest of its files'
+    contents and key_parts(), which the Engine's file hashing makes)."""
     safe_id = re.sub(r"[^\w.-]+", "_", model_id).strip("_") or "model"
     return root / "traced" / safe_id / key[:20]
 
@@ -276,7 +279,7 @@ def _write(folder: Path, graph: TracedEncoder | None, meta: dict) -> None:
     """The graph (or only the refusal in `meta`) into `folder`, published atomically."""
     import torch
 
-    from engine.fetch import publish
+    from engine.folders import publish
 
     def write(tmp: Path) -> None:
         if graph is not None:
