@@ -19,11 +19,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 # One compute thread for each process of the run (set before torch is imported; the xdist
-# workers, the app servers and the CLI runs inherit it): two workers, two
-# servers and a browser share two cores, and a second torch (OpenMP, numba) thread a process
-# costs more than it gains there (make test: 973 s and 20.3 CPU-min with 2 threads, 790 s and
-# 15.4 CPU-min with 1, the same session and tree). One set already
-# (OMP_NUM_THREADS=2 make test) is kept.
+# workers, the app servers and the CLI runs inherit it): two workers, two servers and a
+# browser share two cores, and a second torch (OpenMP, numba) thread a process costs more
+# than it gains there (make test: 973 s and 20.3 CPU-min with 2 threads, 790 s and 15.4
+# CPU-min with 1, the same session and tree). One set already (OMP_NUM_THREADS=2) is kept.
 for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ.setdefault(_threads, "1")
 
