@@ -81,7 +81,7 @@ def tuning_importance(adapter, kind: str, items, log) -> tuple[np.ndarray, int]:
             obj = objective_of(adapter, to_word_text(text), answers[0], None, kind)
         except EngineError:
             continue
-        total += gate_gradient(adapter, s, obj)
+        total += gate_gradient(s, obj)
         used += 1
         if n % 20 == 0:
             log(f"  importance: {n}/{len(items)} items")
@@ -234,7 +234,7 @@ def speed(engine, quick: bool, log) -> dict:
                SPEED_MODEL, SPEED_TEXT), 5),
            "ablated_prediction_s": median_time(lambda: engine.predict_next(
                SPEED_MODEL, SPEED_TEXT, ablate="15.4"), 5),
-           "gradient_estimate_s": median_time(lambda: importance.gate_gradient(adapter, s, obj),
+           "gradient_estimate_s": median_time(lambda: importance.gate_gradient(s, obj),
                                               5),
            "all_heads_importance_s": median_time(lambda: importance.head_importance(
                adapter, wt, "the", None, "next"), 1 if quick else 3)}

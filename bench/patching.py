@@ -139,15 +139,14 @@ def cells_left_alone() -> int:
     from engine.api import Engine
     from engine.attribution.explain import objective_of
     from engine.components import patching
-    from engine.components.sites import sites_of
     from engine.text import to_word_text
 
     adapter = Engine().adapter(MODEL)
-    sites = sites_of(adapter.model)
+    sites = adapter.parts()
     runs = []
     for text in (CLEAN, CORRUPT):
         obj = objective_of(adapter, to_word_text(text), TARGET, None, "next")
-        runs.append(patching.record(adapter.model, sites, "residual", obj.value, obj.x)[1])
+        runs.append(patching.record(sites.model, sites, "residual", obj.value, obj.x)[1])
     return int(patching.unchanged(runs[0], runs[1],
                                   patching.Layout.single(len(obj.pieces))).sum())
 
@@ -175,7 +174,7 @@ def measure(what: str) -> dict:
     model = adapter.model
     clean, corrupt = _ids(adapter, CLEAN), _ids(adapter, CORRUPT)
     n = clean.shape[1]
-    chunk = patching.chunk_size(model, n, (len(model.model.layers) + 1) * n)
+    chunk = patching.chunk_size(model, n, (adapter.parts().n_layers + 1) * n)
     out: dict = {"device": str(clean.device), "tokens": int(n), "rows_per_batch": chunk}
 
     def ours():

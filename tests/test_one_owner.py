@@ -266,3 +266,92 @@ def test_pages_hand_views_their_data_as_arguments():
              if p.relative_to(ROOT).parts[0] == "app"
              and (names := _writes_to_own_globals(p.read_text()))}
     assert found == OWN_STATE
+
+
+# --- a model's anatomy is its family's (issue 61) --------------------------------------------
+# The module names transformers gives each architecture's parts live in one module, and one
+# module puts hooks on a model's modules (for the calling thread only): a view above the
+# families asks the adapter for its parts (base.Transformer.parts) and hooks them through
+# engine/families/hf/parts.py `hooked`.
+PARTS = ROOT / "engine" / "families" / "hf" / "parts.py"
+HOOKS_OWNER = "engine/families/hooks.py"
+# code written without the engine on purpose, as another library's users write it: the
+# benchmark's nnsight grid (its model.model.layers is nnsight's way to reach a Llama's blocks)
+INDEPENDENT = {"bench/patching.py": {"nnsight_grid"}}
+HOOK_REGISTRATIONS = ("register_forward_pre_hook", "register_forward_hook",
+                      "register_full_backward_hook", "register_full_backward_pre_hook",
+                      "register_backward_hook")
+
+
+def _module_paths() -> set[str]:
+    """The names parts.py looks a model's modules up by (its top-level tuples of strings) that
+    name nothing but a transformers module: dotted paths ("self_attn.o_proj") and names with an
+    underscore ("ln_f"); plain words ("mlp", "norm", "h") are every view's words too."""
+    names = set()
+    for node in ast.parse(PARTS.read_text()).body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple):
+            names |= {e.value for e in node.value.elts
+                      if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return {n for n in names if "." in n or "_" in n}
+
+
+def module_path_mentions(source: str, paths: set[str], skip: set[str] = frozenset()
+                         ) -> list[int]:
+    """The lines that name one of `paths`: a string that is one, or an attribute chain that
+    ends with one (`model.model.layers`, `block.self_attn.o_proj`); none inside the functions
+    named in `skip`."""
+    tree = ast.parse(source)
+    skipped = {line for node in ast.walk(tree)
+               if isinstance(node, ast.FunctionDef) and node.name in skip
+               for line in range(node.lineno, node.end_lineno + 1)}
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and node.value in paths:
+            lines.add(node.lineno)
+        elif isinstance(node, ast.Attribute):
+            chain = ast.unparse(node)
+            if any(chain.endswith("." + p) for p in paths):
+                lines.add(node.lineno)
+    return sorted(lines - skipped)
+
+
+def hook_registrations(source: str) -> list[int]:
+    """The lines that put a hook on a torch module (`m.register_forward_hook(...)`, ...)."""
+    return sorted({node.lineno for node in ast.walk(ast.parse(source))
+                   if isinstance(node, ast.Attribute) and node.attr in HOOK_REGISTRATIONS})
+
+
+def test_the_anatomy_scanners_read_every_spelling():
+    paths = _module_paths()
+    assert {"self_attn.o_proj", "transformer.h", "ln_f", "post_attention_layernorm"} <= paths
+    assert "mlp" not in paths
+    sample = ('names = ("self_attn.o_proj",)\n'               # 1
+              'n = len(model.model.layers)\n'                 # 2
+              'w = model.transformer.h[0].attn.c_proj\n'      # 3
+              'norm = getattr(block, "ln_f", None)\n'         # 4
+              'site = "mlp"; x = out.layers; y = "layers"\n')  # none
+    assert module_path_mentions(sample, paths) == [1, 2, 3, 4]
+    inside = "def grid(model):\n    return model.model.layers\n"
+    assert module_path_mentions(inside, paths) == [2]
+    assert module_path_mentions(inside, paths, {"grid"}) == []
+    assert hook_registrations("m.register_forward_hook(f)\nx = 1\n"
+                              "h = m.register_forward_pre_hook(g, with_kwargs=True)\n") == [1, 3]
+
+
+def test_only_the_hugging_face_family_names_a_models_modules():
+    """Where an architecture keeps its blocks, attention projections and norms is
+    engine/families/hf/parts.py's to know; the engine, the app and the benchmarks ask it."""
+    paths = _module_paths()
+    scanned = {p.relative_to(ROOT).as_posix(): p for p in SOURCES if p != PARTS
+               and p.relative_to(ROOT).parts[0] in ("engine", "app", "bench")}
+    found = [f"{where}:{line}" for where, p in scanned.items()
+             for line in module_path_mentions(p.read_text(), paths, INDEPENDENT.get(where, set()))]
+    assert found == []
+
+
+def test_one_module_puts_hooks_on_a_models_modules():
+    """Every hook acts for the calling thread only (the app's sessions share a loaded model),
+    so one module registers them and the rest go through it (engine/families/hooks.py)."""
+    found = {p.relative_to(ROOT).as_posix() for p in SOURCES
+             if hook_registrations(p.read_text())}
+    assert found == {HOOKS_OWNER}

@@ -3,7 +3,7 @@ made meanwhile (Michel et al. 2019, "Are Sixteen Heads Really Better than One?":
 output multiplied by a gate ξ_h = 0).
 
 A head is removed where it enters its layer's attention output projection (its slice
-[h·head_dim, (h+1)·head_dim) of that projection's input; engine/components/sites.py), so the
+[h·head_dim, (h+1)·head_dim) of that projection's input; engine/families/hf/parts.py), so the
 projection's bias and the other heads stay as they are. A feed-forward block is removed at its
 output, before it joins the residual stream. Mode "zero" puts zeros there; mode "mean" puts in
 what the part gives on average over REFERENCE_SENTENCES (mean ablation: the part's typical
@@ -16,11 +16,10 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from engine.components.hooks import hooked
 from engine.components.result import ABLATION_MODES
-from engine.components.sites import Sites, sites_of
 from engine.errors import EngineError, UnsupportedPrediction
-from engine.families.base import Transformer
+from engine.families.base import Sites, Transformer
+from engine.families.hf.parts import hooked
 
 # The reference set of mode "mean": plain everyday sentences with no blank, so that a masked
 # LM's means are those of ordinary text (its [MASK] position is not in them).
@@ -45,7 +44,6 @@ REFERENCE_SENTENCES = (
 
 _ENTRY = re.compile(r"^(\d+)\.(\d+|\*|mlp)$")
 _lock = threading.Lock()
-_sites: "weakref.WeakKeyDictionary[object, Sites]" = weakref.WeakKeyDictionary()
 # model -> (per layer: the mean of the attention output projection's input [heads × head_dim],
 #           per layer: the mean of the feed-forward block's output [dim])
 _means: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary()
@@ -78,18 +76,14 @@ class Ablation:
 
 
 def sites(adapter) -> Sites:
-    """The parts of `adapter`'s transformer, found once per loaded model. ELMo and models that
-    are not a Hugging Face transformer have no heads to knock out (UnsupportedPrediction)."""
-    family = getattr(getattr(adapter, "info", None), "family", None)
-    model = getattr(adapter, "model", None)
-    if not isinstance(adapter, Transformer) or model is None or not hasattr(model, "config"):
+    """The parts of `adapter`'s transformer (base.Transformer.parts: found once per loaded
+    model). ELMo and models that are not a transformer have no heads to knock out
+    (UnsupportedPrediction)."""
+    if not isinstance(adapter, Transformer):
+        family = getattr(getattr(adapter, "info", None), "family", None)
         raise UnsupportedPrediction(f"{family or 'this'} models have no transformer heads or "
                                     "feed-forward blocks to knock out")
-    with _lock:
-        found = _sites.get(model)
-        if found is None:
-            found = _sites[model] = sites_of(model)
-    return found
+    return adapter.parts()
 
 
 def parse(spec: str, sites: Sites) -> Ablation:
@@ -158,7 +152,7 @@ def ablated(adapter, ablation: Ablation, mode: str = "zero"):
             return torch.zeros_like(y)
         return means[1][layer].to(y.device, y.dtype).expand_as(y).clone()
 
-    with hooked(adapter.model, s, attn_in=attn_in if ablation.heads else None,
+    with hooked(s, attn_in=attn_in if ablation.heads else None,
                 mlp_out=mlp_out if ablation.mlps else None):
         yield
 
@@ -169,12 +163,11 @@ def reference_means(adapter) -> tuple:
     feed-forward block's output, as float32 tensors; worked out once per loaded model."""
     import torch
 
-    model = adapter.model
+    s = sites(adapter)
     with _lock:
-        found = _means.get(model)
+        found = _means.get(s.model)
     if found is not None:
         return found
-    s = sites(adapter)
     attn = [None] * s.n_layers
     mlp = [None] * s.n_layers
     count = 0
@@ -185,19 +178,13 @@ def reference_means(adapter) -> tuple:
             store[layer] = total if store[layer] is None else store[layer] + total
         return add
 
-    device = next(model.parameters()).device
     # plain tensors even when the first caller is inside inference_mode: the means are used
     # later in graphs that record gradients (head_importance), where inference tensors fail
     with torch.inference_mode(False), torch.no_grad(), \
-            hooked(model, s, attn_in=adder(attn), mlp_out=adder(mlp)):
+            hooked(s, attn_in=adder(attn), mlp_out=adder(mlp)):
         for sentence in REFERENCE_SENTENCES:
-            ids = torch.tensor([adapter.tokenizer(sentence)["input_ids"]], device=device)
-            # a decoder keeps no key/value cache it would not use; some encoders take no
-            # use_cache argument at all
-            extra = {"use_cache": False} if adapter.own_kind == "next" else {}
-            model(input_ids=ids, attention_mask=torch.ones_like(ids), **extra)
-            count += ids.shape[1]
+            count += adapter.forward_text(sentence)
     found = (tuple(a / count for a in attn), tuple(m / count for m in mlp))
     with _lock:
-        _means[model] = found
+        _means[s.model] = found
     return found

@@ -17,7 +17,6 @@ final soft-cap c·tanh(x/c) is no sum: the parts add up to the logit before it (
 must add up to the model's own logit: otherwise the result is refused, not shown."""
 from __future__ import annotations
 
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -25,8 +24,10 @@ import numpy as np
 
 from engine.attribution.objective import check_pair, check_tokens
 from engine.components.result import Components
-from engine.components.sites import sites_of
 from engine.errors import EngineError, UnsupportedPrediction
+from engine.families.base import NextPieces
+from engine.families.hf.parts import hooked
+from engine.families.hooks import AFTER, on_this_thread
 from engine.text import WordText
 
 # |Σ parts − the model's own logit| allowed: float32 rounding over a few hundred parts stays far
@@ -111,20 +112,14 @@ def _recorded(modules):
     """While inside, each module's input and output at the last position of batch row 0 (as
     float64 CPU vectors) under seen[id(module)], for forward passes on this thread only (the
     app's other sessions may run the same model meanwhile)."""
-    me = threading.get_ident()
     seen: dict[int, tuple] = {}
 
     def hook(module, args, output):
-        if threading.get_ident() == me:
-            out = output[0] if isinstance(output, tuple) else output
-            seen[id(module)] = (_last(args[0]).double().cpu(), _last(out).double().cpu())
+        out = output[0] if isinstance(output, tuple) else output
+        seen[id(module)] = (_last(args[0]).double().cpu(), _last(out).double().cpu())
 
-    handles = [m.register_forward_hook(hook) for m in modules]
-    try:
+    with on_this_thread(*((m, AFTER, hook) for m in modules)):
         yield seen
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def _last_only(model) -> dict:
@@ -138,59 +133,18 @@ def _last_only(model) -> dict:
             **({"use_cache": False} if "use_cache" in params else {})}
 
 
-def _sandwich(block):
-    """Gemma-2's (and OLMo-2's) norms on a block's outputs, or None: a block with a
-    post_feedforward_layernorm normalises its attention output with post_attention_layernorm
-    (in Llama that name is the norm before the MLP, which has no post_feedforward_layernorm)."""
-    ff = getattr(block, "post_feedforward_layernorm", None)
-    attn = getattr(block, "post_attention_layernorm", None)
-    return (attn, ff) if ff is not None and attn is not None else None
-
-
-def _first_pieces(adapter, text: WordText, target: str, contrast: str | None):
-    """The ids the model reads (the text without trailing space, its special tokens), their
-    readable tokens, and each word's pieces after it (as engine/attribution/hf.py `next_word`
-    spells a next word: the text, a space, the word)."""
-    from engine.families.hf import tokens
-
-    tok = adapter.tokenizer
-    wt = WordText(text.text.rstrip(), text.words, text.spans)
-    t = tokens.tokenize(tok, wt, adapter.max_tokens)
-    n = len(t.input_ids)
-    spelled = []
-    for word in (target, contrast):
-        if word is None:
-            continue
-        full = tok(wt.text + " " + word)["input_ids"]
-        if tuple(full[:n]) != t.input_ids:
-            raise EngineError(f"this model's tokenizer merges {word!r} with the end of the "
-                              "text, so the text cannot end before it")
-        ids = full[n:]
-        unk = tok.unk_token_id
-        if not ids or (unk is not None and unk in ids):
-            raise EngineError(f"this model's vocabulary cannot spell {word!r} (it reads as the "
-                              "unknown token)")
-        spelled.append(ids)
-    if n + 1 > adapter.max_tokens:
-        raise EngineError(f"the text takes {n} tokens; this model reads at most "
-                          f"{adapter.max_tokens}")
-    check_tokens(target, contrast, spelled[0], spelled[1] if contrast is not None else ())
-    return t.input_ids, t.tokens, spelled
-
-
-def _means(tok, spelled, target: str, contrast: str | None, cap) -> str:
-    from engine.families.hf.tokens import readable_tokens
-
-    def one(ids, word):
-        first = readable_tokens(tok, ids[:1])[0]
+def _means(next_word: NextPieces, target: str, contrast: str | None, cap) -> str:
+    def one(ids, pieces, word):
         if len(ids) == 1:
-            return f"{first!r}"
-        return (f"{first!r} (the first of the {len(ids)} pieces of {word!r}: "
-                + ", ".join(repr(p) for p in readable_tokens(tok, ids)) + ")")
+            return f"{pieces[0]!r}"
+        return (f"{pieces[0]!r} (the first of the {len(ids)} pieces of {word!r}: "
+                + ", ".join(repr(p) for p in pieces) + ")")
 
-    said = f"the logit of {one(spelled[0], target)} as the next token"
+    said = (f"the logit of {one(next_word.spelled[0], next_word.spelled_tokens[0], target)} as "
+            "the next token")
     if contrast is not None:
-        said += f" minus that of {one(spelled[1], contrast)}"
+        said += (" minus that of "
+                 f"{one(next_word.spelled[1], next_word.spelled_tokens[1], contrast)}")
     if cap:
         said += (f", before Gemma-2's final soft-cap {cap:g}·tanh(x/{cap:g}), which no sum of "
                  "parts passes through")
@@ -209,22 +163,26 @@ def components(adapter, text: WordText, target: str, contrast: str | None) -> Co
 def _components(adapter, text: WordText, target: str, contrast: str | None) -> Components:
     import torch
 
-    model, tok = adapter.model, adapter.tokenizer
     # the word rule of every view with a target (attribution, head importance, patching)
     target, contrast = check_pair(target, contrast)
-    sites = sites_of(model)
+    sites = adapter.parts()
+    model = sites.model
     arch = type(model).__name__
     if sites.final_norm is None:
         raise UnsupportedPrediction(f"{arch} has no final norm before its LM head (a post-norm "
                                     "model), so its logit is no sum of its parts")
-    ids, pieces, spelled = _first_pieces(adapter, text, target, contrast)
+    # each word spelled after the text, as the attribution's next word is
+    # (engine/families/hf/objective.py next_word)
+    next_word = adapter.next_pieces(text, [target] + ([contrast] if contrast is not None else []))
+    ids, pieces, spelled = next_word.ids, next_word.tokens, next_word.spelled
+    check_tokens(target, contrast, spelled[0], spelled[1] if contrast is not None else ())
     t_id = spelled[0][0]
     c_id = spelled[1][0] if contrast is not None else None
     if c_id == t_id:
         raise EngineError(f"{target!r} and {contrast!r} begin with the same token, so their "
                           "next-token logits are the same")
     head = model.get_output_embeddings()
-    sandwich = [_sandwich(b) for b in sites.blocks]
+    sandwich = sites.sandwich
     extra = [n for pair in sandwich if pair for n in pair]
 
     L = sites.n_layers
@@ -243,11 +201,8 @@ def _components(adapter, text: WordText, target: str, contrast: str | None) -> C
             embed_in.append(_last(h).double().cpu())
         return None
 
-    from engine.components.hooks import hooked
-
     device = next(model.parameters()).device
-    with hooked(model, sites, attn_in=take_z, mlp_out=take_mlp,
-                                 resid=take_resid), \
+    with hooked(sites, attn_in=take_z, mlp_out=take_mlp, resid=take_resid), \
             _recorded([sites.final_norm, head, *extra]) as seen:
         model(input_ids=torch.tensor([ids], device=device), **_last_only(model))
     x_final, y_final = seen[id(sites.final_norm)]
@@ -281,7 +236,7 @@ def _components(adapter, text: WordText, target: str, contrast: str | None) -> C
     return Components(model_id=adapter.info.model_id, target=target, contrast=contrast,
                       tokens=tuple(pieces), heads=heads.astype(np.float32),
                       mlp=mlp.astype(np.float32), embed=embed, rest=rest, logit=logit,
-                      logit_means=_means(tok, spelled, target, contrast, cap))
+                      logit_means=_means(next_word, target, contrast, cap))
 
 
 def _layer_parts(sites, sandwich, seen, z, mlp_out, r, half):

@@ -5,7 +5,7 @@ output.
 
 f is the prediction's log-probability (minus the contrast's; engine/attribution/explain.py
 objective_of). A head's output is its slice of its layer's attention output projection's input
-(engine/components/sites.py), as engine/components/ablation.py knocks it out."""
+(engine/families/hf/parts.py), as engine/components/ablation.py knocks it out."""
 from __future__ import annotations
 
 import warnings
@@ -15,9 +15,9 @@ import numpy as np
 
 from engine.attribution.explain import objective_of
 from engine.components.ablation import sites
-from engine.components.hooks import hooked
 from engine.components.result import HeadImportance
-from engine.components.sites import Sites
+from engine.families.base import Sites
+from engine.families.hf.parts import hooked
 from engine.text import WordText
 
 # Tokens in one batched forward of the knock-outs. Without gradients a forward holds about one
@@ -28,7 +28,7 @@ CHUNK_TOKENS = 4096
 
 
 @contextmanager
-def gated(model, s: Sites, gates):
+def gated(s: Sites, gates):
     """While inside, row b of each batch has head h of layer l multiplied by gates[b, l, h]
     (gates: [rows, layers, heads], 1 = as it is, 0 = knocked out)."""
     def attn_in(layer, x):
@@ -36,11 +36,11 @@ def gated(model, s: Sites, gates):
         g = g.view(g.shape[0], *([1] * (x.dim() - 2)), g.shape[-1])      # (B, 1, H·d)
         return x * g.to(x.dtype)
 
-    with hooked(model, s, attn_in=attn_in):
+    with hooked(s, attn_in=attn_in):
         yield
 
 
-def knocked_out(adapter, s: Sites, obj, f: float):
+def knocked_out(s: Sites, obj, f: float):
     """[layers, heads]: f − f with that head alone zeroed, a batch of rows each with a
     different head gated off, CHUNK_TOKENS tokens at a time."""
     import torch
@@ -53,19 +53,19 @@ def knocked_out(adapter, s: Sites, obj, f: float):
     with torch.no_grad():
         for start in range(0, n, chunk):
             g = gates[start:start + chunk]
-            with gated(adapter.model, s, g):
+            with gated(s, g):
                 values.append(obj.value(obj.x.expand(len(g), -1, -1)).double().cpu())
     return (f - torch.cat(values).numpy()).reshape(s.n_layers, s.n_heads)
 
 
-def gate_gradient(adapter, s: Sites, obj):
+def gate_gradient(s: Sites, obj):
     """[layers, heads]: |∂f/∂ξ_h| at ξ = 1, one backward pass (only the gates' gradient is
     formed: the model's parameters collect none)."""
     import torch
 
     gates = torch.ones(1, s.n_layers, s.n_heads, device=obj.x.device, dtype=obj.x.dtype,
                        requires_grad=True)
-    with torch.enable_grad(), gated(adapter.model, s, gates):
+    with torch.enable_grad(), gated(s, gates):
         f = obj.value(obj.x)[0]
         (grad,) = torch.autograd.grad(f, gates)
     return grad[0].abs().double().cpu().numpy()
@@ -82,8 +82,8 @@ def head_importance(adapter, text: WordText, target: str, contrast: str | None,
     obj = objective_of(adapter, text, target, contrast, kind)
     with torch.no_grad():
         f = float(obj.value(obj.x)[0])
-    knocked = knocked_out(adapter, s, obj, f)
-    gradient = gate_gradient(adapter, s, obj)
+    knocked = knocked_out(s, obj, f)
+    gradient = gate_gradient(s, obj)
     with warnings.catch_warnings():          # a constant row (all heads alike) gives nan
         warnings.simplefilter("ignore")
         rho = float(spearmanr(knocked.ravel(), gradient.ravel()).statistic)

@@ -9,7 +9,7 @@ is a second text of the same token length, or the clean text with some words' in
 noised (Meng et al.: Gaussian noise of 3 × the std of the input embedding matrix, f averaged
 over seeds).
 
-Sites (engine/components/hooks.py reaches them): "residual", the residual stream (row 0 the
+Sites (engine/families/hf/parts.py reaches them): "residual", the residual stream (row 0 the
 embeddings' output, row l block l's output); "attention", the input of each layer's attention
 output projection, i.e. all heads' outputs side by side at that position (not the projection's
 output: the same cell, before the projection's bias); "mlp", each feed-forward block's output.
@@ -23,16 +23,15 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-import threading
 
 import numpy as np
 
 from engine.attribution.explain import objective_of
-from engine.components.hooks import hooked
 from engine.components.result import SITES, Patching
-from engine.components.sites import sites_of
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.families.base import Transformer
+from engine.families.hf.parts import hooked
+from engine.families.hooks import BEFORE, on_this_thread
 from engine.memory import rows_per_pass
 from engine.text import MASK, WordText, to_word_text
 
@@ -70,18 +69,13 @@ class Layout:
 def _counting(model):
     """Yields a list whose last item is the index of the model's current forward pass on this
     thread (an objective with a contrast runs one pass per reading)."""
-    me = threading.get_ident()
     calls = [-1]
 
-    def count(module, args):
-        if threading.get_ident() == me:
-            calls[0] += 1
+    def count(module, args, kwargs):
+        calls[0] += 1
 
-    handle = model.register_forward_pre_hook(count)
-    try:
+    with on_this_thread((model, BEFORE, count)):
         yield calls
-    finally:
-        handle.remove()
 
 
 def _rows(h, batch: int):
@@ -111,7 +105,7 @@ def record(model, sites, site: str, value, x):
             acts[calls[0]][layer] = _rows(h, 1)[0].detach().clone()
             return None
 
-        with hooked(model, sites, **{_edit_kw(site): keep}):
+        with hooked(sites, **{_edit_kw(site): keep}):
             f = float(value(x)[0])
     return f, acts
 
@@ -177,7 +171,7 @@ def grid(model, sites, site: str, value, x_corrupt, acts, layout: Layout,
                 new[torch.from_numpy(sel).to(device), pos] = acts[k][layer][pos].to(h.dtype)
                 return new.view(h.shape)
 
-            with hooked(model, sites, **{_edit_kw(site): put}):
+            with hooked(sites, **{_edit_kw(site): put}):
                 f = value(x_corrupt.expand(len(part), -1, -1))
         out[part[:, 0], part[:, 1]] = f.detach().double().cpu().numpy()
     return out
@@ -255,8 +249,8 @@ def patch(adapter, clean: str, corrupt: str | None, target: str, contrast: str |
     import torch
 
     _check(adapter, site, kind, corrupt, noise_words, seeds)
-    model = adapter.model
-    sites = sites_of(model)
+    sites = adapter.parts()
+    model = sites.model
     if not 1 <= window <= rows_of(sites, site):
         raise EngineError(f"the window must be between 1 and {rows_of(sites, site)} rows, "
                           f"not {window}")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
 from engine.budget import Anatomy
-from engine.errors import EngineError
+from engine.errors import EngineError, UnsupportedPrediction
 from engine.result import Encoding, LogitLens, Prediction, QueryKey
 from engine.text import WordText
 
@@ -119,17 +119,74 @@ class Generative(Protocol):
     def generation_attention(self, gen: "Generation") -> "GenerationAttention": ...
 
 
+@dataclass(frozen=True, eq=False)
+class Sites:
+    """One transformer's parts, per layer (index 0 = the first block), as its family found them
+    (engine/families/hf/parts.py for the Hugging Face families): the modules a view hooks to
+    read, knock out or patch a part, and the model they sit in (whose forward pass runs them).
+
+    A head is its slice [h·head_dim, (h+1)·head_dim) of its layer's attention output
+    projection's input, so grouped-query heads are the query heads."""
+
+    model: object          # the root module: its forward pass runs every part below
+    n_layers: int
+    n_heads: int
+    head_dim: int
+    blocks: tuple          # the block modules, one per layer (ALBERT: the one shared block)
+    attn_out: tuple        # the attention output projection of each layer
+    mlp: tuple             # the feed-forward module of each layer (its output: the block's)
+    final_norm: object     # the norm before the LM head, or None (post-norm encoders)
+    # per layer, the norms on the block's attention and feed-forward outputs before they join
+    # the stream (Gemma-2's and OLMo-2's sandwich norms), or None
+    sandwich: tuple = ()
+    shared: bool = False   # one block serves every layer (ALBERT): hooks count its calls
+
+    def check_layer(self, layer: int, what: str = "layer") -> None:
+        if not 0 <= layer < self.n_layers:
+            raise UnsupportedPrediction(f"{what} {layer + 1} is out of range: this model has "
+                                        f"layers 1-{self.n_layers}")
+
+    def check_head(self, layer: int, head: int) -> None:
+        self.check_layer(layer)
+        if not 0 <= head < self.n_heads:
+            raise UnsupportedPrediction(f"head {layer + 1}.{head + 1} is out of range: this "
+                                        f"model's layers have heads 1-{self.n_heads}")
+
+
+@dataclass(frozen=True)
+class NextPieces:
+    """A text as a decoder reads it before its next word, and each word spelled after it."""
+
+    ids: tuple[int, ...]                       # the text's ids, its special tokens included
+    tokens: tuple[str, ...]                    # the same, readable
+    spelled: tuple[tuple[int, ...], ...]       # per word, its pieces after the text
+    spelled_tokens: tuple[tuple[str, ...], ...]  # the same, readable
+
+
 @runtime_checkable
 class Transformer(Protocol):
     """What an adapter whose model is a stack of attention and feed-forward blocks also says:
-    the prediction its own head makes at one position. Attention rollout reads that
-    position's row, activation patching patches that prediction, ablation and the other
-    component views need the blocks, and generation needs a decoder ("next"). A family
+    the prediction its own head makes at one position, and its parts. Attention rollout reads
+    that position's row, activation patching patches that prediction, ablation and the other
+    component views hook the parts, and generation needs a decoder ("next"). A family
     without it (ELMo's biLSTM, a family that declares nothing) has none of those views."""
 
     # "masked": an encoder's blank, read at the [MASK]; "next": a decoder's next word, read
     # at the last token
     own_kind: str
+
+    def parts(self) -> Sites:
+        """The model's parts, found once per loaded model; UnsupportedPrediction naming the
+        part that was not found."""
+
+    def forward_text(self, text: str) -> int:
+        """One forward pass on `text` as the tokenizer reads it alone (special tokens
+        included, no padding), for the hooks on its parts to read; how many tokens it read."""
+
+    def next_pieces(self, text: WordText, words: Sequence[str]) -> NextPieces:
+        """The text without its trailing space as the model reads it, and each word's pieces
+        after it (the text, a space, the word); EngineError when the tokenizer merges a word
+        with the text's end, cannot spell it, or the text leaves no room for it."""
 
 
 @dataclass(frozen=True)

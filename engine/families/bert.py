@@ -15,11 +15,12 @@ from engine.families import Gives
 from engine.families.base import LoadOptions, ModelInfo
 from engine.families.hf import cost, forward, loading, pooling, qk, tokens
 from engine.families.hf.tokens import with_mask_token
+from engine.families.hf.transformer import HFTransformer
 from engine.result import Encoding, LogitLens, Prediction, QueryKey
 from engine.text import MASK, WordText
 
 
-class BertAdapter:
+class BertAdapter(HFTransformer):
     # an encoder read at its blank (base.Transformer)
     own_kind = "masked"
 

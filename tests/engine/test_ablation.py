@@ -1,7 +1,7 @@
 """Knocking heads and feed-forward blocks out (engine/components/ablation.py) on the tiny
 checkpoint of every architecture in tests/zoo.py: each ablation's predictions are those
 of a hook written here by hand on the module transformers built (found by its own name in each
-architecture, not by engine/components/sites.py), and each bad spec is one line."""
+architecture, not by engine/families/hf/parts.py), and each bad spec is one line."""
 from __future__ import annotations
 
 import pytest

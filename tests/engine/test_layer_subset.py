@@ -12,7 +12,8 @@ import pytest
 
 from engine.api import Engine
 from engine.errors import EngineError
-from engine.families.hf import forward, tokens
+from engine.families.hf import tokens
+from engine.families.hf.parts import hidden_state_blocks
 from engine.text import to_word_text
 from tests.zoo import LAYERS
 
@@ -31,7 +32,8 @@ def _blocks_run(engine: Engine, model_id: str, layers) -> tuple[list, int]:
     adapter = engine.adapter(model_id)
     base = getattr(adapter, "encoder", None) or adapter.model.base_model
     calls = []
-    handles = [b.register_forward_hook(lambda *a: calls.append(1)) for b in forward._blocks(base)]
+    handles = [b.register_forward_hook(lambda *a: calls.append(1))
+               for b in hidden_state_blocks(base)]
     try:
         encs = engine.encode(model_id, TEXTS, layers=layers)
     finally:

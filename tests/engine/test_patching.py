@@ -11,8 +11,7 @@ import torch
 from engine.api import Engine
 from engine.attribution.explain import objective_of
 from engine.components import patching
-from engine.components.hooks import hooked
-from engine.components.sites import sites_of
+from engine.families.hf.parts import hooked, sites_of
 from engine.errors import EngineError
 from engine.text import to_word_text
 from tests.zoo import DECODERS
@@ -51,7 +50,7 @@ def _first(out):
 
 
 # where each architecture's parts sit, as transformers names its modules, written here rather
-# than read from the engine (engine.components.sites): the blocks, then under block i the
+# than read from the engine (engine.families.hf.parts): the blocks, then under block i the
 # attention's output projection (its input: the heads side by side) and the feed-forward
 # block whose output joins the residual stream
 MODULES = {"gpt2": ("transformer.h", "attn.c_proj", "mlp"),
@@ -169,7 +168,7 @@ def test_a_whole_residual_row_from_the_clean_run_gives_clean_f(served, name):
         def whole(at, h, layer=layer):
             return acts[0][at].expand_as(h).clone() if at == layer else None
 
-        with torch.no_grad(), hooked(adapter.model, sites, resid=whole):
+        with torch.no_grad(), hooked(sites, resid=whole):
             f = float(bad.value(bad.x)[0])
         assert f == pytest.approx(f_clean, abs=TOL), layer
     # the read position's last hidden state alone carries the prediction

@@ -4,8 +4,6 @@ attributed input is each word's token embedding, the char CNN's output (layer 0)
 characters reach the biLSTM only through it, and it is the one vector per word the LMs read."""
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import torch
 
@@ -13,6 +11,7 @@ from engine.attribution.objective import Objective, f_means
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.families.elmo.chars import batch_char_ids
 from engine.families.elmo.lstm import LstmWithProjection
+from engine.families.hooks import AFTER, on_this_thread
 from engine.memory import FLOAT, FLOOR, rows_within
 from engine.text import WordText
 
@@ -73,20 +72,14 @@ def objective(adapter, text: WordText, kind: str, blank: int | None,
     def log_probs(h):                                                   # (B, P) -> (B, V)
         return torch.log_softmax(h.float() @ weight.float().T + bias.float(), dim=-1)
 
-    me = threading.get_ident()
-
     def value(batch):                                                   # (B, N, P) -> (B,)
         full = layer0.expand(batch.shape[0], -1, -1).clone()
         full[:, at] = batch.to(full.dtype)
         # the char CNN's output is replaced by `full`: bilm.forward reads the mask from the
         # char ids, the embedding from this module (for this thread only: another session
         # may run the same biLM meanwhile)
-        handle = bilm.char_cnn.register_forward_hook(
-            lambda m, i, o: full if threading.get_ident() == me else None)
-        try:
+        with on_this_thread((bilm.char_cnn, AFTER, lambda m, i, o: full)):
             top = bilm(chars.expand(batch.shape[0], -1, -1)).layers[-1]  # (B, n+2, 2P)
-        finally:
-            handle.remove()
         if kind == "next":
             logp = log_probs(top[:, n, :P])
         elif kind == "previous":

@@ -21,13 +21,10 @@ from engine.families.gpt import fill
 from engine.families.gpt.fill import FILL_PROMPT_CANDIDATES, BlankFill
 from engine.families.gpt.generation import Generating
 from engine.families.hf import cost, forward, loading, pooling, qk, tokens
+from engine.families.hf.parts import final_norm
+from engine.families.hf.transformer import HFTransformer
 from engine.result import Candidate, Encoding, LogitLens, Prediction, QueryKey
 from engine.text import WordText
-
-# Where architectures keep the norm applied after the last block (relative to base_model).
-FINAL_NORM_NAMES = ("ln_f", "norm", "final_layer_norm", "final_layernorm",
-                    "decoder.final_layer_norm")
-
 
 NEXT_METHOD = ("next token from the left context: a byte-level piece, so '…x' continues the "
                "last word and a word may go on beyond its first piece")
@@ -47,17 +44,7 @@ def _word_piece(token: str) -> str:
     return "…" + token if token[:1].isalnum() else token
 
 
-def final_norm(model):
-    """The final norm of a causal LM (GPT-2 `transformer.ln_f`, Llama `model.norm`), or None."""
-    for name in FINAL_NORM_NAMES:
-        try:
-            return model.base_model.get_submodule(name)
-        except AttributeError:
-            continue
-    return None
-
-
-class GPTAdapter(BlankFill, Generating):
+class GPTAdapter(BlankFill, Generating, HFTransformer):
     # every causal LM with an output head: a decoder read at its last token (base.Transformer)
     own_kind = "next"
 

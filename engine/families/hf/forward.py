@@ -15,8 +15,10 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.errors import EngineError, UnsupportedPrediction
+from engine.errors import EngineError
 from engine.families.base import check_layers
+from engine.families.hf.parts import hidden_state_blocks
+from engine.families.hooks import AFTER, BEFORE, on_this_thread
 from engine.families.hf.tokens import TokenizedText, tokenize_many
 from engine.result import Encoding
 from engine.text import WordText
@@ -186,51 +188,26 @@ def hidden_until(base_model, ids, mask, last: int) -> list:
     Llama's norm) applies it to its top layer only, which this path never stops at. Hooks
     act for the calling thread only, so another thread's forward on the same model is
     untouched."""
-    blocks = _blocks(base_model)
-    me = threading.get_ident()
+    blocks = hidden_state_blocks(base_model)
     got: list = []
 
     def block_input(module, args, kwargs):
-        if threading.get_ident() == me and not got:
+        if not got:
             got.append(args[0] if args else kwargs["hidden_states"])
             if last == 0:
                 raise _Stopped
 
     def block_output(module, args, output):
-        if threading.get_ident() == me:
-            got.append(output[0] if isinstance(output, tuple) else output)
-            if len(got) == last + 1:
-                raise _Stopped
+        got.append(output[0] if isinstance(output, tuple) else output)
+        if len(got) == last + 1:
+            raise _Stopped
 
-    handles = [blocks[0].register_forward_pre_hook(block_input, with_kwargs=True)]
-    handles += [b.register_forward_hook(block_output) for b in blocks[:last]]
     try:
-        base_model(input_ids=ids, attention_mask=mask, return_dict=True)
+        with on_this_thread((blocks[0], BEFORE, block_input),
+                            *((b, AFTER, block_output) for b in blocks[:last])):
+            base_model(input_ids=ids, attention_mask=mask, return_dict=True)
     except _Stopped:
         pass
-    finally:
-        for h in handles:
-            h.remove()
     if len(got) != last + 1:
         raise EngineError("this architecture's layers could not be read one by one")
     return got
-
-
-def _blocks(base_model) -> list:
-    """The modules whose outputs are the hidden states, in order: the class transformers itself
-    records them from (`_can_record_outputs["hidden_states"]`), else the ModuleList of
-    num_hidden_layers blocks. ALBERT shares one layer across its depth: a single module then
-    runs once per layer, and callers count its calls."""
-    import torch
-
-    target = (getattr(type(base_model), "_can_record_outputs", None) or {}).get("hidden_states")
-    cls = getattr(target, "target_class", target)
-    if isinstance(cls, type):
-        found = [m for m in base_model.modules() if isinstance(m, cls)]
-        if found:
-            return found
-    n = base_model.config.num_hidden_layers
-    for m in base_model.modules():
-        if isinstance(m, torch.nn.ModuleList) and len(m) == n:
-            return list(m)
-    raise UnsupportedPrediction("this architecture's blocks could not be found")

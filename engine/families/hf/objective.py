@@ -4,7 +4,6 @@ decoder's next word and a decoder's filled blank, each as the log-probability th
 softmax gives, read through the model transformers loaded (inputs_embeds in, logits out)."""
 from __future__ import annotations
 
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -14,6 +13,7 @@ import numpy as np
 from engine.attribution.objective import Objective, check_tokens, f_means, replace_word
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.families.hf import tokens
+from engine.families.hooks import BEFORE, on_this_thread
 from engine.memory import FLOOR, rows_per_pass
 from engine.text import MASK, WordText, align_offsets, split_words
 
@@ -41,20 +41,13 @@ def _head_at(model, positions):
     meanwhile (as forward.hidden_until's hooks do)."""
     head = model.get_output_embeddings()
     fired: list[bool] = []
-    me = threading.get_ident()
 
-    def sliced(module, args):
-        if threading.get_ident() != me:
-            return None
+    def sliced(module, args, kwargs):
         fired.append(True)
-        return (args[0][:, positions], *args[1:])
+        return (args[0][:, positions], *args[1:]), kwargs
 
-    handle = head.register_forward_pre_hook(sliced) if head is not None else None
-    try:
+    with on_this_thread(*([(head, BEFORE, sliced)] if head is not None else [])):
         yield fired
-    finally:
-        if handle is not None:
-            handle.remove()
 
 
 def _log_probs(model, embeds, reading: Reading):
@@ -131,13 +124,6 @@ def _fits(n: int, cap: int) -> None:
                           f"{cap}: shorten the text")
 
 
-def _spelled(tokenizer, ids, word: str) -> None:
-    unk = tokenizer.unk_token_id
-    if not ids or (unk is not None and unk in ids):
-        raise EngineError(f"this model's vocabulary cannot spell {word!r} (it reads as the "
-                          "unknown token)")
-
-
 def _slots(t2w: np.ndarray, blank: int | None) -> np.ndarray:
     return np.nonzero((t2w >= 0) & (t2w != (-2 if blank is None else blank)))[0]
 
@@ -164,7 +150,7 @@ def masked_lm(adapter, text: WordText, blank: int, words: list[str],
     for word in words:
         filled = tokens.tokenize(tok, replace_word(text, blank, word), cap)
         ids = [i for i, w in zip(filled.input_ids, filled.token_to_word) if w == blank]
-        _spelled(tok, ids, word)
+        tokens.check_spelled(tok, ids, word)
         k = len(ids)
         seq = t.input_ids[:p] + (tok.mask_token_id,) * k + t.input_ids[p + 1:]
         t2w = np.concatenate([t.token_to_word[:p], np.full(k, blank), t.token_to_word[p + 1:]])
@@ -212,13 +198,8 @@ def next_word(adapter, text: WordText, words: list[str], contrast: str | None) -
     t = tokens.tokenize(tok, wt, cap)
     readings, spelled = [], []
     for word in words:
-        full = tok(wt.text + " " + word)["input_ids"]
         n = len(t.input_ids)
-        if tuple(full[:n]) != t.input_ids:
-            raise EngineError(f"this model's tokenizer merges {word!r} with the end of the "
-                              "text, so the text cannot end before it")
-        ids = full[n:]
-        _spelled(tok, ids, word)
+        ids = tokens.spelled_after(tok, wt, t.input_ids, word)
         seq = t.input_ids + tuple(ids[:-1])
         _fits(len(seq), cap)
         t2w = np.concatenate([t.token_to_word, np.full(len(ids) - 1, -1)])
@@ -266,7 +247,7 @@ def decoder_fill(adapter, text: WordText, blank: int, words: list[str], contrast
         t2w = np.concatenate([np.full(start, -1), align_offsets(
             enc["offset_mapping"], running_words.spans, running)])[:len(ids)]
         n_left = len(left_ids)
-        _spelled(adapter.tokenizer, ids[n_left:end], word)
+        tokens.check_spelled(adapter.tokenizer, ids[n_left:end], word)
         _fits(len(ids), adapter.max_tokens)
         readings.append(Reading(tuple(ids), t2w, tuple(range(n_left - 1, len(ids) - 1)),
                                 tuple(ids[n_left:]), _slots(t2w, blank)))

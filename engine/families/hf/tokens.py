@@ -11,6 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from engine.errors import EngineError
+from engine.families.base import NextPieces
 from engine.text import MASK, WordText
 
 
@@ -161,6 +162,43 @@ def _no_token_message(wt: WordText, word: int, offsets) -> str:
             return (f"this model's tokenizer joins {wt.words[word]!r} with its neighbour into "
                     f"the one token {wt.text[ts:te]!r}; put a space between them")
     return f"this model's tokenizer drops the word {wt.words[word]!r}; remove it from the text"
+
+
+def check_spelled(tokenizer, ids, word: str) -> None:
+    """EngineError when `word`'s pieces `ids` are none or hold the unknown token."""
+    unk = tokenizer.unk_token_id
+    if not ids or (unk is not None and unk in ids):
+        raise EngineError(f"this model's vocabulary cannot spell {word!r} (it reads as the "
+                          "unknown token)")
+
+
+def spelled_after(tokenizer, wt: WordText, ids: tuple[int, ...], word: str) -> list[int]:
+    """`word`'s pieces after the text `wt` (which the model reads as `ids`), as a decoder
+    spells its next word: the text, a space, the word; EngineError when the tokenizer merges
+    the word with the text's end or cannot spell it."""
+    full = tokenizer(wt.text + " " + word)["input_ids"]
+    n = len(ids)
+    if tuple(full[:n]) != ids:
+        raise EngineError(f"this model's tokenizer merges {word!r} with the end of the "
+                          "text, so the text cannot end before it")
+    out = full[n:]
+    check_spelled(tokenizer, out, word)
+    return out
+
+
+def next_pieces(tokenizer, text: WordText, words: Sequence[str], max_tokens: int) -> NextPieces:
+    """The text without its trailing space as the model reads it, and each word's pieces after
+    it (base.Transformer.next_pieces); EngineError when a word cannot follow it or the text
+    leaves no room for one more token."""
+    wt = WordText(text.text.rstrip(), text.words, text.spans)
+    t = tokenize(tokenizer, wt, max_tokens)
+    spelled = [spelled_after(tokenizer, wt, t.input_ids, word) for word in words]
+    n = len(t.input_ids)
+    if n + 1 > max_tokens:
+        raise EngineError(f"the text takes {n} tokens; this model reads at most {max_tokens}")
+    return NextPieces(ids=t.input_ids, tokens=t.tokens,
+                      spelled=tuple(tuple(ids) for ids in spelled),
+                      spelled_tokens=tuple(readable_tokens(tokenizer, ids) for ids in spelled))
 
 
 def max_positions(config, tokenizer) -> int:
