@@ -12,10 +12,16 @@ from __future__ import annotations
 
 from app.engine_access import engine_cached, engine_spinner, get_engine
 from engine.api import Engine
-from engine.attribution.result import METHODS, Attribution
+from engine.attribution.methods import METHODS as _METHODS
+from engine.attribution.result import Attribution
 from engine.components.result import ABLATION_MODES, SITES, Components, HeadImportance, Patching
 from engine.generation import MAX_GENERATED_TOKENS, TEMPERATURES
 from engine.generation_result import PROB_CONVENTION, RANK_CONVENTION, Generation
+
+# the attribution methods as the why view needs them: name -> label, note, whether signed, additive
+# and run in many passes (engine/attribution/methods.py owns them)
+METHODS = {name: {"label": m.label, "note": m.note, "signed": m.signed, "additive": m.additive,
+                  "many_passes": m.many_passes} for name, m in _METHODS.items()}
 
 __all__ = ["METHODS", "MAX_GENERATED_TOKENS", "TEMPERATURES", "PROB_CONVENTION", "RANK_CONVENTION",
            "Attribution", "Generation", "ABLATION_MODES", "SITES", "Components",

@@ -14,16 +14,9 @@ from app import engine_access, explain_access, export, state, ui
 from app import explain_figures as xf
 from app.safe import safe_md
 
-METHOD_LABELS = {"gradxinput": "gradient × input", "ig": "integrated gradients",
-                 "occlusion": "occlusion", "all": "all three side by side"}
-METHOD_NOTES = {
-    "gradxinput": "Gradient × input (Shrikumar et al. 2016): Σ over the embedding of "
-                  "x · ∂f/∂x per piece, one backward pass.",
-    "ig": "Integrated gradients (Sundararajan et al. 2017): the gradient averaged along a "
-          "straight path from the baseline to the input, times the difference.",
-    "occlusion": "Occlusion: f minus f with the word removed, one run per word; exact, no "
-                 "gradients.",
-}
+METHODS = explain_access.METHODS
+METHOD_LABELS = {**{m: v["label"] for m, v in METHODS.items()},
+                 "all": f"all {len(METHODS)} side by side"}
 KIND_LABELS = {"masked": "the blank", "next": "the next word", "previous": "the previous word"}
 
 
@@ -66,8 +59,8 @@ def question(prefix: str, predicted: tuple[str, ...] = (), ask_target: bool = Tr
                       horizontal=True,
                       key=state.url_key(f"{prefix}_method", str, default="gradxinput",
                                         choices=tuple(METHOD_LABELS)))
-    methods = list(explain_access.METHODS) if method == "all" else [method]
-    if method != "gradxinput":        # integrated gradients and occlusion run many passes
+    methods = list(METHODS) if method == "all" else [method]
+    if any(METHODS[m]["many_passes"] for m in methods):
         st.caption(engine_access.work_cap())
     return target.strip(), contrast.strip() or None, methods
 
@@ -114,12 +107,13 @@ def attribution_map(att, name: str, settings: dict) -> None:
     label = METHOD_LABELS[att.method]
     vs = f" rather than {att.contrast!r}" if att.contrast else ""
     title = f"{label}: why {att.target!r}{vs}"
-    words = xf.attribution_words(att.words, att.scores, title)
+    words = xf.attribution_words(att.words, att.scores, title,
+                                 signed=METHODS[att.method]["signed"])
     ui.plotly_chart(words, key=f"why-words-{name}")
     bars = xf.attribution_bars(att.words, att.scores, f"{label}, per word")
     ui.plotly_chart(bars, key=f"why-bars-{name}")
     st.caption(safe_md(f"f = {att.f_means}: {att.f:.3f} (natural log). ")
-               + safe_md(METHOD_NOTES[att.method]) + " " + safe_md(conventions(att)))
+               + safe_md(METHODS[att.method]["note"]) + " " + safe_md(conventions(att)))
     st.caption(safe_md(faithfulness(att)))
     if st.toggle("Show the pieces", key=f"why-pieces-{name}"):
         st.dataframe(pieces_table(att), hide_index=True)
@@ -128,16 +122,19 @@ def attribution_map(att, name: str, settings: dict) -> None:
 
 
 def conventions(att) -> str:
-    if att.method == "ig":
+    if att.completeness_gap is not None:         # integrated gradients
         rel = att.completeness_gap / max(abs(att.f - att.f_baseline), 1e-12)
         return (f"Baseline: {att.baseline}; f(baseline) = {att.f_baseline:.3f}. {att.steps} "
                 f"steps; completeness gap |Σ scores − (f − f(baseline))| = "
                 f"{att.completeness_gap:.2g} ({rel:.1%} of f − f(baseline)), "
                 + ("within 1%." if att.converged else
                    "NOT within 1% even at the most steps: read the map with care."))
-    if att.method == "occlusion":
+    if not METHODS[att.method]["additive"]:
         return (f"A removed word's pieces are replaced by {att.absent}. A word is removed "
                 "whole, so its score is not the sum of its pieces'.")
+    if not METHODS[att.method]["signed"]:
+        return ("Scores of a word are the sums over its pieces; a score says how much, not "
+                "which way.")
     return "Scores of a word are the sums over its pieces; positive raises f."
 
 
@@ -186,7 +183,7 @@ def predictions_view(inputs: state.Inputs, shown: list[Shown],
     able = [s for s in shown if "attribution" in engine_access.capabilities(s.model_id)]
     if not st.toggle("Explain these predictions", key=state.url_key("why", bool, default=False),
                      help="Which words of the sentence raise or lower the prediction of a word: "
-                          "gradient × input, integrated gradients, occlusion."):
+                          + ", ".join(v["label"] for v in METHODS.values()) + "."):
         return
     if not able:
         st.info("None of the models shown here can explain its predictions.")

@@ -98,7 +98,7 @@ class WhyMixin:
                        steps: int | None) -> list[budget.Work]:
         """An attribution's work, before it runs: the method's passes (integrated gradients:
         every step of its ladder, as a map that does not converge climbs all of it) and the
-        faithfulness measures' forward passes, each per reading."""
+        faithfulness measures' forward passes, each per reading (methods.Method.passes)."""
         from engine.attribution import faithfulness, methods
 
         adapter = self.adapter(model_id)
@@ -109,16 +109,10 @@ class WhyMixin:
         checks = (1 + faithfulness.RANDOM_ORDERS) * len(faithfulness.SHARES) * 2 + 2
         work = [budget.Work("measuring the map's faithfulness", shape, checks * readings,
                             tokens)]
-        if method == "ig":
-            n = steps if isinstance(steps, int) and steps > 0 else sum(methods.STEP_LADDER)
-            work.append(budget.Work(f"integrated gradients of {n} steps", shape,
-                                    n * readings, tokens, backward=True,
-                                    shorter="use a shorter text or fewer steps"))
-        elif method == "occlusion":
-            work.append(budget.Work("occlusion of every word and piece", shape,
-                                    (len(words.words) + tokens) * readings, tokens))
-        else:
-            work.append(budget.Work("the gradient", shape, readings, tokens, backward=True))
+        if method in methods.METHODS:     # an unknown one is refused by attribute() itself
+            p = methods.METHODS[method].passes(len(words.words), tokens, steps)
+            work.append(budget.Work(p.what, shape, p.count * readings, tokens,
+                                    backward=p.backward, shorter=p.shorter))
         return work
 
     @staticmethod

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from engine.attribution.objective import KINDS, Objective, blank_of, check_pair
-from engine.attribution.result import METHODS, Attribution
+from engine.attribution.methods import METHODS
+from engine.attribution.result import Attribution
 from engine.errors import EngineError, UnsupportedPrediction
 from engine.families.base import Explained
 from engine.text import WordText
@@ -39,7 +40,7 @@ def attribute(adapter, text: WordText, target: str, contrast: str | None = None,
     from engine.attribution import faithfulness, methods
 
     if method not in METHODS:
-        raise EngineError(f"method must be one of {METHODS}, not {method!r}")
+        raise EngineError(f"method must be one of {tuple(METHODS)}, not {method!r}")
     if steps is not None and not 1 <= steps <= 4096:
         raise EngineError(f"steps must be between 1 and 4096, not {steps}")
     obj = objective_of(adapter, text, target, contrast, kind)
@@ -47,19 +48,13 @@ def attribute(adapter, text: WordText, target: str, contrast: str | None = None,
     if not np.isfinite(f_x):
         raise EngineError("f is not finite on this input (the model overflows), so no map "
                           "is drawn")
-    ig = None
-    if method == "gradxinput":
-        piece, word = _pooled(obj, methods.gradxinput(obj))
-    elif method == "ig":
-        ig = methods.integrated_gradients(obj, steps)
-        piece, word = _pooled(obj, ig.scores)
-    else:
-        word_groups = np.searchsorted(obj.scored_words, obj.slot_words)
-        by_word = methods.occlusion(obj, word_groups)
-        by_piece = methods.occlusion(obj, np.arange(len(obj.slots)))
-        piece, _ = _pooled(obj, by_piece)
+    word_groups = np.searchsorted(obj.scored_words, obj.slot_words)
+    scores = METHODS[method].run(obj, word_groups, steps)
+    piece, word = _pooled(obj, scores.pieces)
+    if scores.words is not None:        # measured whole, not the sum of its pieces
         word = np.zeros(len(obj.words), np.float32)
-        word[obj.scored_words] = by_word
+        word[obj.scored_words] = scores.words
+    ig = scores.ig
     faith = faithfulness.measure(obj, f_x, word) if faithful else faithfulness.UNMEASURED
     return Attribution(
         model_id=adapter.info.model_id, kind=kind, method=method, target=target.strip(),

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-METHODS = ("gradxinput", "ig", "occlusion")
+from engine.attribution.methods import METHODS
 
 
 def _require(cond: bool, name: str, why: str) -> None:
@@ -24,8 +24,9 @@ class Attribution:
     pieces: the input as the model reads it (special tokens and the blank included);
     piece_to_word: each piece's word, -1 for a special token. Pieces the method holds fixed
     (special tokens, the blank or the target's own pieces) score 0. scores[w]: the sum of word
-    w's piece scores, except for occlusion, where a word is occluded whole (one run per word)
-    and each piece alone (one run per piece): a model is not additive, so there the two differ.
+    w's piece scores, except for a method that measures a word whole (occlusion: one run per
+    word, and each piece alone, one run per piece; methods.Method.additive is False): a model
+    is not additive, so there the two differ.
     IG only: f_baseline, steps, completeness_gap = |Σ piece_scores − (f − f_baseline)|,
     converged (gap ≤ 1% of |f − f_baseline|). Faithfulness (DeYoung et al. 2020, ERASER):
     AOPC over removing (comprehensiveness) or keeping only (sufficiency) the top 10/20/50% of
@@ -34,7 +35,7 @@ class Attribution:
 
     model_id: str
     kind: str                     # masked | next | previous
-    method: str                   # gradxinput | ig | occlusion
+    method: str                   # a name of methods.METHODS
     target: str
     contrast: str | None
     words: tuple[str, ...]
@@ -58,7 +59,7 @@ class Attribution:
     baseline: str = ""            # IG's baseline, in words
 
     def __post_init__(self) -> None:
-        _require(self.method in METHODS, "method", f"must be one of {METHODS}")
+        _require(self.method in METHODS, "method", f"must be one of {tuple(METHODS)}")
         _require(self.scores.shape == (len(self.words),) and self.scores.dtype == np.float32,
                  "scores", "must be float32, one per word")
         _require(self.piece_scores.shape == (len(self.pieces),)

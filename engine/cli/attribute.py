@@ -1,11 +1,11 @@
-"""`ctxlens attribute`: why a model predicts a word — each word's attribution by gradient ×
-input, integrated gradients or occlusion, with its faithfulness, as JSON
-(engine/attribution, docs/attribution.md)."""
+"""`ctxlens attribute`: why a model predicts a word — each word's attribution by one of the
+methods of engine/attribution/methods.py (gradient × input, integrated gradients, occlusion,
+...), with its faithfulness, as JSON (docs/attribution.md)."""
 from __future__ import annotations
 
 import sys
 
-from engine.attribution.result import METHODS
+from engine.attribution.methods import METHODS
 from engine.cli.options import ablate_args, ablated_fields, model_args
 from engine.cli.report import emit_json
 
@@ -24,8 +24,9 @@ def add(sub) -> None:
                     "the top prediction)")
     at.add_argument("--contrast", help="a foil: explain log p(target) − log p(contrast), "
                     '"why target rather than contrast"')
-    at.add_argument("--method", choices=METHODS, default="ig",
-                    help="gradxinput, ig (integrated gradients; default) or occlusion")
+    at.add_argument("--method", choices=tuple(METHODS), default="ig",
+                    help="; ".join(f"{m.name}: {m.label}" + (" (default)" if m.name == "ig"
+                                                           else "") for m in METHODS.values()))
     at.add_argument("--steps", type=int, help="IG's first number of steps (default 32; raised "
                     "until the completeness gap is at most 1%% of f(x) − f(baseline))")
     at.add_argument("--output", help="write the JSON here, not to stdout")
