@@ -75,18 +75,19 @@ class Attribution:
                    if x is not None]
         _require(bool(np.isfinite(self.scores).all() and np.isfinite(self.piece_scores).all()
                       and np.isfinite(numbers).all()), "scores", "must be finite")
-        if self.method == "ig":
-            _require(None not in (self.f_baseline, self.steps, self.completeness_gap),
-                     "f_baseline", "IG reports f_baseline, steps and completeness_gap")
+        ig = (self.f_baseline, self.steps, self.completeness_gap, self.converged)
+        _require(all(v is None for v in ig) or None not in ig, "f_baseline",
+                 "a path method (IG) reports f_baseline, steps, completeness_gap and "
+                 "converged, every other method none of them")
 
     def to_json(self) -> dict:
-        """The keys of issue #54 part 5: IG's three only for IG; the faithfulness numbers null
-        where they were not measured."""
+        """The keys of issue #54 part 5: IG's three only for IG (the method that has them); the
+        faithfulness numbers null where they were not measured."""
         out = {"words": list(self.words), "scores": self.scores.tolist(),
                "pieces": list(self.pieces), "piece_scores": self.piece_scores.tolist(),
                "method": self.method, "target": self.target, "contrast": self.contrast,
                "f": float(self.f)}
-        if self.method == "ig":
+        if self.steps is not None:
             out.update(f_baseline=float(self.f_baseline), steps=int(self.steps),
                        completeness_gap=float(self.completeness_gap))
         out.update(comprehensiveness=self.comprehensiveness, sufficiency=self.sufficiency,

@@ -45,8 +45,8 @@ def cmd_attribute(args, engine_cls) -> int:
                **ablated_fields(engine, args.model, args.ablate, args.ablate_mode),
                **att.to_json(), "f_means": att.f_means,
                "absent": att.absent, **({"baseline": att.baseline, "converged": att.converged}
-                                        if att.method == "ig" else {})}, args.output)
-    if att.method == "ig" and not att.converged:
+                                        if att.converged is not None else {})}, args.output)
+    if att.converged is False:
         print(f"ctxlens: integrated gradients did not converge: the completeness gap is "
               f"{att.completeness_gap:.3g} after {att.steps} steps, more than 1% of "
               f"f(x) − f(baseline) = {att.f - att.f_baseline:.3g}", file=sys.stderr)
