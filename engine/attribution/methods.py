@@ -1,7 +1,7 @@
 """The attribution methods, all through Captum on an Objective's value function of the
-attributed pieces' input embeddings: gradient × input (InputXGradient), integrated gradients
-(IntegratedGradients, Gauss-Legendre steps, batched) and occlusion (FeatureAblation with one
-feature group per word or per piece).
+attributed pieces' input embeddings: gradient × input (InputXGradient), saliency (Saliency:
+the gradient's length), integrated gradients (IntegratedGradients, Gauss-Legendre steps,
+batched) and occlusion (FeatureAblation with one feature group per word or per piece).
 
 This module is each method's one home: `METHODS` holds, per method, what the app and the CLI
 call it, one line on what it computes, whether its scores are signed and add up over a word's
@@ -138,6 +138,19 @@ def gradxinput(obj: Objective) -> np.ndarray:
     with torch.enable_grad():
         attr = InputXGradient(obj.value).attribute(obj.x.clone().requires_grad_())
     return finite(attr.sum(-1)[0], "gradient")
+
+
+@method("saliency", "saliency",
+        "Saliency (Simonyan et al. 2014): the length ‖∂f/∂x‖₂ of the gradient at each "
+        "piece, one backward pass; how much, not which way.",
+        lambda words, tokens, steps: Passes("the gradient", 1, backward=True), signed=False)
+def _saliency(obj: Objective, groups: np.ndarray, steps: int | None) -> Scores:
+    import torch
+    from captum.attr import Saliency
+
+    with torch.enable_grad():    # Captum's |∂f/∂x| per dimension, its L2 norm per piece
+        grad = Saliency(obj.value).attribute(obj.x.clone().requires_grad_(), abs=True)
+    return Scores(finite(grad.norm(dim=-1)[0], "gradient"))
 
 
 def _ig_passes(words: int, tokens: int, steps: int | None) -> Passes:

@@ -27,8 +27,8 @@ def _unescaped(md: str) -> str:
 
 
 def _word_maps(at) -> list[dict]:
-    return [f for f in figures(at) if title(f).startswith(("gradient", "integrated", "occlusion"))
-            and "per word" not in title(f)]
+    labels = ("gradient", "saliency", "integrated", "occlusion")
+    return [f for f in figures(at) if title(f).startswith(labels) and "per word" not in title(f)]
 
 
 def test_the_why_view_colours_the_sentences_words_with_the_engines_scores(tiny_engine):
@@ -90,11 +90,11 @@ def test_integrated_gradients_states_its_steps_and_completeness_gap():
     assert any("completeness gap" in c.value and "steps" in c.value for c in at.caption)
 
 
-def test_all_three_methods_are_drawn_side_by_side():
+def test_every_method_is_drawn_side_by_side():
     at = _explained(method="all")
     no_failures(at)
     names = {title(f).split(":")[0] for f in _word_maps(at)}
-    assert names == {"gradient × input", "integrated gradients", "occlusion"}
+    assert names == {"gradient × input", "saliency", "integrated gradients", "occlusion"}
 
 
 def test_a_bad_target_is_one_line_and_keeps_what_was_typed():

@@ -160,6 +160,27 @@ def test_gradxinput_matches_a_finite_difference(folders):
     assert np.abs(a.piece_scores).max() > 1e-3
 
 
+def test_saliency_is_the_length_of_the_gradient(folders):
+    """Each attributed piece's score is ‖∂f/∂x_j‖₂, the gradient taken by hand by torch.autograd
+    on the float64 model through inputs_embeds, f = log p(target) at the blank; unsigned."""
+    adapter = bert.load("tiny-bert-64", folders["bert"], CPU, progress=False)
+    adapter.model.double()
+    a = attribute(adapter, split_words(MASKED), "river", method="saliency")
+    tok, model = adapter.tokenizer, adapter.model
+    ids = torch.tensor([tok(MASKED)["input_ids"]])
+    pos = int((ids[0] == tok.mask_token_id).nonzero()[0])
+    emb = model.get_input_embeddings()(ids).detach().requires_grad_()
+    f = torch.log_softmax(model(inputs_embeds=emb).logits[0, pos], -1)[
+        tok.convert_tokens_to_ids("river")]
+    (grad,) = torch.autograd.grad(f, emb)
+    want = grad[0].norm(dim=-1).numpy()
+    for j in np.nonzero(a.piece_to_word >= 0)[0]:
+        expected = 0.0 if j == pos else want[j]      # the blank is held fixed
+        assert a.piece_scores[j] == pytest.approx(expected, rel=1e-4, abs=1e-7), a.pieces[j]
+    assert (a.piece_scores >= 0).all() and a.piece_scores.max() > 1e-3
+    assert a.steps is None and a.completeness_gap is None
+
+
 def test_ig_is_complete_and_its_baseline_is_every_word_masked(mlm):
     a = attribute(mlm, split_words(MASKED), "river", method="ig")
     tok = mlm.tokenizer
@@ -230,7 +251,7 @@ def test_decoder_occlusion_replaces_the_word_by_the_padding_embedding(gpt2):
         assert a.scores[w] == pytest.approx(a.f - float(lp[target[0]]), abs=2e-5)
 
 
-@pytest.mark.parametrize("method", ["gradxinput", "ig"])
+@pytest.mark.parametrize("method", ["gradxinput", "saliency", "ig"])
 def test_word_scores_are_the_sums_of_their_piece_scores(method, mlm):
     a = attribute(mlm, split_words(MASKED), "river", method=method)
     w = a.words.index("riverbank")
@@ -376,7 +397,7 @@ def test_a_non_finite_value_is_refused_never_drawn(folders):
     with torch.no_grad():
         adapter.model.get_input_embeddings().weight[adapter.tokenizer.convert_tokens_to_ids(
             "sat")] = float("inf")
-    for method in ("gradxinput", "ig", "occlusion"):
+    for method in ("gradxinput", "saliency", "ig", "occlusion"):
         with pytest.raises(EngineError, match="not finite"):
             attribute(adapter, split_words(MASKED), "river", method=method)
 
